@@ -1,0 +1,1 @@
+def app():\n    pass
