@@ -1,0 +1,21 @@
+"""Printing for people: frames as rich tables."""
+
+from __future__ import annotations
+
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def print_frame(df: pl.DataFrame, limit: int = 50, title: str | None = None) -> None:
+    """Print a polars frame as a rich table, numbers right-aligned, at most `limit` rows."""
+    table = Table(title=title, show_lines=False)
+    for name, dtype in df.schema.items():
+        table.add_column(name, justify="right" if dtype.is_numeric() else "left")
+    for row in df.head(limit).iter_rows():
+        table.add_row(*["" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v)) for v in row])
+    console.print(table)
+    if df.height > limit:
+        console.print(f"[dim]... {df.height - limit} more rows (use --limit or --format csv)[/dim]")

@@ -1,1 +1,0 @@
-def app():\n    pass
