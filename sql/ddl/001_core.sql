@@ -35,8 +35,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     alloc_gpus     BIGINT,
     gpu_type       VARCHAR,
     node_list      VARCHAR,
-    ingested_at    TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (cluster, job_id, submit_time)
+    ingested_at    TIMESTAMPTZ NOT NULL
+    -- key: (cluster, job_id, submit_time), kept unique by the loader's merge (sql/ingest/merge_jobs.sql);
+    -- no index constraint, so that multi-million-row merges stay within bounded memory
 );
 
 CREATE TABLE IF NOT EXISTS ingest_files (

@@ -1,0 +1,52 @@
+"""Ingest flow: load log files into the warehouse, one task per file (one writer at a time)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NONE
+
+from warehouse.db import connect
+from warehouse.ingest import FileReport, IngestOptions, expand_paths, infer_missing_capacity, ingest_file
+from warehouse.secret import load_or_create_secret
+
+
+@task(name="ingest-file", cache_policy=NONE, retries=2, retry_delay_seconds=2,
+      retry_condition_fn=lambda task, run, state: "database is locked" in str(state.message or ""))
+def ingest_file_task(con, path: str, opts: IngestOptions, key: bytes) -> FileReport:
+    from pathlib import Path
+
+    rep = ingest_file(con, Path(path), opts, key)
+    log = get_run_logger()
+    if rep.outcome == "failed":
+        log.error(rep.message)
+    else:
+        log.info("%s: %s (%s, %d lines: %d loaded, %d merged, %d quarantined, %d skipped)", path, rep.outcome,
+                 rep.format, rep.lines_read, rep.rows_loaded, rep.rows_merged, rep.rows_quarantined, rep.lines_skipped)
+    return rep
+
+
+@flow(name="ingest", log_prints=True)
+def ingest_flow(paths: list[str], db: str | None = None, opts: IngestOptions | None = None) -> list[dict]:
+    """Ingest files, globs and directories; files already loaded (same SHA-256) are skipped."""
+    opts = opts or IngestOptions()
+    key = load_or_create_secret(db)
+    con = connect(db)
+    try:
+        reports = []
+        for f in expand_paths(paths):
+            if not f.exists():
+                reports.append(FileReport(path=str(f), sha256="", bytes=0, outcome="failed",
+                                          message=f"{f}: no such file or directory: check the path or glob"))
+                continue
+            reports.append(ingest_file_task(con, str(f), opts, key))
+        warnings = infer_missing_capacity(con)
+        for w in warnings:
+            get_run_logger().warning(w)
+        out = [asdict(r) for r in reports]
+        if out and warnings:
+            out[-1].setdefault("warnings", []).extend(warnings)
+        return out
+    finally:
+        con.close()

@@ -1,0 +1,67 @@
+"""`metapilot ingest PATH...`: load Slurm/PBS/SWF logs into the warehouse (a Prefect flow)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+
+def print_ingest_summary(reports: list[dict], db_file: str) -> int:
+    """Print one line per file and the totals; return the number of failed files."""
+    from rich.table import Table
+
+    from metapilot.console import console
+
+    t = Table(title="Ingest")
+    for col in ("file", "outcome", "format", "cluster", "lines", "loaded", "jobs", "merged", "quarantined", "skipped", "valid.", "s"):
+        t.add_column(col, justify="right" if col in ("lines", "loaded", "jobs", "merged", "quarantined", "skipped", "s") else "left")
+    failed = 0
+    for r in reports:
+        v = r.get("validation") or {}
+        vtxt = "" if not v else ("ok" if v.get("success") else f"{v.get('failed_rows', 0)} rows failed")
+        style = {"failed": "red", "skipped": "dim"}.get(r["outcome"], "")
+        t.add_row(r["path"].split("/")[-1], r["outcome"], r.get("format") or "", r.get("cluster") or "",
+                  f"{r['lines_read']:,}", f"{r['rows_loaded']:,}", f"{r['jobs_written']:,}", f"{r['rows_merged']:,}",
+                  f"{r['rows_quarantined']:,}", f"{r['lines_skipped']:,}", vtxt, f"{r['seconds']:.2f}", style=style)
+        failed += r["outcome"] == "failed"
+    console.print(t)
+    for r in reports:
+        if r["outcome"] == "failed" and r.get("message"):
+            console.print(f"[red]error:[/red] {r['message']}")
+        for w in r.get("warnings") or []:
+            console.print(f"[yellow]warning:[/yellow] {r['path'].split('/')[-1]}: {w}")
+        v = r.get("validation") or {}
+        for res in v.get("results", []):
+            if not res.get("success"):
+                console.print(f"[yellow]validation:[/yellow] {r['path'].split('/')[-1]}: {res.get('expectation')}"
+                              f"({res.get('column')}) failed for {res.get('unexpected_count')} rows (quarantined)")
+    console.print(f"warehouse: [bold]{db_file}[/bold]")
+    return failed
+
+
+def ingest_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Files, globs, directories; .gz is read transparently.")],
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster name (default: from the log, else the file name).")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="auto|sacct|sacct-json|pbs|swf")] = "auto",
+    timezone: Annotated[str, typer.Option(help="Time zone of local times in the logs (sacct, PBS).")] = "UTC",
+    delimiter: Annotated[Optional[str], typer.Option(help="sacct field delimiter (any string, multi-byte too).")] = None,
+    fields: Annotated[Optional[str], typer.Option(help="Column names of headerless sacct output, comma-separated.")] = None,
+    keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes.")] = False,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
+) -> None:
+    """Ingest accounting logs into the warehouse; every line is loaded, merged, quarantined or skipped."""
+    from flows.ingest import ingest_flow
+    from metapilot.config import db_path
+    from warehouse.ingest import IngestOptions
+
+    opts = IngestOptions(cluster=cluster, fmt=fmt, timezone=timezone, delimiter=delimiter,
+                         fields=[f.strip() for f in fields.split(",")] if fields else None, keep_names=keep_names)
+    reports = ingest_flow(paths, db=db, opts=opts)
+    failed = print_ingest_summary(reports, str(db_path(db).resolve()))
+    if failed:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ingest")(ingest_cmd)
