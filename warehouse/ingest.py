@@ -41,6 +41,7 @@ class IngestOptions:
     delimiter: str | None = None
     fields: list[str] | None = None
     keep_names: bool = False
+    chunk_bytes: int = 32 * 1024 * 1024
 
 
 @dataclass
@@ -243,7 +244,8 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
     now = datetime.now(timezone.utc)
     cluster_default = opts.cluster or default_cluster_name(path)
     popts = ParseOptions(fmt=opts.fmt, cluster=cluster_default, timezone=opts.timezone,
-                         delimiter=opts.delimiter, fields=opts.fields)
+                         delimiter=opts.delimiter, fields=opts.fields,
+                         chunk_bytes=opts.chunk_bytes)
     tot = _Totals()
     con.execute("BEGIN TRANSACTION")
     try:

@@ -1,0 +1,30 @@
+"""`metapilot capacity`: show each cluster's capacity and where it comes from; load a config."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+
+def capacity_cmd(
+    config: Annotated[Optional[str], typer.Option(help="clusters.toml to load (replaces those clusters' rows).")] = None,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
+) -> None:
+    """Show cluster capacity (config, SWF header or inferred peak), optionally loading a config first."""
+    from metapilot.console import print_frame
+    from warehouse.db import connect
+
+    if config:
+        from warehouse.capacity import read_capacity_config, store_capacity_config
+
+        con = connect(db)
+        n = store_capacity_config(con, read_capacity_config(config))
+        typer.echo(f"loaded {n} capacity rows from {config}")
+    else:
+        con = connect(db, read_only=True)
+    print_frame(con.sql("SELECT * FROM capacity ORDER BY cluster, partition, valid_from").pl(), title="Capacity")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("capacity")(capacity_cmd)
