@@ -24,3 +24,11 @@ def beside_db(db: str | Path | None, name: str) -> Path:
 def sql_text(relpath: str) -> str:
     """The text of a file under `sql/`."""
     return (SQL_DIR / relpath).read_text()
+
+
+def sql_statements(relpath: str) -> list[str]:
+    """The statements of a multi-statement file under `sql/` (split at `;` line ends), for
+    running each with parameters (DuckDB binds parameters to one statement at a time)."""
+    text = sql_text(relpath)
+    parts = [p.strip() for p in text.split(";\n")]
+    return [p for p in parts if p and not all(ln.strip().startswith("--") or not ln.strip() for ln in p.splitlines())]

@@ -45,7 +45,6 @@ JOB_ID_PATTERN = (
 )
 
 _DURATION_PATTERN = r"^(?:(?:(?P<d>\d+)-)?(?P<h>\d+):)?(?P<m>\d+):(?P<s>\d+)(?:\.\d+)?$"
-_MEM_PATTERN = r"^(?P<v>\d+(?:\.\d+)?)(?P<u>[KMGTPkmgtp]?)(?P<per>[cn]?)$"
 
 
 def null_if_blank(col: pl.Expr) -> pl.Expr:
@@ -105,9 +104,35 @@ def _sane_mib(mib: pl.Expr) -> pl.Expr:
     return pl.when((mib > 0) & (mib <= MAX_JOB_MEM_MIB)).then(mib.round(0)).otherwise(None).cast(pl.Int64)
 
 
-def reqmem_is_valid(col: pl.Expr) -> pl.Expr:
-    """True where ReqMem has one of sacct's forms (so a null result is a real 'unknown')."""
-    return col.str.strip_chars().str.contains(_MEM_PATTERN)
+def reqmem_per(col: pl.Expr) -> pl.Expr:
+    """The old-style ReqMem suffix: `c` (per CPU), `n` (per node), or null (a job total)."""
+    last = col.str.strip_chars().str.tail(1)
+    return pl.when(last.is_in(["c", "n"])).then(last).otherwise(None)
+
+
+def reqmem_base_mib(col: pl.Expr) -> pl.Expr:
+    """ReqMem without its `c`/`n` suffix, in MiB (float); null when it is not `<number>[KMGTP]`.
+
+    String slicing, not a regex: ReqMem is read on every job line.
+    """
+    s = col.str.strip_chars()
+    s = pl.when(s.str.tail(1).is_in(["c", "n"])).then(s.str.head(-1)).otherwise(s)
+    unit = s.str.tail(1).str.to_uppercase()
+    has_unit = unit.is_in(["K", "M", "G", "T", "P"])
+    number = pl.when(has_unit).then(s.str.head(-1)).otherwise(s)
+    ok = number.str.contains(r"^\d+(?:\.\d+)?$")
+    factor = pl.when(has_unit).then(_unit_factor(unit)).otherwise(1.0)
+    return pl.when(ok).then(number.cast(pl.Float64, strict=False) * factor)
+
+
+def reqmem_total(base_mib: pl.Expr, per: pl.Expr, cpus: pl.Expr, nodes: pl.Expr) -> pl.Expr:
+    """Total MiB for the job from reqmem_base_mib/reqmem_per (see parse_reqmem)."""
+    total = (
+        pl.when(per == "c").then(base_mib * cpus.cast(pl.Float64))
+        .when(per == "n").then(base_mib * nodes.cast(pl.Float64))
+        .otherwise(base_mib)
+    )
+    return _sane_mib(total)
 
 
 def parse_reqmem(col: pl.Expr, cpus: pl.Expr, nodes: pl.Expr) -> pl.Expr:
@@ -117,15 +142,7 @@ def parse_reqmem(col: pl.Expr, cpus: pl.Expr, nodes: pl.Expr) -> pl.Expr:
     no suffix: `16G`, `100M`) is already the job's total. `0n`/`0` ("whole node") and absurd
     values (> 1 PiB per job, e.g. `2147486648Mn`) -> null.
     """
-    g = col.str.strip_chars().str.extract_groups(_MEM_PATTERN)
-    base = g.struct.field("v").cast(pl.Float64, strict=False) * _unit_factor(g.struct.field("u"))
-    per = g.struct.field("per")
-    total = (
-        pl.when(per == "c").then(base * cpus.cast(pl.Float64))
-        .when(per == "n").then(base * nodes.cast(pl.Float64))
-        .otherwise(base)
-    )
-    return _sane_mib(total)
+    return reqmem_total(reqmem_base_mib(col), reqmem_per(col), cpus, nodes)
 
 
 def tres_count(col: pl.Expr, key: str) -> pl.Expr:

@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from metapilot.config import sql_text
+from metapilot.config import sql_statements, sql_text
 from transforms.canonical import ParseResult
 from transforms.parsers import ParseOptions, UnknownFormatError, iter_parse
 from transforms.privacy import pseudonymise
@@ -255,7 +255,8 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
                 tot.last_line = int(raw_lines["line_no"][-1])
             _load_chunk(con, res, raw_lines, sha, str(path), now, key, opts, tot)
         tot.format = tot.format or popts.detected
-        con.execute(sql_text("ingest/dedupe_jobs.sql"), [sha])
+        for stmt in sql_statements("ingest/dedupe_jobs.sql"):
+            con.execute(stmt, [sha])
         jobs_written, rows_loaded, clusters = con.execute(
             "SELECT count(*), count(DISTINCT source_line), list(DISTINCT cluster) FROM jobs WHERE source_file_id = ?", [sha]).fetchone()
         rep.format, rep.lines_read, rep.lines_skipped = tot.format, tot.lines_read, tot.skipped

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import numba as nb
+import numpy as np
 
 FCFS, SJF, SAF, LAF, WFP3, UNICEF, F1 = range(7)
 
@@ -61,3 +62,15 @@ def score(code: int, submit: float, req: float, cores: float, now: float) -> flo
     if s < 1.0:
         s = 1.0  # a job submitted before the window start: treat as at the start
     return math.log10(req) * cores + 870.0 * math.log10(s)
+
+
+@nb.njit(cache=True)
+def static_scores(submit, req, cores):
+    """(n, 7) table of every rule's score at time 0; only the static rules' columns are used."""
+    n = submit.shape[0]
+    out = np.zeros((n, 7))
+    for j in range(n):
+        for code in range(7):
+            if not is_dynamic(code):
+                out[j, code] = score(code, submit[j], req[j], cores[j], 0.0)
+    return out

@@ -1,0 +1,1 @@
+"""The offline-RL controller: objectives (actions), as-run tuples, dataset, training, artifact."""

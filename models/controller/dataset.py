@@ -1,0 +1,453 @@
+"""The MDP dataset (SPEC §7): logged tuples from every source, split strictly by time.
+
+Sources are functions registered in `SOURCES` (`register_source`): 'as-run' is built in; the
+replay rollouts of the simulator add 'replay'. A source returns a frame of `TUPLE_COLUMNS`
+(most simply via `tuples_from_aggregates`), one row per epoch per trajectory. Tuples are stored
+in `mdp_transitions` (sql/ddl/010_mdp.sql), exported to Parquet, and turned into a d3rlpy
+`MDPDataset` for training. The training set of a window mixes in a share (default 10%) of tuples
+from older windows, so a retrained policy does not forget earlier regimes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable, Protocol
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from models.controller.objectives import OBJECTIVES
+from transforms.asrun_state import TimeLike, query_pl, to_epoch_s
+from transforms.reward import RewardConfig, reward_from_aggregates
+from transforms.state import FEATURE_NAMES, FEATURES, N_FEATURES, StateConfig, state_from_frame
+
+UTC = pl.Datetime("us", "UTC")
+S_COLS: tuple[str, ...] = tuple(f"s_{n}" for n in FEATURE_NAMES)
+NS_COLS: tuple[str, ...] = tuple(f"ns_{n}" for n in FEATURE_NAMES)
+KEY_COLS: tuple[str, ...] = ("cluster", "partition", "window_from", "window_to", "epoch_start", "epoch_s",
+                             "source", "behaviour_policy", "seed", "state_spec")
+TUPLE_SCHEMA: dict[str, pl.DataType] = (
+    {"cluster": pl.Utf8, "partition": pl.Utf8, "window_from": UTC, "window_to": UTC, "epoch_start": UTC,
+     "epoch_s": pl.Int64, "source": pl.Utf8, "behaviour_policy": pl.Utf8, "seed": pl.Int64, "state_spec": pl.Utf8}
+    | {c: pl.Float32 for c in S_COLS}
+    | {"action": pl.Int32, "reward": pl.Float64}
+    | {c: pl.Float32 for c in NS_COLS}
+    | {"terminal": pl.Boolean}
+)
+TUPLE_COLUMNS: tuple[str, ...] = tuple(TUPLE_SCHEMA)
+TRAJECTORY_KEYS: tuple[str, ...] = ("cluster", "partition", "window_from", "source", "behaviour_policy", "seed")
+
+
+def state_spec(state_config: StateConfig, reward_config: RewardConfig) -> str:
+    """Short hash of what a tuple's numbers mean: features, their normalisation, configs, actions."""
+    doc = {
+        "features": [[f.name, f.normalisation] for f in FEATURES],
+        "state": state_config.to_dict(),
+        "reward": reward_config.to_dict(),
+        "actions": list(OBJECTIVES),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _ts(t: TimeLike) -> datetime:
+    return datetime.fromtimestamp(to_epoch_s(t), tz=timezone.utc)
+
+
+def tuples_from_aggregates(
+    aggregates: pl.DataFrame,
+    actions: np.ndarray,
+    *,
+    cluster: str,
+    partition: str | None,
+    window_from: TimeLike,
+    window_to: TimeLike,
+    source: str,
+    behaviour_policy: str,
+    seed: int | None,
+    state_config: StateConfig = StateConfig(),
+    reward_config: RewardConfig = RewardConfig(),
+    terminal_last: bool = False,
+) -> pl.DataFrame:
+    """Tuples of one trajectory from its aggregates at n + 1 consecutive boundaries and n actions.
+
+    Row k: s = state(boundary k), action k, reward of epoch k (queue at boundary k + 1, utilisation
+    `u_*` of row k), ns = state(boundary k + 1). The env's rollouts call this with the aggregates
+    they track, exactly as the as-run path does.
+    """
+    n = aggregates.height - 1
+    actions = np.asarray(actions, dtype=np.int64)
+    if n < 1 or actions.shape != (n,):
+        raise ValueError(f"need n + 1 boundaries for n actions: got {aggregates.height} boundaries, {actions.shape} actions")
+    if actions.min() < 0 or actions.max() >= len(OBJECTIVES):
+        raise ValueError(f"actions must be indices into {OBJECTIVES}")
+    states = state_from_frame(aggregates, state_config)
+    cur, nxt = aggregates.head(n), aggregates.tail(n)
+    rewards = reward_from_aggregates(
+        queue_len_end=nxt["queue_len"].to_numpy(), wait_mean_end_s=nxt["wait_mean_s"].to_numpy(),
+        u_cpu=cur["u_cpu"].to_numpy(), u_gpu=cur["u_gpu"].to_numpy(), u_mem=cur["u_mem"].to_numpy(),
+        cap_gpu=cur["cap_gpu"].to_numpy(), cap_mem=cur["cap_mem"].to_numpy(), config=reward_config,
+    )
+    terminal = np.zeros(n, dtype=bool)
+    terminal[-1] = terminal_last
+    frame = pl.DataFrame(
+        {
+            "epoch_start": (cur["epoch_start"].to_numpy().astype(np.int64) * 1_000_000),
+            **{c: states[:n, i] for i, c in enumerate(S_COLS)},
+            "action": actions.astype(np.int32),
+            "reward": rewards,
+            **{c: states[1:, i] for i, c in enumerate(NS_COLS)},
+            "terminal": terminal,
+        }
+    ).with_columns(pl.col("epoch_start").cast(UTC))
+    return frame.with_columns(
+        pl.lit(cluster).alias("cluster"),
+        pl.lit(partition or "*").alias("partition"),
+        pl.lit(_ts(window_from)).cast(UTC).alias("window_from"),
+        pl.lit(_ts(window_to)).cast(UTC).alias("window_to"),
+        pl.lit(int(state_config.epoch_s)).cast(pl.Int64).alias("epoch_s"),
+        pl.lit(source).alias("source"),
+        pl.lit(behaviour_policy).alias("behaviour_policy"),
+        pl.lit(seed, dtype=pl.Int64).alias("seed"),
+        pl.lit(state_spec(state_config, reward_config)).alias("state_spec"),
+    ).select(conform_exprs())
+
+
+def conform_exprs() -> list[pl.Expr]:
+    return [pl.col(c).cast(t) for c, t in TUPLE_SCHEMA.items()]
+
+
+def conform_tuples(frame: pl.DataFrame) -> pl.DataFrame:
+    """Check a source's frame has every tuple column, and cast/order it."""
+    missing = [c for c in TUPLE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"tuple frame lacks columns {missing}")
+    return frame.select(conform_exprs())
+
+
+# --- sources ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TupleRequest:
+    """What a source is asked for: the tuples of one window of one cluster (or partition)."""
+
+    cluster: str
+    partition: str | None
+    window_from: datetime
+    window_to: datetime
+    state: StateConfig = StateConfig()
+    reward: RewardConfig = RewardConfig()
+    seed: int = 0
+
+
+class TupleSource(Protocol):
+    def __call__(self, con: duckdb.DuckDBPyConnection, request: TupleRequest) -> pl.DataFrame: ...
+
+
+def _asrun_source(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> pl.DataFrame:
+    from models.controller.asrun import asrun_tuples
+
+    return asrun_tuples(con, request.cluster, request.window_from, request.window_to,
+                        partition=request.partition, state_config=request.state, reward_config=request.reward)
+
+
+SOURCES: dict[str, TupleSource] = {"as-run": _asrun_source}
+
+
+def register_source(name: str, source: TupleSource) -> None:
+    """Make a tuple source available to `build_dataset` (e.g. 'replay' from the simulator)."""
+    SOURCES[name] = source
+
+
+def build_tuples(con: duckdb.DuckDBPyConnection, request: TupleRequest, sources: tuple[str, ...] = ("as-run",)) -> pl.DataFrame:
+    """The tuples of every requested source for one window, conformed and checked."""
+    frames = []
+    for name in sources:
+        if name not in SOURCES:
+            raise KeyError(f"unknown tuple source {name!r}; registered: {sorted(SOURCES)}")
+        frames.append(conform_tuples(SOURCES[name](con, request)))
+    out = pl.concat(frames) if frames else pl.DataFrame(schema=TUPLE_SCHEMA)
+    lo, hi = _ts(request.window_from), _ts(request.window_to)
+    bad = out.filter((pl.col("epoch_start") < lo) | (pl.col("epoch_start") >= hi)).height
+    if bad:
+        raise ValueError(f"{bad} tuples outside the window {lo} .. {hi}: a source leaked across the time split")
+    return out
+
+
+# --- storage -----------------------------------------------------------------------------------
+
+
+def store_tuples(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> int:
+    """Write tuples to `mdp_transitions`, replacing those of the same trajectories (idempotent)."""
+    if frame.height == 0:
+        return 0
+    traj = frame.select("cluster", "partition", "window_from", "window_to", "source", "behaviour_policy", "seed", "state_spec").unique()
+    con.register("_mp_traj", traj.to_arrow())
+    con.register("_mp_new", frame.to_arrow())
+    try:
+        con.execute("BEGIN TRANSACTION")
+        con.execute(
+            "DELETE FROM mdp_transitions m USING _mp_traj t WHERE m.cluster = t.cluster AND m.partition = t.partition "
+            "AND m.window_from = t.window_from AND m.window_to = t.window_to AND m.source = t.source "
+            "AND m.behaviour_policy = t.behaviour_policy AND m.seed IS NOT DISTINCT FROM t.seed "
+            "AND m.state_spec = t.state_spec"
+        )
+        con.execute("INSERT INTO mdp_transitions BY NAME SELECT * FROM _mp_new")
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    finally:
+        con.unregister("_mp_traj")
+        con.unregister("_mp_new")
+    return frame.height
+
+
+def load_tuples(
+    con: duckdb.DuckDBPyConnection,
+    cluster: str,
+    epochs_from: TimeLike | None,
+    epochs_to: TimeLike | None,
+    *,
+    partition: str | None = None,
+    spec: str | None = None,
+    sources: tuple[str, ...] | None = None,
+) -> pl.DataFrame:
+    """Stored tuples of a cluster whose epoch starts in `[epochs_from, epochs_to)` (either end open)."""
+    q = "SELECT * FROM mdp_transitions WHERE cluster = $cluster AND partition = $partition"
+    params: dict = {"cluster": cluster, "partition": partition or "*"}
+    if epochs_from is not None:
+        q += " AND epoch_start >= $lo"
+        params["lo"] = _ts(epochs_from)
+    if epochs_to is not None:
+        q += " AND epoch_start < $hi"
+        params["hi"] = _ts(epochs_to)
+    if spec is not None:
+        q += " AND state_spec = $spec"
+        params["spec"] = spec
+    if sources:
+        q += " AND list_contains($sources, source)"
+        params["sources"] = list(sources)
+    q += " ORDER BY source, behaviour_policy, seed, window_from, epoch_start"
+    return conform_tuples(query_pl(con, q, params))
+
+
+# --- splits ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """Which sources, how the time split is made, and how much of the past is replayed."""
+
+    state: StateConfig = StateConfig()
+    reward: RewardConfig = RewardConfig()
+    sources: tuple[str, ...] = ("as-run",)
+    older_fraction: float = 0.1  # share of the training set drawn from windows older than train_from
+    validation_share: float = 0.25  # default validation window length, as a share of the train window
+    seed: int = 0
+
+
+@dataclass
+class DatasetSplits:
+    """Train (new window + older mix-in) and validation tuples, never overlapping in time."""
+
+    train: pl.DataFrame
+    validation: pl.DataFrame
+    train_window: tuple[datetime, datetime]
+    valid_window: tuple[datetime, datetime] | None
+    older_mixed: int = 0
+    spec: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> dict:
+        def counts(df: pl.DataFrame) -> dict:
+            if df.height == 0:
+                return {"tuples": 0}
+            acts = df["action"].value_counts().sort("action")
+            return {
+                "tuples": df.height,
+                "by_source": {r[0]: r[1] for r in df.group_by("source").len().sort("source").iter_rows()},
+                "actions": {OBJECTIVES[a]: c for a, c in acts.iter_rows()},
+                "reward_mean": float(df["reward"].mean()),
+            }
+
+        return {
+            "train_window": [t.isoformat() for t in self.train_window],
+            "valid_window": [t.isoformat() for t in self.valid_window] if self.valid_window else None,
+            "train": counts(self.train),
+            "validation": counts(self.validation),
+            "older_mixed": self.older_mixed,
+            "state_spec": self.spec,
+            "notes": self.notes,
+        }
+
+
+def default_validation_window(
+    con: duckdb.DuckDBPyConnection, cluster: str, train_from: TimeLike, train_to: TimeLike, share: float, epoch_s: int
+) -> tuple[datetime, datetime] | None:
+    """The window right after training, `share` of its length, cut at the last submitted job."""
+    t0, t1 = to_epoch_s(train_from), to_epoch_s(train_to)
+    length = max(epoch_s, int(round((t1 - t0) * share / epoch_s)) * epoch_s)
+    last = con.execute("SELECT max(epoch(submit_time)) FROM jobs WHERE cluster = $c", {"c": cluster}).fetchall()[0][0]
+    end = t1 + length if last is None else min(t1 + length, int(last) + 1)
+    if end - t1 < epoch_s:
+        return None
+    end = t1 + ((end - t1) // epoch_s) * epoch_s
+    return _ts(t1), _ts(end)
+
+
+def build_dataset(
+    con: duckdb.DuckDBPyConnection,
+    cluster: str,
+    train_from: TimeLike,
+    train_to: TimeLike,
+    valid_from: TimeLike | None = None,
+    valid_to: TimeLike | None = None,
+    *,
+    partition: str | None = None,
+    config: DatasetConfig = DatasetConfig(),
+    store: bool = True,
+) -> DatasetSplits:
+    """Build (and store) the tuples of the train and validation windows; mix in older tuples.
+
+    The validation window must start at or after the end of training (strict time split); by
+    default it follows training for `validation_share` of its length.
+    """
+    spec = state_spec(config.state, config.reward)
+    notes: list[str] = []
+    train_w = (_ts(train_from), _ts(train_to))
+    if valid_from is None and valid_to is None:
+        valid_w = default_validation_window(con, cluster, train_from, train_to, config.validation_share, config.state.epoch_s)
+        if valid_w is None:
+            notes.append("no data after the training window: validation falls back to the training tuples")
+    else:
+        if valid_from is None or valid_to is None:
+            raise ValueError("give both --valid-from and --valid-to, or neither")
+        valid_w = (_ts(valid_from), _ts(valid_to))
+        if valid_w[0] < train_w[1]:
+            raise ValueError(f"validation window starts {valid_w[0]} before training ends {train_w[1]}: the split must be by time")
+
+    def window(w: tuple[datetime, datetime]) -> pl.DataFrame:
+        req = TupleRequest(cluster, partition, w[0], w[1], config.state, config.reward, config.seed)
+        frame = build_tuples(con, req, config.sources)
+        if store:
+            store_tuples(con, frame)
+        return frame
+
+    train_new = window(train_w)
+    valid = window(valid_w) if valid_w else pl.DataFrame(schema=TUPLE_SCHEMA)
+
+    older = load_tuples(con, cluster, None, train_w[0], partition=partition, spec=spec, sources=config.sources)
+    n_old = 0
+    if older.height and config.older_fraction > 0:
+        want = int(round(config.older_fraction / (1.0 - config.older_fraction) * train_new.height))
+        n_old = min(want, older.height)
+        older = older.sample(n=n_old, seed=config.seed, shuffle=False)
+    train = pl.concat([train_new, older.head(n_old)]) if n_old else train_new
+    return DatasetSplits(train, valid, train_w, valid_w, n_old, spec, notes)
+
+
+def export_parquet(splits: DatasetSplits, folder: str | Path) -> dict[str, Path]:
+    """Write train/validation tuples (with a `split` column) and a JSON summary to `folder`."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, df in (("train", splits.train), ("validation", splits.validation)):
+        p = folder / f"{name}.parquet"
+        df.with_columns(pl.lit(name).alias("split")).write_parquet(p)
+        out[name] = p
+    (folder / "summary.json").write_text(json.dumps(splits.summary() | {"dataset_sha256": dataset_hash(splits.train)}, indent=2))
+    out["summary"] = folder / "summary.json"
+    return out
+
+
+def dataset_hash(frame: pl.DataFrame) -> str:
+    """SHA-256 of a tuple frame's content, independent of row order and storage format."""
+    df = conform_tuples(frame).sort(["source", "behaviour_policy", "seed", "window_from", "epoch_start"], nulls_last=True)
+    h = hashlib.sha256()
+    for c in TUPLE_COLUMNS:
+        s = df[c]
+        if s.dtype in (pl.Utf8,):
+            h.update("\x1f".join("" if v is None else v for v in s.to_list()).encode())
+        else:
+            h.update(s.cast(pl.Int64 if s.dtype == UTC else s.dtype).fill_null(-1 if s.dtype != pl.Boolean else False).to_numpy().tobytes())
+    return h.hexdigest()
+
+
+# --- d3rlpy ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Episodes:
+    """Tuples laid out as d3rlpy episodes: observations with one extra closing row per episode."""
+
+    observations: np.ndarray
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminals: np.ndarray
+    timeouts: np.ndarray
+    n_transitions: int
+    n_episodes: int
+
+
+def to_episodes(frame: pl.DataFrame) -> Episodes:
+    """Chain tuples into episodes: consecutive epochs of one trajectory whose ns == next s.
+
+    d3rlpy derives next observations from the following row, so each episode gets its closing
+    state `ns` as an extra row (dummy action/reward, timeout flag); a terminal tuple ends its
+    episode without one. Any tuple set works: a lone tuple is a one-transition episode.
+    """
+    df = conform_tuples(frame).sort(list(TRAJECTORY_KEYS) + ["epoch_start"], nulls_last=True)
+    n = df.height
+    if n == 0:
+        raise ValueError("no tuples")
+    s = df.select(S_COLS).to_numpy().astype(np.float32)
+    ns = df.select(NS_COLS).to_numpy().astype(np.float32)
+    a = df["action"].to_numpy().astype(np.int64)
+    r = df["reward"].to_numpy().astype(np.float32)
+    term = df["terminal"].to_numpy().astype(bool)
+    key = df.select(pl.concat_str([pl.col(k).cast(pl.Utf8).fill_null("~") for k in TRAJECTORY_KEYS], separator="|")).to_series().to_numpy()
+    t_us = df["epoch_start"].cast(pl.Int64).to_numpy()
+    step = df["epoch_s"].to_numpy() * 1_000_000
+    cont = np.zeros(n, dtype=bool)
+    if n > 1:
+        cont[:-1] = (key[:-1] == key[1:]) & (t_us[1:] - t_us[:-1] == step[:-1]) & np.all(ns[:-1] == s[1:], axis=1) & ~term[:-1]
+    ends = ~cont  # the last tuple of each episode
+    closing = ends & ~term  # episodes that need their closing state appended
+    reps = np.where(closing, 2, 1)
+    idx = np.repeat(np.arange(n), reps)
+    is_extra = np.zeros(len(idx), dtype=bool)
+    is_extra[np.cumsum(reps)[closing] - 1] = True
+    obs = np.where(is_extra[:, None], ns[idx], s[idx]).astype(np.float32)
+    acts = np.where(is_extra, 0, a[idx])
+    rews = np.where(is_extra, 0.0, r[idx]).astype(np.float32)
+    terminals = (~is_extra & term[idx] & ends[idx]).astype(np.float32)
+    timeouts = is_extra.astype(np.float32)
+    return Episodes(obs, acts, rews, terminals, timeouts, n, int(ends.sum()))
+
+
+def to_mdp_dataset(frame: pl.DataFrame):
+    """A d3rlpy `MDPDataset` of the tuples (discrete actions, `len(OBJECTIVES)` of them)."""
+    from d3rlpy.constants import ActionSpace
+    from d3rlpy.dataset import MDPDataset
+
+    ep = to_episodes(frame)
+    return MDPDataset(
+        observations=ep.observations, actions=ep.actions, rewards=ep.rewards,
+        terminals=ep.terminals, timeouts=ep.timeouts,
+        action_space=ActionSpace.DISCRETE, action_size=len(OBJECTIVES),
+    )
+
+
+def observations(frame: pl.DataFrame) -> np.ndarray:
+    """The states of a tuple frame, (n, N_FEATURES) float32."""
+    return frame.select(S_COLS).to_numpy().astype(np.float32).reshape(-1, N_FEATURES)
+
+
+def window_days(w: tuple[datetime, datetime]) -> float:
+    return (w[1] - w[0]) / timedelta(days=1)

@@ -1,0 +1,341 @@
+"""Offline training of the objective controller (SPEC §7): DiscreteCQL, with baselines and OPE.
+
+`train_policy` fits DiscreteCQL on the training tuples, keeps a checkpoint per d3rlpy epoch,
+and picks the checkpoint with the best DiscreteFQE estimate on the validation window (or, when a
+`replay_evaluator` is given, the best replay score). DiscreteBC, offline DQN and DiscreteBCQ are
+trained on the same data and scored the same way, for the model card. Every fit is seeded
+(`d3rlpy.seed`, deterministic torch), so the same data and config give the same weights.
+
+The replay hook: `replay_evaluator(policy) -> {"score": float, ...}` where
+`policy(states: np.ndarray[(n, N_FEATURES) float32]) -> np.ndarray[(n,) int]` (action indices).
+Higher score is better; other keys are recorded as replay metrics in the model card.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import polars as pl
+
+from models.controller.dataset import S_COLS, observations, to_episodes, to_mdp_dataset
+from models.controller.objectives import OBJECTIVES, U
+
+PolicyFn = Callable[[np.ndarray], np.ndarray]
+ReplayEvaluator = Callable[[PolicyFn], dict[str, float]]
+ALGORITHMS: tuple[str, ...] = ("cql", "dqn", "bcq", "bc")
+PUBLISHABLE: tuple[str, ...] = ("cql", "dqn")  # greedy in their Q-values: policy.pt can export them
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters. Defaults are CPU-sized: a 2x64 MLP, batch 256, ~10k steps per fit.
+
+    gamma 0.95 ~ a one-day horizon of hourly epochs: the span over which an objective switch
+    visibly changes the queue. Rewards are multiplied by `reward_multiplier` for learning
+    (waits of 1e4-1e5 s give rewards of -10..-100); reported values are in reward units.
+    """
+
+    algorithm: str = "cql"
+    baselines: tuple[str, ...] = ("bc", "dqn", "bcq")
+    n_steps: int = 10_000
+    n_steps_per_epoch: int = 1_000  # one checkpoint candidate per epoch
+    batch_size: int = 256
+    hidden_units: tuple[int, ...] = (64, 64)
+    learning_rate: float = 3e-4
+    gamma: float = 0.95
+    target_update_interval: int = 500
+    cql_alpha: float = 1.0
+    bcq_action_flexibility: float = 0.3
+    reward_multiplier: float = 0.01
+    standardize: bool = True
+    scaler_eps: float = 0.05  # floor added to each feature's std: bounds the inputs of rare features
+    fqe_steps: int = 3_000
+    fqe_learning_rate: float = 3e-4
+    fqe_target_update_interval: int = 200
+    max_candidates: int = 5
+    seed: int = 0
+    device: str = "cpu"
+    show_progress: bool = True
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["baselines"] = list(self.baselines)
+        d["hidden_units"] = list(self.hidden_units)
+        return d
+
+
+@dataclass
+class PolicyScore:
+    """Off-policy (and optionally replay) estimates for one trained policy."""
+
+    name: str
+    step: int
+    fqe_value: float  # mean over validation states of Q_fqe(s, pi(s)), reward units
+    fqe_initial_value: float  # the same over the episodes' first states
+    action_share_u: float  # share of validation states where the policy picks U
+    behaviour_match: float  # share of validation states where it picks the logged action
+    replay: dict[str, float] | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class TrainResult:
+    """A trained controller, how it was chosen, and how it compares."""
+
+    algo: Any  # the d3rlpy algorithm, at the chosen checkpoint
+    algorithm: str
+    config: TrainConfig
+    chosen: PolicyScore
+    candidates: list[PolicyScore]
+    baselines: dict[str, PolicyScore]
+    behaviour_mc_return: float | None
+    scaler_mean: np.ndarray
+    scaler_std: np.ndarray
+    n_train: int
+    n_valid: int
+    validation_source: str  # "validation window" | "training tuples (no validation data)"
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def q_scale(self) -> float:
+        """Multiply d3rlpy's Q-values by this to get reward units."""
+        return 1.0 / self.config.reward_multiplier
+
+
+def import_d3rlpy():
+    """Import d3rlpy without the `gym` deprecation banner it triggers on stderr."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        import d3rlpy
+    return d3rlpy
+
+
+def set_determinism(seed: int) -> None:
+    """Seed python, numpy and torch, and make torch pick deterministic kernels."""
+    import torch
+
+    d3rlpy = import_d3rlpy()
+    d3rlpy.seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def _scaler_stats(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return obs.mean(axis=0).astype(np.float64), obs.std(axis=0).astype(np.float64)
+
+
+def make_algo(name: str, config: TrainConfig, mean: np.ndarray, std: np.ndarray):
+    """A d3rlpy algorithm object (not yet built) for `name` with the shared settings."""
+    d3rlpy = import_d3rlpy()
+    from d3rlpy.algos import DiscreteBCConfig, DiscreteBCQConfig, DiscreteCQLConfig, DoubleDQNConfig
+    from d3rlpy.models import VectorEncoderFactory
+    from d3rlpy.preprocessing import MultiplyRewardScaler, StandardObservationScaler
+
+    enc = VectorEncoderFactory(hidden_units=list(config.hidden_units))
+    scaler = StandardObservationScaler(mean=mean, std=std, eps=config.scaler_eps) if config.standardize else None
+    common = dict(
+        batch_size=config.batch_size, gamma=config.gamma, learning_rate=config.learning_rate,
+        encoder_factory=enc, observation_scaler=scaler,
+    )
+    rs = MultiplyRewardScaler(config.reward_multiplier)
+    if name == "cql":
+        cfg = DiscreteCQLConfig(**common, reward_scaler=rs, alpha=config.cql_alpha,
+                                target_update_interval=config.target_update_interval)
+    elif name == "dqn":
+        cfg = DoubleDQNConfig(**common, reward_scaler=rs, target_update_interval=config.target_update_interval)
+    elif name == "bcq":
+        cfg = DiscreteBCQConfig(**common, reward_scaler=rs, target_update_interval=config.target_update_interval,
+                                action_flexibility=config.bcq_action_flexibility)
+    elif name == "bc":
+        cfg = DiscreteBCConfig(**common)
+    else:
+        raise ValueError(f"unknown algorithm {name!r}; known: {ALGORITHMS}")
+    del d3rlpy
+    return cfg.create(device=config.device)
+
+
+def module_states(algo) -> dict[str, dict]:
+    """Copies of the state dicts of the algorithm's networks (no optimiser state)."""
+    import torch
+
+    mods = algo.impl.modules
+    out = {}
+    for f in dataclasses.fields(mods):
+        m = getattr(mods, f.name)
+        if isinstance(m, torch.nn.Module):
+            out[f.name] = {k: v.detach().cpu().clone() for k, v in m.state_dict().items()}
+    return out
+
+
+def load_module_states(algo, states: dict[str, dict]) -> None:
+    """Put network weights (from `module_states` or an artifact) into a built algorithm."""
+    mods = algo.impl.modules
+    for name, sd in states.items():
+        getattr(mods, name).load_state_dict(sd)
+
+
+def _fit(algo, dataset, n_steps: int, config: TrainConfig, epoch_callback=None, name: str = "") -> None:
+    from d3rlpy.logging import NoopAdapterFactory
+
+    per_epoch = max(1, min(config.n_steps_per_epoch, n_steps))
+    algo.fit(
+        dataset, n_steps=max(per_epoch, (n_steps // per_epoch) * per_epoch), n_steps_per_epoch=per_epoch,
+        logger_adapter=NoopAdapterFactory(), show_progress=config.show_progress,
+        experiment_name=name or None, epoch_callback=epoch_callback,
+    )
+
+
+def greedy(algo) -> PolicyFn:
+    """The algorithm as a plain `states -> action indices` function (for the replay hook)."""
+    return lambda states: np.asarray(algo.predict(np.asarray(states, dtype=np.float32)), dtype=np.int64)
+
+
+def score_policy(algo, name: str, step: int, valid_ds, valid_obs, valid_first, valid_actions,
+                 config: TrainConfig, replay_evaluator: ReplayEvaluator | None) -> PolicyScore:
+    """DiscreteFQE estimate of `algo` on the validation tuples (+ replay metrics if hooked)."""
+    from d3rlpy.models import VectorEncoderFactory
+    from d3rlpy.ope import DiscreteFQE, FQEConfig
+    from d3rlpy.preprocessing import MultiplyRewardScaler
+
+    set_determinism(config.seed + 7919)
+    fqe = DiscreteFQE(
+        algo=algo,
+        config=FQEConfig(
+            learning_rate=config.fqe_learning_rate, batch_size=config.batch_size, gamma=config.gamma,
+            target_update_interval=config.fqe_target_update_interval,
+            encoder_factory=VectorEncoderFactory(hidden_units=list(config.hidden_units)),
+            observation_scaler=algo.config.observation_scaler,
+            reward_scaler=MultiplyRewardScaler(config.reward_multiplier),
+        ),
+        device=config.device,
+    )
+    _fit(fqe, valid_ds, config.fqe_steps, dataclasses.replace(config, n_steps_per_epoch=config.fqe_steps), name=f"FQE-{name}")
+    acts = algo.predict(valid_obs)
+    scale = 1.0 / config.reward_multiplier
+    value = float(np.mean(fqe.predict_value(valid_obs, acts))) * scale
+    first_acts = algo.predict(valid_first)
+    initial = float(np.mean(fqe.predict_value(valid_first, first_acts))) * scale
+    replay = replay_evaluator(greedy(algo)) if replay_evaluator is not None else None
+    return PolicyScore(
+        name=name, step=step, fqe_value=value, fqe_initial_value=initial,
+        action_share_u=float(np.mean(acts == U)), behaviour_match=float(np.mean(acts == valid_actions)),
+        replay=replay,
+    )
+
+
+def discounted_return(frame: pl.DataFrame, gamma: float) -> float | None:
+    """Mean discounted return-to-go of the logged behaviour over the states (cut at episode ends)."""
+    if frame.height == 0:
+        return None
+    ep = to_episodes(frame)
+    r = ep.rewards.astype(np.float64)
+    ends = (ep.timeouts > 0) | (ep.terminals > 0)
+    g = np.zeros_like(r)
+    acc = 0.0
+    for i in range(len(r) - 1, -1, -1):  # one pass over epochs (not jobs)
+        if ep.timeouts[i] > 0:
+            acc = 0.0
+            continue
+        acc = r[i] + (0.0 if ends[i] else gamma * acc)
+        g[i] = acc
+    return float(np.mean(g[ep.timeouts == 0]))
+
+
+def _better(a: PolicyScore, b: PolicyScore | None) -> bool:
+    if b is None:
+        return True
+    if a.replay is not None and b.replay is not None and "score" in a.replay:
+        return a.replay["score"] > b.replay["score"]
+    return a.fqe_value > b.fqe_value
+
+
+def train_policy(
+    train: pl.DataFrame,
+    validation: pl.DataFrame,
+    config: TrainConfig = TrainConfig(),
+    replay_evaluator: ReplayEvaluator | None = None,
+    log: Callable[[str], None] | None = None,
+) -> TrainResult:
+    """Train the controller and its baselines; choose the checkpoint by OPE (or replay)."""
+    log = log or (lambda msg: None)
+    if config.algorithm not in PUBLISHABLE:
+        raise ValueError(f"the published policy must be one of {PUBLISHABLE} (Q-values for advise); got {config.algorithm!r}")
+    if train.height == 0:
+        raise ValueError("no training tuples")
+    timings: dict[str, float] = {}
+    import_d3rlpy()
+    import torch
+
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    train_ds = to_mdp_dataset(train)
+    train_obs = observations(train)
+    if validation.height:
+        valid, vsource = validation, "validation window"
+    else:
+        valid, vsource = train, "training tuples (no validation data)"
+    valid_ds = to_mdp_dataset(valid)
+    valid_obs = observations(valid)
+    valid_actions = valid["action"].to_numpy()
+    ep = to_episodes(valid)
+    starts = np.r_[0, np.flatnonzero((ep.timeouts > 0) | (ep.terminals > 0))[:-1] + 1]
+    valid_first = ep.observations[starts]
+    mean, std = _scaler_stats(train_obs)
+
+    # --- the controller, with a checkpoint per epoch
+    set_determinism(config.seed)
+    algo = make_algo(config.algorithm, config, mean, std)
+    snapshots: list[tuple[int, dict]] = []
+    t0 = time.perf_counter()
+    log(f"training {config.algorithm} for {config.n_steps} steps on {train.height} tuples")
+    _fit(algo, train_ds, config.n_steps, config, name=config.algorithm,
+         epoch_callback=lambda a, epoch, step: snapshots.append((step, module_states(a))))
+    timings["train"] = time.perf_counter() - t0
+    pick = np.unique(np.linspace(0, len(snapshots) - 1, min(config.max_candidates, len(snapshots))).round().astype(int))
+    candidates: list[PolicyScore] = []
+    best: PolicyScore | None = None
+    best_states = snapshots[-1][1]
+    t0 = time.perf_counter()
+    for i in pick:
+        step, states = snapshots[i]
+        load_module_states(algo, states)
+        log(f"off-policy evaluation of checkpoint {step}")
+        sc = score_policy(algo, config.algorithm, step, valid_ds, valid_obs, valid_first, valid_actions, config, replay_evaluator)
+        candidates.append(sc)
+        if _better(sc, best):
+            best, best_states = sc, states
+    load_module_states(algo, best_states)
+    timings["ope"] = time.perf_counter() - t0
+
+    # --- baselines on the same data
+    baselines: dict[str, PolicyScore] = {}
+    for name in config.baselines:
+        if name == config.algorithm:
+            continue
+        t0 = time.perf_counter()
+        log(f"baseline {name}")
+        set_determinism(config.seed)
+        b = make_algo(name, config, mean, std)
+        _fit(b, train_ds, config.n_steps if name != "bc" else max(1, config.n_steps // 2), config, name=name)
+        baselines[name] = score_policy(b, name, config.n_steps, valid_ds, valid_obs, valid_first, valid_actions, config, replay_evaluator)
+        timings[f"baseline_{name}"] = time.perf_counter() - t0
+
+    assert best is not None
+    return TrainResult(
+        algo=algo, algorithm=config.algorithm, config=config, chosen=best, candidates=candidates,
+        baselines=baselines, behaviour_mc_return=discounted_return(valid, config.gamma),
+        scaler_mean=mean, scaler_std=std, n_train=train.height, n_valid=valid.height,
+        validation_source=vsource, seconds=timings,
+    )
+
+
+def q_values(algo, states: np.ndarray, q_scale: float = 1.0) -> np.ndarray:
+    """Q-values of every action (n, len(OBJECTIVES)) from d3rlpy, in reward units via `q_scale`."""
+    states = np.asarray(states, dtype=np.float32).reshape(-1, len(S_COLS))
+    cols = [algo.predict_value(states, np.full(len(states), a, dtype=np.int64)) for a in range(len(OBJECTIVES))]
+    return np.stack(cols, axis=1) * q_scale
