@@ -45,8 +45,11 @@ def ingest_flow(paths: list[str], db: str | None = None, opts: IngestOptions | N
         for w in warnings:
             get_run_logger().warning(w)
         out = [asdict(r) for r in reports]
-        if out and warnings:
-            out[-1].setdefault("warnings", []).extend(warnings)
+        if warnings:
+            out.append({"path": "(all clusters)", "sha256": "", "bytes": 0, "outcome": "capacity", "format": None,
+                        "cluster": None, "lines_read": 0, "rows_loaded": 0, "jobs_written": 0, "rows_merged": 0,
+                        "rows_quarantined": 0, "lines_skipped": 0, "seconds": 0.0, "message": None,
+                        "warnings": warnings, "validation": None})
         return out
     finally:
         con.close()

@@ -6,7 +6,10 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+import sys
+
+# Wide enough for summary tables when output is piped or logged (rich assumes 80 columns then).
+console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
 def print_frame(df: pl.DataFrame, limit: int = 50, title: str | None = None) -> None:

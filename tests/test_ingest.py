@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import SAMPLES
+SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "logs"
 from warehouse.ingest import IngestOptions, ingest_file, ingest_paths, infer_missing_capacity
 
 POZIDRIV = SAMPLES / "slurm" / "pozidriv.log.gz"

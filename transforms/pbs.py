@@ -39,6 +39,7 @@ One row per job of the chunk, from its most telling record (documented choices, 
 
 from __future__ import annotations
 
+import re
 from zoneinfo import ZoneInfo
 
 import polars as pl
@@ -72,26 +73,12 @@ _MEM_FACTOR_BYTES: dict[str, int] = {
 }
 
 
-def _attributes_wide(records: pl.DataFrame) -> pl.DataFrame:
-    """One column per wanted attribute (first occurrence in the line), null when absent or empty.
+def _attr(key: str) -> pl.Expr:
+    """Value of `key=value` in the attribute text (first non-empty occurrence), else null.
 
-    Tokenising once and pivoting is several times faster than one regex per key on long lines
-    (exec_host lists run to thousands of characters). Tokens without `=` are ignored, as XDMoD does.
+    One regex per key measured faster than tokenising and pivoting (and than Python dicts).
     """
-    wanted = {key: alias for alias, key in ATTRS.items()}
-    kv = (
-        records.select("line_no", pl.col("attrs").str.replace_all("\t", " ", literal=True).str.split(" ").alias("t"))
-        .explode("t")
-        .filter(pl.col("t").str.contains("=", literal=True))
-        .select("line_no", pl.col("t").str.splitn("=", 2).alias("kv"))
-        .select("line_no", pl.col("kv").struct.field("field_0").alias("k"), pl.col("kv").struct.field("field_1").alias("v"))
-        .filter(pl.col("k").is_in(list(wanted)) & (pl.col("v") != ""))
-        .unique(subset=["line_no", "k"], keep="first", maintain_order=True)
-        .with_columns(pl.col("k").replace_strict(wanted, return_dtype=pl.Utf8))
-    )
-    wide = kv.pivot(on="k", index="line_no", values="v") if kv.height else pl.DataFrame(schema={"line_no": pl.Int64})
-    missing = [pl.lit(None, dtype=pl.Utf8).alias(a) for a in ATTRS if a not in wide.columns]
-    return records.join(wide.with_columns(missing), on="line_no", how="left")
+    return pl.col("attrs").str.extract(r"(?:^|\s)" + re.escape(key) + r"=(\S+)", 1)
 
 
 def _count(expr: pl.Expr) -> pl.Expr:
@@ -134,13 +121,13 @@ def _per_chunk_totals(lines: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) 
     `exprs` are evaluated on column `c` (one chunk); a total is null when no chunk had a value.
     """
     parts = (
-        lines.select("line_no", pl.col(col).str.split("+").alias("c"))
+        lines.lazy().select("line_no", pl.col(col).str.split("+").alias("c"))
         .filter(pl.col("c").is_not_null())
         .explode("c")
         .with_columns(**exprs)
     )
     aggs = [pl.when(pl.col(k).is_not_null().any()).then(pl.col(k).sum()).alias(k) for k in exprs]
-    return parts.group_by("line_no").agg(aggs)
+    return parts.group_by("line_no").agg(aggs).collect()
 
 
 def _chunk_count(c: pl.Expr) -> pl.Expr:
@@ -169,7 +156,7 @@ def _nodes_totals(lines: pl.DataFrame) -> pl.DataFrame:
 def _exec_host_totals(lines: pl.DataFrame) -> pl.DataFrame:
     """alloc nodes/cpus and node list from exec_host (`h/7+h/6`, `h/0-3`, `h/0,2`, `h/0*8`)."""
     hosts = (
-        lines.select("line_no", pl.col("exec_host").str.split("+").alias("part"))
+        lines.lazy().select("line_no", pl.col("exec_host").str.split("+").alias("part"))
         .filter(pl.col("part").is_not_null())
         .explode("part")
         .select("line_no", pl.col("part").str.splitn("/", 2).alias("hc"))
@@ -202,10 +189,10 @@ def _exec_host_totals(lines: pl.DataFrame) -> pl.DataFrame:
         pl.when(pl.col("ex_nodes") > 0).then(pl.col("ex_nodes")).alias("ex_nodes"),
         pl.when(pl.col("ex_cpus") > 0).then(pl.col("ex_cpus")).alias("ex_cpus"),
         pl.when(pl.col("ex_node_list") != "").then(pl.col("ex_node_list")).alias("ex_node_list"),
-    )
+    ).collect()
 
 
-def _job_ids(records: pl.DataFrame) -> pl.DataFrame:
+def _job_ids(records: pl.LazyFrame) -> pl.LazyFrame:
     """Split `seq.server` ids into job_id / array_job_id / array_task_id and mark array summaries."""
     records = records.with_columns(pl.col("id").str.splitn(".", 2).struct.field("field_0").alias("seq"))
     seq = pl.col("seq")
@@ -230,7 +217,8 @@ def _job_ids(records: pl.DataFrame) -> pl.DataFrame:
 
 def _line_attributes(records: pl.DataFrame, tz: str) -> pl.DataFrame:
     """Every attribute a row may need, per line, parsed into its final type."""
-    df = _attributes_wide(records)
+    # Lazy so that polars shares repeated sub-expressions (eager evaluation repeats them).
+    df = records.lazy().with_columns([_attr(key).alias(alias) for alias, key in ATTRS.items()])
     df = _job_ids(df)
     local = pl.col("stamp").str.strptime(pl.Datetime("us"), "%m/%d/%Y %H:%M:%S", strict=False)
     rec_time = local.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null").dt.convert_time_zone("UTC")
@@ -246,10 +234,10 @@ def _line_attributes(records: pl.DataFrame, tz: str) -> pl.DataFrame:
         _first_int(pl.col("rl_nodect"), r"^(\d+)").alias("nodect_n"),
         _first_int(pl.col("rl_nodect"), r"(?:^|:)gpus?=(\d+)").alias("nodect_gpus_per_node"),
         pl.col("exit_status").cast(pl.Int64, strict=False).alias("exit_int"),
-    )
+    ).collect()
     for extra in (_select_totals(df), _nodes_totals(df), _exec_host_totals(df)):
         df = df.join(extra, on="line_no", how="left")
-    return df.with_columns(
+    return df.lazy().with_columns(
         pl.max_horizontal("rl_ncpus", "sel_cpus", "nodes_cpus", "rl_procs").alias("req_cpus"),
         pl.coalesce("nodect_n", "nodes_n").alias("req_nodes"),
         pl.coalesce(
@@ -264,7 +252,7 @@ def _line_attributes(records: pl.DataFrame, tz: str) -> pl.DataFrame:
             pl.col("account"),
             pl.when(pl.col("project") != "_pbs_project_default").then(pl.col("project")),
         ).alias("account_name"),
-    )
+    ).collect()
 
 
 def _gpu_request() -> pl.Expr:
@@ -320,7 +308,7 @@ def _canonical(rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
     """Final canonical columns from one aggregated row per job."""
     secs = lambda a, b: (pl.col(a) - pl.col(b)).dt.total_seconds()  # noqa: E731
     started = pl.col("start").is_not_null()
-    rows = rows.with_columns(
+    rows = rows.lazy().with_columns(
         pl.coalesce("ctime", "qtime", "first_q_time").alias("submit_time"),
         pl.when(pl.col("primary").is_in(["E", "D", "A"])).then(pl.col("end_c")).alias("end_time"),
     ).with_columns(
@@ -351,14 +339,14 @@ def _canonical(rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
         pl.when(started).then(pl.col("req_mem_mib")).alias("alloc_mem_mib"),
         pl.when(started).then(pl.col("req_gpus")).alias("alloc_gpus"),
         pl.when(started).then(pl.col("ex_node_list")).alias("node_list"),
-    )
+    ).collect()
     return conform(out)
 
 
 def _split_records(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """(records, quarantine, skipped): blank and non-job lines are skipped, malformed quarantined."""
     parts = pl.col("line").str.splitn(";", 4)
-    df = lines.with_columns(parts.alias("p")).with_columns(
+    df = lines.lazy().with_columns(parts.alias("p")).with_columns(
         pl.col("p").struct.field("field_0").alias("stamp"),
         pl.col("p").struct.field("field_1").alias("rtype"),
         pl.col("p").struct.field("field_2").str.strip_chars().alias("id"),
@@ -367,7 +355,7 @@ def _split_records(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int
     well_formed = (
         pl.col("stamp").str.contains(_STAMP) & pl.col("rtype").str.contains(r"^[A-Za-z]$") & pl.col("id").is_not_null()
     ).fill_null(False)
-    df = df.with_columns(pl.when(well_formed).then(pl.col("stamp")).alias("stamp"))
+    df = df.with_columns(pl.when(well_formed).then(pl.col("stamp")).alias("stamp")).collect()
     blank = pl.col("line").str.strip_chars() == ""
     non_job = pl.col("rtype").is_in(list(NON_JOB_TYPES))
     skipped = df.filter(blank | (pl.col("stamp").is_not_null() & non_job)).height
@@ -378,7 +366,7 @@ def _split_records(lines: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, int
         .when(~valid_stamp).then(pl.lit("PBS record stamp is not a valid date/time"))
         .when(pl.col("id").str.splitn(".", 2).struct.field("field_0").fill_null("") == "").then(pl.lit("PBS record has an empty job id"))
     )
-    df = df.with_columns(reason.alias("_reason"))
+    df = df.lazy().with_columns(reason.alias("_reason")).collect()
     bad = df.filter(pl.col("_reason").is_not_null())
     q = quarantine_rows(bad["line_no"], bad["line"], bad["_reason"]) if bad.height else empty_quarantine()
     return df.filter(pl.col("_reason").is_null()).drop("_reason"), q, skipped

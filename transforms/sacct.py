@@ -206,17 +206,24 @@ def _empty_result(lines_read: int, skipped: int, quarantine: pl.DataFrame | None
 
 
 def _split(body: pl.DataFrame, cfg: SacctConfig, names: list[str]) -> pl.DataFrame:
-    """Split each line into the named fields (`splitn` keeps delimiters inside the last one)."""
+    """Split each line into the named fields we read, with `splitn` semantics: the last field
+    keeps any extra delimiters (a `|` in a job name). Adds `_nf`, the number of fields found.
+
+    One `split` into a list and positional gets is cheaper than `splitn` into a struct, and
+    columns we never read (a 108-column export) are not materialised.
+    """
     delim = cfg.delimiter
     line = pl.col("line")
     if cfg.trailing_delimiter:
         line = line.str.strip_suffix(delim)
     n = len(names)
-    out = body.with_columns(line.alias("_l")).with_columns(
-        (pl.col("_l").str.count_matches(delim, literal=True) + 1).cast(pl.Int64).alias("_nf"),
-        pl.col("_l").str.splitn(delim, n).struct.rename_fields(names).alias("_f"),
-    )
-    return out.drop("_l").unnest("_f")
+    parts = pl.col("_parts")
+    cols = [parts.list.get(i, null_on_oob=True).alias(name) for i, name in enumerate(names[:-1]) if name in KNOWN_FIELDS]
+    if names[-1] in KNOWN_FIELDS:
+        tail = parts.list.slice(n - 1).list.join(delim)
+        cols.append(pl.when(parts.list.len() >= n).then(tail).alias(names[-1]))
+    out = body.with_columns(line.str.split(delim).alias("_parts"))
+    return out.with_columns(parts.list.len().cast(pl.Int64).alias("_nf"), *cols).drop("_parts")
 
 
 def _col(name: str, present: set[str]) -> pl.Expr:

@@ -30,7 +30,7 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
         if r["outcome"] == "failed" and r.get("message"):
             console.print(f"[red]error:[/red] {r['message']}")
         for w in r.get("warnings") or []:
-            console.print(f"[yellow]warning:[/yellow] {r['path'].split('/')[-1]}: {w}")
+            console.print(f"[yellow]warning:[/yellow] {w}")
         v = r.get("validation") or {}
         for res in v.get("results", []):
             if not res.get("success"):

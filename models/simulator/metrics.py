@@ -97,13 +97,14 @@ def overall(result: SimResult) -> pl.DataFrame:
         util = np.full(3, np.nan)
     extra = {
         "policy": result.policy, "backfill": result.backfill,
-        **{f"util_{r}": (None if np.isnan(u) else float(u)) for r, u in zip(RESOURCES, util, strict=True)},
+        **{f"util_{r}": float(u) for r, u in zip(RESOURCES, util, strict=True)},
         "makespan": last - first, "first_submit": first, "last_end": last,
         "cannot_fit": int(result.cannot_fit.size), "wall_s": result.wall_s,
     }
     for key in ("left_out", "clamped", "estimates_filled"):
         extra[key] = int(result.counters.get(key, 0))
-    return pl.DataFrame([extra]).hstack(stats).select(
+    row = pl.DataFrame([extra]).with_columns(pl.col("^util_.*$").cast(pl.Float64).fill_nan(None))
+    return row.hstack(stats).select(
         "policy", "backfill", "jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait",
         "mean_bsld", "util_cores", "util_gpus", "util_mem", "makespan", "first_submit", "last_end",
         "cannot_fit", "left_out", "clamped", "estimates_filled", "wall_s",
