@@ -335,13 +335,13 @@ def test_random_text_never_raises_and_reconciles(lines):
     assert r.lines_read == len(lines)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(PBS_RECORD, max_size=15))
 def test_random_records_never_raise_and_reconcile(lines):
     check_contract(parse_lines(lines))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, len(FIXTURE_LINES) - 1), st.integers(0, 2000)), min_size=1, max_size=12))
 def test_truncated_fixture_lines_reconcile(cuts):
     lines = [FIXTURE_LINES[i][:cut] for i, cut in cuts]

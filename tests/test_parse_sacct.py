@@ -230,9 +230,10 @@ HPC_DEVIATIONS: dict[str, tuple[set[str], set[str]]] = {
     "issues/63": (set(), {"2346371"}),
 }
 
-HPC_CASES = [("sacct-output.txt", "exp_jobs.csv"), ("sacct-output-v1.txt", "exp_jobs-v1.csv"), ("sacct-output-v2.txt", "exp_jobs-v2.csv")] + [
-    (f"{d}/sacct-output.txt", f"{d}/exp_jobs.csv") for d in ("array", "multi-node", "issues/5", "issues/17", "issues/20", "issues/59", "issues/61", "issues/63", "issues/gl-20")
-]
+HPC_DIRS = ("array", "multi-node", "issues/5", "issues/17", "issues/20", "issues/59", "issues/61", "issues/63", "issues/gl-20")
+HPC_CASES = [
+    ("sacct-output.txt", "exp_jobs.csv"), ("sacct-output-v1.txt", "exp_jobs-v1.csv"), ("sacct-output-v2.txt", "exp_jobs-v2.csv"),
+] + [(f"{d}/sacct-output.txt", f"{d}/exp_jobs.csv") for d in HPC_DIRS]
 
 
 def hms(text: str) -> int:
@@ -320,7 +321,8 @@ def test_tdhock_all_columns_export():
     assert (p.jobs.height, p.merged, p.skipped) == (1, 2, 1)
     j = p.jobs.row(0, named=True)
     assert j["job_id"] == "32650736" and j["cluster"] == "cedar" and j["state"] == "TIMEOUT"
-    assert (j["partition"], j["user_name"], j["account_name"], j["group_name"]) == ("cpubase_bycore_b1", "icecube10", "rpp-kenclark_cpu", "icecube")
+    assert (j["partition"], j["user_name"], j["account_name"], j["group_name"]) == (
+        "cpubase_bycore_b1", "icecube10", "rpp-kenclark_cpu", "icecube")
     assert (epoch(j["submit_time"]), j["wait_s"], j["run_s"], j["timelimit_s"]) == (1576096517, 61, 3606, 3600)
     assert (j["req_cpus"], j["req_mem_mib"], j["alloc_mem_mib"], j["alloc_gpus"], j["node_list"]) == (1, 7996, 7996, 0, "cdr735")
 
@@ -366,7 +368,8 @@ def test_header_columns_by_name_any_order_and_repeated_header():
     lines = [
         "state|JOBID|submit|Start|End|NCPUS|NNodes|ReqMem|Timelimit|NodeList|JobName|Cluster|ReqTRES|AllocTRES",
         "CANCELLED by 5|123_[1-5%2]|2020-01-01T00:00:00|Unknown|2020-01-01T01:00:00|4|1|4Gn|UNLIMITED|None assigned|arr|c1|cpu=4,mem=4G,node=1|",
-        "COMPLETED|124|2020-01-01T00:00:00|2020-01-01T00:10:00|2020-01-01T00:20:00|8|2|2000Mc|1-00:00:00|n[1-2]|j|c1|cpu=8,mem=16000M,node=2,gres/gpu:a100=4|cpu=8,mem=16000M,node=2,gres/gpu=4,gres/gpu:a100=4",
+        "COMPLETED|124|2020-01-01T00:00:00|2020-01-01T00:10:00|2020-01-01T00:20:00|8|2|2000Mc|1-00:00:00|n[1-2]|j|c1|"
+        "cpu=8,mem=16000M,node=2,gres/gpu:a100=4|cpu=8,mem=16000M,node=2,gres/gpu=4,gres/gpu:a100=4",
         "COMPLETED|124.batch|2020-01-01T00:10:00|2020-01-01T00:10:00|2020-01-01T00:20:00|8|1||||batch|c1||",
         "State|JobID|Submit|Start|End|NCPUS|NNodes|ReqMem|Timelimit|NodeList|JobName|Cluster|ReqTRES|AllocTRES",
         "PENDING|125|2020-01-02T00:00:00|Unknown|Unknown|1|1|1G|00:30:00|None assigned|p|c1|cpu=1,mem=1G,node=1|",
@@ -470,6 +473,11 @@ def test_user_given_fields_and_header_detection():
     assert cfg is not None and not cfg.header
     row = parse_lines(body, cfg).jobs.row(0, named=True)
     assert (row["alloc_cpus"], row["run_s"], row["timelimit_s"], row["wait_s"]) == (16, 3600, 7200, 5)
+    # Without Start/End columns, times are unknown (not "never ran"): the run time is Elapsed.
+    res = parse_lines(["7|2021-03-01T10:00:00|COMPLETED|3600"], SacctConfig(fields=["JobID", "Submit", "State", "ElapsedRaw"]))
+    row = res.jobs.row(0, named=True)
+    assert (row["start_time"], row["end_time"], row["wait_s"], row["run_s"]) == (None, None, None, 3600)
+    assert any("no Start/End column" in w for w in res.warnings)
     cfg2 = sniff_sacct(["|".join(fields).lower()] + body, "|", fields)
     assert cfg2 is not None and cfg2.header
     assert parse_lines(["|".join(fields).lower()] + body, cfg2).skipped == 1
@@ -502,11 +510,16 @@ CONFIGS = [
     SacctConfig(),
     SacctConfig(fields=["JobID", "ExitCode", "State", "MaxRSS", "Elapsed"], header=True),
     SacctConfig(fields=list(HPC_COST_SIM_FIELDS) + ["partition"], min_fields=len(HPC_COST_SIM_FIELDS), layout="hpc-cost-sim"),
-    SacctConfig(delimiter="‖", fields=["JobID", "Submit", "Start", "End", "State", "ReqMem", "NCPUS", "AllocTRES", "JobName"], trailing_delimiter=True),
+    SacctConfig(
+        delimiter="‖", fields=["JobID", "Submit", "Start", "End", "State", "ReqMem", "NCPUS", "AllocTRES", "JobName"], trailing_delimiter=True
+    ),
     SacctConfig(delimiter="\t", fields=["State", "JobID", "Submit", "Timelimit", "NodeList"], timezone="Europe/Berlin"),
 ]
 REAL = xdmod_lines("accounting-logs") + xdmod_lines("accounting-logs-with-job-arrays")[:3] + [line_with(jobid="9.batch")]
-_tokens = st.sampled_from(list("|‖\t,;:_-+.[]%0123456789 TUNknowe#\\\"'aàb\r") + ["Unknown", "None", "2020-01-01T00:00:00", "4103947", "_[1-3]", "Mc", "gres/gpu="])
+_tokens = st.sampled_from(
+    list("|‖\t,;:_-+.[]%0123456789 TUNknowe#\\\"'aàb\r")
+    + ["Unknown", "None", "2020-01-01T00:00:00", "4103947", "_[1-3]", "Mc", "gres/gpu="]
+)
 
 
 def junk(max_tokens: int) -> st.SearchStrategy[str]:

@@ -94,8 +94,14 @@ def test_newer_dump_forms_pending_array_het_and_duplicates():
         "job_id": 50, "cluster": "", "name": "arr", "nodes": "None assigned",
         "array": {"job_id": 50, "task_id": n(4294967294), "task": "1-3,7%2"},
         "state": {"current": ["PENDING"], "reason": "Priority"},
-        "time": {"submission": n(1700000000), "start": n(0), "end": n(0), "elapsed": 0, "limit": {"set": False, "infinite": True, "number": 0}},
-        "tres": {"requested": [{"type": "cpu", "count": 2}, {"type": "mem", "count": 2048}, {"type": "gres", "name": "gpu:a100", "count": 1}], "allocated": []},
+        "time": {
+            "submission": n(1700000000), "start": n(0), "end": n(0), "elapsed": 0,
+            "limit": {"set": False, "infinite": True, "number": 0},
+        },
+        "tres": {
+            "requested": [{"type": "cpu", "count": 2}, {"type": "mem", "count": 2048}, {"type": "gres", "name": "gpu:a100", "count": 1}],
+            "allocated": [],
+        },
     }
     het = {
         "job_id": 61, "het": {"job_id": 60, "job_offset": n(1)}, "state": {"current": ["COMPLETED"]}, "nodes": "n1",
@@ -112,7 +118,8 @@ def test_newer_dump_forms_pending_array_het_and_duplicates():
     p = rows["50_7"]
     assert (p["cluster"], p["state"], p["array_task_id"], p["start_time"], p["end_time"], p["run_s"], p["timelimit_s"]) == (
         "dflt", "PENDING", 7, None, None, None, None)
-    assert (p["req_cpus"], p["req_mem_mib"], p["req_gpus"], p["gpu_type"], p["alloc_gpus"], p["node_list"]) == (2, 2048, 1, "a100", None, None)
+    assert (p["req_cpus"], p["req_mem_mib"], p["req_gpus"], p["gpu_type"]) == (2, 2048, 1, "a100")
+    assert (p["alloc_gpus"], p["node_list"]) == (None, None)
     h = rows["60+1"]
     assert (h["het_job_id"], h["het_offset"], h["state"], h["run_s"], h["wait_s"], h["timelimit_s"], h["exit_code"]) == (
         "60", 1, "FAILED", 100, 10, 600, "3:0")

@@ -96,14 +96,16 @@ def test_completions_at_the_same_instant_in_start_order() -> None:
 
 def test_planned_end_at_now_holds_nothing_before_its_completion_is_handled() -> None:
     w = workload(
-        (0, 10, 10, 10),  # j0 [0, 10) pe 10
-        (5, 10, 10, 4),   # j1 SJF-first but does not fit until 10
-        (10, 1, 1, 8),    # j2 submitted at 10: handled before j0's completion at 10
+        (0, 10, 10, 10),   # j0 [0, 10), pe 10
+        (1, 50, 50, 10),   # j1 (req 50) waits for j0
+        (10, 1, 100, 1),   # j2 (req 100) submitted at 10
+        (10, 5, 5, 10),    # j3 (req 5) submitted at 10, after j2
     )
-    # SJF, no backfill. Submission step at 10: j0 planned to end at 10 holds nothing: free 10.
-    # SJF order: j2 (req 1), then j1 (req 10): both start at 10 (8 + ... 4 > 2: j1 does not).
-    # j2 takes 8, j1 (4) does not fit the 2 left: it starts when j2 ends at 11.
-    assert starts(w, CAP10, "SJF", "none") == [0, 11, 10]
+    # SJF, no backfill. At 10 the two submissions come before j0's completion. At j2's step
+    # j0 (pe 10) already holds nothing: free 10, SJF order j1, j2: j1 starts at 10. j3 then
+    # waits for j1 (60) and j2 for j3 (65). Had j0 held its cores until its completion event,
+    # j3 (submitted meanwhile, req 5 < 50) would have started first at 10 and j1 at 15.
+    assert starts(w, CAP10, "SJF", "none") == [0, 10, 65, 60]
 
 
 def test_conservative_reservations_move_forward_after_early_ends() -> None:
@@ -208,7 +210,8 @@ def test_static_and_dynamic_rules_order_the_queue(policy: str) -> None:
     assert starts(w, CAP10, policy, "none") == [0, 100, 100]
     big = workload((0, 100, 100, 10), (1, 10, 300, 6), (2, 10, 50, 8))
     s = starts(big, CAP10, policy, "none")
-    first = {"SJF": 2, "SAF": 2, "LAF": 1, "F1": 2, "UNICEF": 2}[policy]
+    first = {"SJF": 2, "SAF": 2, "LAF": 1, "F1": 1, "UNICEF": 2}[policy]
+    # F1: log10(300)*6 + 870*log10(2) = 276.8 < log10(50)*8 + 870*log10(3) = 428.7 -> j1.
     # UNICEF at 100: j1 -99/(log2 6 * 300) = -0.128, j2 -98/(3 * 50) = -0.653 -> j2 first.
     assert s[first] == 100 and s[3 - first] == 110
 

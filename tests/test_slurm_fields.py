@@ -74,8 +74,16 @@ def test_reqmem(reqmem, cpus, nodes, mib):
     assert got == [mib]
 
 
+def test_sizes():
+    assert ev(sf.parse_size_mib(X), ["239596K", "7714.15M", "16G", "1T", "100", "", "0.07Mn", None]) == [
+        239596 / 1024, 7714.15, 16384.0, 1048576.0, 100.0, None, None, None,
+    ]
+
+
 def test_tres_counts_and_memory():
-    tres = ["billing=4,cpu=4,gres/gpu:a100=2,gres/gpu=2,mem=16G,node=1", "billing=256,cpu=256,mem=3000M,node=32", "", None, "cpu=1,mem=1.5T"]
+    tres = [
+        "billing=4,cpu=4,gres/gpu:a100=2,gres/gpu=2,mem=16G,node=1", "billing=256,cpu=256,mem=3000M,node=32", "", None, "cpu=1,mem=1.5T",
+    ]
     assert ev(sf.tres_count(X, "cpu"), tres) == [4, 256, None, None, 1]
     assert ev(sf.tres_count(X, "node"), tres) == [1, 32, None, None, None]
     assert ev(sf.tres_mem_mib(X), tres) == [16384, 3000, None, None, 1572864]

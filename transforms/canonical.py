@@ -104,6 +104,8 @@ def empty_quarantine() -> pl.DataFrame:
 
 def conform(df: pl.DataFrame) -> pl.DataFrame:
     """Add missing canonical columns as nulls, cast, and order them; drop anything else."""
+    if df.height == 0:
+        return empty_jobs()
     exprs = []
     for name, dtype in PARSED_SCHEMA.items():
         if name in df.columns:

@@ -1,8 +1,9 @@
 """Parse Slurm `sacct` text output (parsable, any delimiter) into canonical job rows (SPEC §3, §4).
 
 Works on chunks of numbered lines from `transforms.lines.iter_line_chunks`, fully vectorised:
-each line is split once with `splitn` (so a delimiter inside the last field, the job name,
-survives), then every field is parsed by the expressions of `transforms.slurm_fields`.
+each line is split once with `splitn` semantics (so a delimiter inside the last field, the job
+name, survives), then every field is parsed by the expressions of `transforms.slurm_fields`,
+each distinct value of a low-cardinality field (TRES, ReqMem, State, Timelimit) only once.
 
 Accounting per chunk: blank lines, `#` comments and header lines are `skipped`; steps
 (`123.batch`, `123_4.0`, `123+1.extern`) are `merged` into their job (they add nothing the job
@@ -14,7 +15,7 @@ pending array range `123_[1-3,7]` is one line but one row per task.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
@@ -49,10 +50,11 @@ KNOWN_FIELDS: frozenset[str] = frozenset(
     "alloctres reqgres allocgres timelimit timelimitraw nodelist jobname".split()
 )
 
-_NEVER_RAN_NODES = ("None assigned", "(null)")
+NEVER_RAN_NODES = ("None assigned", "(null)")
 # States whose printed End is not an end (REQUEUED is not here: with --duplicates its record is
 # a finished run, with a real end).
 NOT_ENDED_STATES = ("PENDING", "RUNNING", "SUSPENDED", "RESIZING", "CONFIGURING")
+_ALLOC_COLUMNS = ("alloc_cpus", "alloc_nodes", "alloc_mem_mib", "alloc_gpus")
 _REASON_MAX = 60  # characters of a bad value quoted in a quarantine reason
 
 
@@ -75,6 +77,10 @@ class SacctConfig:
     trailing_delimiter: bool = False
     layout: str = "xdmod"
     min_fields: int | None = None  # lines may omit trailing optional columns down to this count
+
+    def __post_init__(self) -> None:
+        if not self.delimiter:
+            raise ValueError("sacct delimiter must be a non-empty string")
 
     def names(self) -> list[str]:
         """Lower-cased column names; duplicates after the first are renamed so they are ignored."""
@@ -111,7 +117,7 @@ def _fits(cells: list[str], layout: str) -> bool:
         return bool(_JOB_ID_RE.match(cells[0])) and _is_time(cells[10]) and not _is_time(cells[9])
     if layout == "xdmod-reqgres":
         return bool(_JOB_ID_RE.match(cells[0])) and _is_time(cells[9])
-    if layout in ("hpc-cost-sim", "hpc-cost-sim-v2"):
+    if layout == "hpc-cost-sim":
         return bool(_STATE_RE.match(cells[0])) and bool(_JOB_ID_RE.match(cells[1])) and _is_time(cells[6])
     return False
 
@@ -167,7 +173,7 @@ def sniff_sacct(head_lines: list[str], delimiter: str | None = None, fields: lis
     The returned config's cluster and timezone are defaults for the caller to set.
     """
     data = [ln.rstrip("\r") for ln in head_lines if ln.strip() and not ln.lstrip().startswith("#")]
-    delims = [delimiter] if delimiter else ["|", "\t", ",", ";"]
+    delims = [delimiter] if delimiter else ["|", "\t", ",", ";"]  # an empty one means "find it"
     if fields is not None:
         names = [f.strip().lower() for f in fields]
         if not data:
@@ -189,7 +195,9 @@ def sniff_sacct(head_lines: list[str], delimiter: str | None = None, fields: lis
         if "jobid" in lowered or "jobidraw" in lowered:
             trailing = lowered[-1] == ""
             names = cells[:-1] if trailing else cells
-            return SacctConfig(delimiter=d, fields=[c.strip() for c in names], header=True, trailing_delimiter=trailing, layout="header")
+            return SacctConfig(
+                delimiter=d, fields=[c.strip() for c in names], header=True, trailing_delimiter=trailing, layout="header"
+            )
         guess = _guess_headerless(data, d)
         if guess is not None:
             return guess
@@ -200,9 +208,9 @@ def sniff_sacct(head_lines: list[str], delimiter: str | None = None, fields: lis
 # Parsing
 
 
-def _empty_result(lines_read: int, skipped: int, quarantine: pl.DataFrame | None = None, warnings: list[str] | None = None) -> ParseResult:
+def _empty_result(lines_read: int, skipped: int, quarantine: pl.DataFrame | None = None) -> ParseResult:
     q = quarantine if quarantine is not None else empty_quarantine()
-    return ParseResult(jobs=empty_jobs(), quarantine=q, lines_read=lines_read, skipped=skipped, warnings=warnings or [])
+    return ParseResult(jobs=empty_jobs(), quarantine=q, lines_read=lines_read, skipped=skipped)
 
 
 def _split(body: pl.DataFrame, cfg: SacctConfig, names: list[str]) -> pl.DataFrame:
@@ -231,10 +239,6 @@ def _col(name: str, present: set[str]) -> pl.Expr:
     return pl.col(name) if name in present else pl.lit(None, dtype=pl.Utf8)
 
 
-def _first(*exprs: pl.Expr) -> pl.Expr:
-    return pl.coalesce(*exprs) if len(exprs) > 1 else exprs[0]
-
-
 def _quarantine_reason(names: list[str], cfg: SacctConfig, bad_ranges: bool) -> pl.Expr:
     """Why a line cannot be a job or a step, in order of precedence; null when it is fine."""
     n = len(names)
@@ -259,7 +263,9 @@ def _quarantine_reason(names: list[str], cfg: SacctConfig, bad_ranges: bool) -> 
     return reason.otherwise(pl.lit(None, dtype=pl.Utf8))
 
 
-def _by_value(df: pl.DataFrame, src: str, present: set[str], exprs: dict[str, pl.Expr], dtypes: dict[str, pl.DataType]) -> pl.DataFrame:
+def _by_value(
+    df: pl.DataFrame, src: str, present: set[str], exprs: dict[str, pl.Expr], dtypes: dict[str, pl.DataType]
+) -> pl.DataFrame:
     """Add columns computed from one raw field, evaluating each distinct value once.
 
     sacct fields such as TRES strings, ReqMem, State or Timelimit take a handful of distinct
@@ -294,15 +300,24 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
     t = lambda name: sf.parse_time(_col(name, present), tz)  # noqa: E731
     idf = lambda f: pl.col("_id").struct.field(f)  # noqa: E731
     node_raw = _col("nodelist", present).str.strip_chars()
+    num = lambda name: sf.parse_int(_col(name, present))  # noqa: E731
     i64, utf8 = pl.Int64, pl.Utf8
 
     st = pl.col("state")
-    jobs = _by_value(jobs, "state", present, {"_state": sf.normalize_state(st), "_known_state": sf.state_is_known(st)}, {"_state": utf8, "_known_state": pl.Boolean})
+    jobs = _by_value(
+        jobs, "state", present,
+        {"_state": sf.normalize_state(st), "_known_state": sf.state_is_known(st)},
+        {"_state": utf8, "_known_state": pl.Boolean},
+    )
     jobs = _by_value(jobs, "timelimit", present, {"_tl": sf.parse_duration(pl.col("timelimit"))}, {"_tl": i64})
     jobs = _by_value(jobs, "timelimitraw", present, {"_tlraw": sf.parse_raw_minutes(pl.col("timelimitraw"))}, {"_tlraw": i64})
     jobs = _by_value(jobs, "elapsed", present, {"_el": sf.parse_duration(pl.col("elapsed"))}, {"_el": i64})
     rm = pl.col("reqmem")
-    jobs = _by_value(jobs, "reqmem", present, {"_rm_mib": sf.reqmem_base_mib(rm), "_rm_per": sf.reqmem_per(rm)}, {"_rm_mib": pl.Float64, "_rm_per": utf8})
+    jobs = _by_value(
+        jobs, "reqmem", present,
+        {"_rm_mib": sf.reqmem_base_mib(rm), "_rm_per": sf.reqmem_per(rm)},
+        {"_rm_mib": pl.Float64, "_rm_per": utf8},
+    )
     for prefix in ("req", "alloc"):
         exprs, dtypes = _tres_columns(prefix)
         jobs = _by_value(jobs, f"{prefix}tres", present, exprs, dtypes)
@@ -334,27 +349,33 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
         t("eligible").alias("eligible_time"),
         t("start").alias("_start"),
         t("end").alias("_end"),
-        pl.coalesce("_el", sf.parse_int(_col("elapsedraw", present))).alias("_elapsed"),
+        pl.coalesce("_el", num("elapsedraw")).alias("_elapsed"),
         pl.coalesce("_tl", "_tlraw").alias("timelimit_s"),
-        pl.coalesce(sf.parse_int(_col("reqcpus", present)), "_req_cpu").alias("req_cpus"),
-        pl.coalesce(sf.parse_int(_col("reqnodes", present)), "_req_node").alias("req_nodes"),
-        pl.coalesce(sf.parse_int(_col("ncpus", present)), sf.parse_int(_col("alloccpus", present)), "_alloc_cpu").alias("alloc_cpus"),
-        pl.coalesce(sf.parse_int(_col("nnodes", present)), sf.parse_int(_col("allocnodes", present)), "_alloc_node").alias("alloc_nodes"),
+        pl.coalesce(num("reqcpus"), "_req_cpu").alias("req_cpus"),
+        pl.coalesce(num("reqnodes"), "_req_node").alias("req_nodes"),
+        pl.coalesce(num("ncpus"), num("alloccpus"), "_alloc_cpu").alias("alloc_cpus"),
+        pl.coalesce(num("nnodes"), num("allocnodes"), "_alloc_node").alias("alloc_nodes"),
         pl.col("_alloc_mem").alias("alloc_mem_mib"),
         pl.coalesce("_req_gpus", "_reqg_gpus").alias("req_gpus"),
         pl.coalesce("_alloc_gpus", "_allocg_gpus").alias("alloc_gpus"),
         pl.coalesce("_alloc_gtype", "_req_gtype", "_allocg_gtype", "_reqg_gtype").alias("gpu_type"),
-        pl.when(node_raw.is_in(list(_NEVER_RAN_NODES)) | (node_raw == "")).then(None).otherwise(node_raw).alias("node_list"),
-        node_raw.is_in(list(_NEVER_RAN_NODES)).fill_null(False).alias("_none_assigned"),
-        (pl.col("_rm_mib").is_not_null() | _col("reqmem", present).is_null() | (_col("reqmem", present).str.strip_chars() == "")).alias("_reqmem_ok"),
+        pl.when(node_raw.is_in(list(NEVER_RAN_NODES)) | (node_raw == "")).then(None).otherwise(node_raw).alias("node_list"),
+        node_raw.is_in(list(NEVER_RAN_NODES)).fill_null(False).alias("_none_assigned"),
+        (pl.col("_rm_mib").is_not_null() | blank(_col("reqmem", present)).is_null()).alias("_reqmem_ok"),
     ).with_columns(pl.col("_state").alias("state"))
     jobs = jobs.with_columns(
         # No node was assigned: sacct says `None assigned`, or it counts 0 allocated nodes and
         # prints no node list (a job cancelled while pending, whose Start/End are the cancel time).
-        (pl.col("_none_assigned") | ((pl.col("alloc_nodes") == 0) & pl.col("node_list").is_null()).fill_null(False)).alias("_no_nodes"),
+        (pl.col("_none_assigned") | ((pl.col("alloc_nodes") == 0) & pl.col("node_list").is_null()).fill_null(False))
+        .alias("_no_nodes"),
+        # Start `Unknown`/`None` says the job never started; a file without Start says nothing.
+        (pl.col("_start").is_null() if "start" in present else pl.lit(False)).alias("_no_start"),
         # Old-style ReqMem is per CPU (`c`) or per node (`n`); ReqTRES mem is already a total.
         pl.coalesce(
-            sf.reqmem_total(pl.col("_rm_mib"), pl.col("_rm_per"), pl.coalesce("req_cpus", "alloc_cpus"), pl.coalesce("req_nodes", "alloc_nodes")),
+            sf.reqmem_total(
+                pl.col("_rm_mib"), pl.col("_rm_per"),
+                pl.coalesce("req_cpus", "alloc_cpus"), pl.coalesce("req_nodes", "alloc_nodes"),
+            ),
             "_req_mem",
         ).alias("req_mem_mib"),
     )
@@ -362,16 +383,17 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
 
 
 def finish_job_times(jobs: pl.DataFrame) -> pl.DataFrame:
-    """start/end/wait/run from the raw `_start`, `_end`, `_elapsed`, `state`, `_no_nodes` columns.
+    """start/end/wait/run from the raw `_start`, `_end`, `_elapsed`, `state`, `_no_nodes`,
+    `_no_start` columns.
 
-    A job never ran when no node was assigned, it has no start, or it is still pending: it keeps
+    A job never ran when no node was assigned, its start is `Unknown`/`None`, or it is still pending: it keeps
     null start, run and allocation whatever time the log printed. The End printed for a job
     still pending or running is not an end; a job that never ran keeps a real end only when it
     ended (cancelled while pending). wait = start - submit; run = end - start, else Elapsed.
     Negative spans (clock trouble) are unknown.
     """
     jobs = jobs.with_columns(
-        (pl.col("_no_nodes") | pl.col("_start").is_null() | (pl.col("state") == "PENDING")).alias("_never_ran")
+        (pl.col("_no_nodes") | pl.col("_no_start") | (pl.col("state") == "PENDING").fill_null(False)).alias("_never_ran")
     )
     never = pl.col("_never_ran")
     jobs = jobs.with_columns(
@@ -382,7 +404,7 @@ def finish_job_times(jobs: pl.DataFrame) -> pl.DataFrame:
         .then(None)
         .otherwise(pl.col("_end"))
         .alias("end_time"),
-        *[pl.when(never).then(None).otherwise(pl.col(c)).alias(c) for c in ("alloc_cpus", "alloc_nodes", "alloc_mem_mib", "alloc_gpus")],
+        *[pl.when(never).then(None).otherwise(pl.col(c)).alias(c) for c in _ALLOC_COLUMNS],
     )
     jobs = jobs.with_columns(
         (pl.col("start_time") - pl.col("submit_time")).dt.total_seconds().alias("_wait"),
@@ -405,7 +427,7 @@ def _expand_ranges(jobs: pl.DataFrame, tasks: pl.DataFrame) -> pl.DataFrame:
     ranged = jobs.filter(is_range)
     if ranged.height == 0:
         return jobs
-    ranged = ranged.join(tasks, on="line_no", how="inner").with_columns(
+    ranged = ranged.join(tasks, on="line_no", how="inner", maintain_order="right").with_columns(
         pl.col("task").alias("array_task_id"),
         pl.format("{}_{}", pl.col("array_job_id"), pl.col("task")).alias("job_id"),
     ).drop("task")
@@ -417,9 +439,13 @@ def dedupe_jobs(jobs: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     older one (SPEC §4); a record with a state Slurm defines beats one with garbage. Returns the
     rows kept and how many lines lost all their rows (they count as merged)."""
     key = ["cluster", "job_id", "submit_time"]
-    if not jobs.select(pl.struct(key).is_duplicated().any()).item():
+    last = jobs.select(pl.struct(key).is_last_distinct()).to_series()
+    if last.all():
         return jobs, 0
     before = jobs["source_line"].n_unique()
+    if jobs["_known_state"].all():  # the usual case: the later line wins, no sort needed
+        kept = jobs.filter(last)
+        return kept, before - kept["source_line"].n_unique()
     kept = (
         jobs.sort(["_known_state", "source_line"], maintain_order=True)
         .unique(subset=key, keep="last", maintain_order=True)
@@ -438,7 +464,8 @@ def _warnings(jobs: pl.DataFrame, present: set[str]) -> list[str]:
         (pl.col("_run") < 0).sum().alias("neg_run"),
     ).row(0, named=True)
     if w["unknown_state"]:
-        states = jobs.filter(~pl.col("_known_state") & pl.col("state").is_not_null())["_state_raw"].unique().sort().head(5).to_list()
+        unknown = jobs.filter(~pl.col("_known_state") & pl.col("state").is_not_null())
+        states = unknown["_state_raw"].unique().sort().head(5).to_list()
         out.append(f"{w['unknown_state']} job(s) with a state Slurm does not define, recorded as UNKNOWN: {states}")
     if w["bad_reqmem"] and "reqmem" in present:
         out.append(f"{w['bad_reqmem']} job(s) with an unparseable ReqMem, req_mem_mib left null")
@@ -446,6 +473,9 @@ def _warnings(jobs: pl.DataFrame, present: set[str]) -> list[str]:
         out.append(f"{w['neg_wait']} job(s) starting before their submit time, wait_s left null")
     if w["neg_run"]:
         out.append(f"{w['neg_run']} job(s) ending before their start, run_s left null")
+    missing = [name for name in ("Start", "End", "State") if name.lower() not in present]
+    if missing:
+        out.append(f"no {'/'.join(missing)} column in this export: those values are left unknown, nothing is invented")
     return out
 
 
@@ -470,7 +500,8 @@ def parse_sacct_chunk(chunk: pl.DataFrame, cfg: SacctConfig) -> ParseResult:
         names = ["jobid" if n == "jobidraw" else n for n in names]
         present = set(names) & KNOWN_FIELDS
     if "jobid" not in present:
-        q = body.select(pl.col("line_no"), pl.col("line").alias("raw"), pl.lit(f"no JobID column in fields {cfg.fields}").alias("reason"))
+        reason = f"no JobID column in fields {cfg.fields}"
+        q = body.select(pl.col("line_no"), pl.col("line").alias("raw"), pl.lit(reason).alias("reason"))
         return _empty_result(lines_read, skipped, q)
 
     split = _split(body, cfg, names)
@@ -497,7 +528,7 @@ def parse_sacct_chunk(chunk: pl.DataFrame, cfg: SacctConfig) -> ParseResult:
         tasks, bad = sf.expand_array_specs(specs)
         if bad.height:
             bad_ranges = True
-            split = split.join(bad.rename({"reason": "_range_reason"}), on="line_no", how="left")
+            split = split.join(bad.rename({"reason": "_range_reason"}), on="line_no", how="left", maintain_order="left")
 
     split = split.with_columns(_quarantine_reason(names, cfg, bad_ranges).alias("_reason"))
     quarantine = split.filter(pl.col("_reason").is_not_null()).select(

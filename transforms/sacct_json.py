@@ -16,7 +16,7 @@ import polars as pl
 
 from transforms import slurm_fields as sf
 from transforms.canonical import UTC_TS, ParseResult, conform, empty_jobs, quarantine_rows
-from transforms.sacct import _NEVER_RAN_NODES, dedupe_jobs, finish_job_times
+from transforms.sacct import NEVER_RAN_NODES, dedupe_jobs, finish_job_times
 
 NO_VAL = 0xFFFFFFFE  # Slurm's "not set" for 32-bit fields; INFINITE is one more
 _RAW_MAX = 65536  # characters of an unusable document kept in quarantine
@@ -185,8 +185,9 @@ def _derive(raw: pl.DataFrame) -> pl.DataFrame:
         sf.tres_mem_mib(alloc).alias("alloc_mem_mib"),
         sf.tres_gpus(alloc).alias("alloc_gpus"),
         pl.coalesce(sf.tres_gpu_type(alloc), sf.tres_gpu_type(req)).alias("gpu_type"),
-        pl.when(nodes.is_in(list(_NEVER_RAN_NODES))).then(None).otherwise(nodes).alias("node_list"),
-        nodes.is_in(list(_NEVER_RAN_NODES)).fill_null(False).alias("_no_nodes"),
+        pl.when(nodes.is_in(list(NEVER_RAN_NODES))).then(None).otherwise(nodes).alias("node_list"),
+        nodes.is_in(list(NEVER_RAN_NODES)).fill_null(False).alias("_no_nodes"),
+        pl.col("_start_s").is_null().alias("_no_start"),  # 0 in the dump: not started
     )
     return finish_job_times(df)
 

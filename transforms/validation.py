@@ -101,7 +101,8 @@ def load_suite(path: str | Path | None = None) -> gx.ExpectationSuite:
     GX logs and drops an expectation whose configuration it rejects; here that is an error, so a
     typo in the JSON cannot silently switch a check off.
     """
-    import great_expectations as gx
+    with _quiet():  # GX's import chain emits DeprecationWarnings from third-party modules
+        import great_expectations as gx
 
     path = Path(path) if path else SUITE_PATH
     d = _read_suite_json(path)

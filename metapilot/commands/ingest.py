@@ -34,8 +34,10 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
         v = r.get("validation") or {}
         for res in v.get("results", []):
             if not res.get("success"):
+                n = res.get("unexpected_count")
+                what = f"failed for {n} rows (quarantined)" if n is not None else "failed for the batch as a whole"
                 console.print(f"[yellow]validation:[/yellow] {r['path'].split('/')[-1]}: {res.get('expectation')}"
-                              f"({res.get('column')}) failed for {res.get('unexpected_count')} rows (quarantined)")
+                              f"({res.get('column')}) {what}")
     console.print(f"warehouse: [bold]{db_file}[/bold]")
     return failed
 
