@@ -313,7 +313,11 @@ def test_project_default_is_not_an_account():
 # --- garbage ------------------------------------------------------------------------------------
 
 FIXTURE_LINES = (DATA / "accounting-logs.log").read_text().splitlines()
-PBS_VALUE = st.text(alphabet=st.sampled_from(list("0123456789:+/-*=.,[]abkmgtwKMGTxyz ")), max_size=30)
+PBS_VALUE = st.one_of(
+    st.text(alphabet=st.sampled_from(list("0123456789:+/-*=.,[]abkmgtwKMGTxyz ")), max_size=30),
+    st.lists(st.sampled_from(["2", ":", "ncpus=", "ngpus=", "mem=", "ppn=", "gpus=", "gpu=", "+", "8", "0",
+                              "99999999999999999999", "gb", "w", "/", "-", "*", ",", "node", "."]), max_size=14).map("".join),
+)
 PBS_KEY = st.sampled_from([
     "ctime", "start", "end", "Exit_status", "exec_host", "Resource_List.select", "Resource_List.nodes",
     "Resource_List.nodect", "Resource_List.mem", "Resource_List.walltime", "resources_used.walltime",

@@ -112,7 +112,13 @@ def _mem_mib(expr: pl.Expr) -> pl.Expr:
 
 
 def _first_int(expr: pl.Expr, pattern: str) -> pl.Expr:
+    """The first capture of `pattern` as a count (see `_count`)."""
     return _count(expr.str.extract(pattern, 1))
+
+
+def _times(a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """a x b without Int64 overflow on garbage: computed in floats, capped at 2**53."""
+    return (a.cast(pl.Float64) * b.cast(pl.Float64)).clip(upper_bound=2.0**53).cast(pl.Int64)
 
 
 def _per_chunk_totals(lines: pl.DataFrame, col: str, exprs: dict[str, pl.Expr]) -> pl.DataFrame:
@@ -138,9 +144,9 @@ def _chunk_count(c: pl.Expr) -> pl.Expr:
 def _select_totals(lines: pl.DataFrame) -> pl.DataFrame:
     c, n = pl.col("c"), _chunk_count(pl.col("c"))
     return _per_chunk_totals(lines, "rl_select", {
-        "sel_cpus": n * _first_int(c, r"(?:^|:)ncpus=(\d+)").fill_null(1),
-        "sel_gpus": n * _first_int(c, r"(?:^|:)ngpus=(\d+)"),
-        "sel_mem": n * _mem_mib(c.str.extract(r"(?:^|:)mem=([^:]+)", 1)),
+        "sel_cpus": _times(n, _first_int(c, r"(?:^|:)ncpus=(\d+)").fill_null(1)),
+        "sel_gpus": _times(n, _first_int(c, r"(?:^|:)ngpus=(\d+)")),
+        "sel_mem": _times(n, _mem_mib(c.str.extract(r"(?:^|:)mem=([^:]+)", 1))),
     })
 
 
@@ -148,8 +154,8 @@ def _nodes_totals(lines: pl.DataFrame) -> pl.DataFrame:
     c, n = pl.col("c"), _chunk_count(pl.col("c"))
     return _per_chunk_totals(lines, "rl_nodes", {
         "nodes_n": n,
-        "nodes_cpus": n * _first_int(c, r"(?:^|:)ppn=(\d+)").fill_null(1),
-        "nodes_gpus": n * _first_int(c, r"(?:^|:)gpus?=(\d+)"),
+        "nodes_cpus": _times(n, _first_int(c, r"(?:^|:)ppn=(\d+)").fill_null(1)),
+        "nodes_gpus": _times(n, _first_int(c, r"(?:^|:)gpus?=(\d+)")),
     })
 
 
@@ -169,8 +175,8 @@ def _exec_host_totals(lines: pl.DataFrame) -> pl.DataFrame:
     items = hosts.with_columns(pl.col("cpus").str.split(",").alias("item")).explode("item")
     item = pl.col("item")
     rng = item.str.splitn("-", 2)
-    lo = rng.struct.field("field_0").str.to_integer(strict=False)
-    hi = rng.struct.field("field_1").str.to_integer(strict=False)
+    lo = _count(rng.struct.field("field_0"))
+    hi = _count(rng.struct.field("field_1"))
     star = _count(item.str.splitn("*", 2).struct.field("field_1"))
     single = item.str.to_integer(strict=False).is_not_null()
     n = (
@@ -242,7 +248,7 @@ def _line_attributes(records: pl.DataFrame, tz: str) -> pl.DataFrame:
         pl.coalesce("nodect_n", "nodes_n").alias("req_nodes"),
         pl.coalesce(
             "rl_mem_mib", "sel_mem",
-            pl.col("rl_pmem_mib") * pl.max_horizontal("rl_ncpus", "sel_cpus", "nodes_cpus", "rl_procs"),
+            _times(pl.col("rl_pmem_mib"), pl.max_horizontal("rl_ncpus", "sel_cpus", "nodes_cpus", "rl_procs")),
         ).alias("req_mem_mib"),
         _gpu_request().alias("req_gpus"),
         pl.when(pl.col("rtype") == "E").then(pl.coalesce("end", "rec_time"))
@@ -257,7 +263,7 @@ def _line_attributes(records: pl.DataFrame, tz: str) -> pl.DataFrame:
 
 def _gpu_request() -> pl.Expr:
     """Requested GPUs, in Open XDMoD's order of sources, plus PBS Pro's select ngpus; 0 if none."""
-    nodect_gpus = pl.col("nodect_gpus_per_node") * pl.col("nodect_n").fill_null(1)
+    nodect_gpus = _times(pl.col("nodect_gpus_per_node"), pl.col("nodect_n").fill_null(1))
     sources = ["nodes_gpus", "rl_gpus", "rl_ngpus", "sel_gpus"]
     positive = [pl.when(pl.col(c) > 0).then(pl.col(c)) for c in sources] + [pl.when(nodect_gpus > 0).then(nodect_gpus)]
     return pl.coalesce(*positive, pl.lit(0, dtype=pl.Int64))

@@ -40,3 +40,10 @@ def connect_memory() -> duckdb.DuckDBPyConnection:
     con.execute("SET TimeZone = 'UTC'")
     apply_ddl(con)
     return con
+
+
+def query_frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> "pl.DataFrame":
+    """Run a parameterised query and return a polars frame (DuckDB 2's connection-level result)."""
+    import polars as pl
+
+    return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())

@@ -431,17 +431,48 @@ def to_episodes(frame: pl.DataFrame) -> Episodes:
     return Episodes(obs, acts, rews, terminals, timeouts, n, int(ends.sum()))
 
 
-def to_mdp_dataset(frame: pl.DataFrame):
-    """A d3rlpy `MDPDataset` of the tuples (discrete actions, `len(OBJECTIVES)` of them)."""
+def to_mdp_dataset(frame: pl.DataFrame, fast_sampling: bool = True):
+    """A d3rlpy `MDPDataset` of the tuples (discrete actions, `len(OBJECTIVES)` of them).
+
+    With `fast_sampling`, mini-batches are drawn uniformly over tuples with numpy fancy indexing
+    instead of d3rlpy's per-transition Python loop (same distribution, ~3 ms less per step on
+    2 cores; the global numpy RNG that `d3rlpy.seed` sets drives it).
+    """
     from d3rlpy.constants import ActionSpace
-    from d3rlpy.dataset import MDPDataset
+    from d3rlpy.dataset import MDPDataset, TransitionMiniBatch
 
     ep = to_episodes(frame)
-    return MDPDataset(
+    kwargs = dict(
         observations=ep.observations, actions=ep.actions, rewards=ep.rewards,
         terminals=ep.terminals, timeouts=ep.timeouts,
         action_space=ActionSpace.DISCRETE, action_size=len(OBJECTIVES),
     )
+    if not fast_sampling:
+        return MDPDataset(**kwargs)
+
+    df = conform_tuples(frame).sort(list(TRAJECTORY_KEYS) + ["epoch_start"], nulls_last=True)
+    n = df.height
+    obs = df.select(S_COLS).to_numpy().astype(np.float32)
+    nobs = df.select(NS_COLS).to_numpy().astype(np.float32)
+    act = df["action"].to_numpy().astype(np.float32).reshape(-1, 1)
+    rew = df["reward"].to_numpy().astype(np.float32).reshape(-1, 1)
+    term = df["terminal"].to_numpy().astype(np.float32).reshape(-1, 1)
+    # next action: the following tuple's, where it continues the same episode (as d3rlpy does)
+    real = ep.timeouts == 0
+    nxt_act = np.zeros((n, 1), dtype=np.float32)
+    follows = np.r_[ep.timeouts[1:] == 0, False] & np.r_[ep.terminals == 0]
+    nxt_act[:, 0] = np.where(follows, np.r_[ep.actions[1:], 0], 0)[real].astype(np.float32)
+    ones = np.ones((n, 1), dtype=np.float32)
+
+    class TupleDataset(MDPDataset):
+        def sample_transition_batch(self, batch_size: int) -> TransitionMiniBatch:
+            idx = np.random.randint(n, size=batch_size)
+            return TransitionMiniBatch(
+                observations=obs[idx], actions=act[idx], rewards=rew[idx], next_observations=nobs[idx],
+                next_actions=nxt_act[idx], terminals=term[idx], intervals=ones[idx], transitions=[],
+            )
+
+    return TupleDataset(**kwargs)
 
 
 def observations(frame: pl.DataFrame) -> np.ndarray:

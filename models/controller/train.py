@@ -61,6 +61,7 @@ class TrainConfig:
     max_candidates: int = 5
     seed: int = 0
     device: str = "cpu"
+    num_threads: int = 1  # torch CPU threads: a 64-unit MLP gains nothing from more, and loses under load
     show_progress: bool = True
 
     def to_dict(self) -> dict:
@@ -272,7 +273,8 @@ def train_policy(
     import_d3rlpy()
     import torch
 
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    if config.num_threads > 0:
+        torch.set_num_threads(config.num_threads)
     train_ds = to_mdp_dataset(train)
     train_obs = observations(train)
     if validation.height:

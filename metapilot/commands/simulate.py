@@ -1,0 +1,104 @@
+"""`metapilot simulate`: replay a window of a cluster's real jobs under a policy (or all 21)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Optional
+
+import typer
+
+
+def _ts(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    d = datetime.fromisoformat(value)
+    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+
+
+def simulate_cmd(
+    cluster: Annotated[str, typer.Option(help="Cluster whose jobs to replay.")],
+    policy: Annotated[str, typer.Option(help="Priority rule: FCFS, SJF, SAF, LAF, WFP3, UNICEF, F1.")] = "FCFS",
+    backfill: Annotated[str, typer.Option(help="none, easy or conservative.")] = "easy",
+    start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO date/time, UTC), by submit time.")] = None,
+    end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive).")] = None,
+    partition: Annotated[Optional[str], typer.Option(help="Replay one partition only.")] = None,
+    jobs_out: Annotated[Optional[str], typer.Option(help="Write per-job results to this Parquet file.")] = None,
+    all_baselines: Annotated[bool, typer.Option("--all-baselines", help="Run the 21 baselines and compare them.")] = False,
+    fidelity: Annotated[bool, typer.Option("--fidelity", help="Compare the replay's waits with the logged ones.")] = False,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
+) -> None:
+    """Replay the real workload under a scheduling policy; print and store the metrics."""
+    import polars as pl
+
+    from metapilot.console import console, print_frame
+    from models.simulator import BASELINES, Capacity, simulate
+    from transforms.workload import normalise
+    from warehouse.db import connect
+    from warehouse.sim_store import load_capacity, load_window, store_run
+
+    con = connect(db)
+    w_from, w_to = _ts(start), _ts(end)
+    jobs = load_window(con, cluster, w_from, w_to, partition)
+    if jobs.height == 0:
+        console.print(f"[red]error:[/red] no jobs for cluster {cluster!r} in that window: check `metapilot sql "
+                      "\"SELECT cluster, min(submit_time), max(submit_time), count(*) FROM jobs GROUP BY 1\"`")
+        raise typer.Exit(2)
+    try:
+        cap_rows = load_capacity(con, cluster, w_from or jobs["submit_time"].min())
+    except LookupError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    capacity = Capacity.from_rows(cap_rows)
+    workload = normalise(jobs, w_from)
+    runs = list(BASELINES) if all_baselines else [(policy.upper(), backfill.lower())]
+    summaries = []
+    for pol, bf in runs:
+        try:
+            result = simulate(workload, capacity, pol, bf)
+        except ValueError as e:
+            console.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+        overall = result.metrics()
+        run_id = store_run(con, cluster=cluster, partition=partition, window_from=w_from, window_to=w_to, policy=pol,
+                           backfill=bf, objective_schedule={"fixed": f"{pol}+{bf}"}, seed=None, wall_s=result.wall_s,
+                           counters=result.counters, overall=overall, weekly=result.weekly())
+        summaries.append(overall.with_columns(pl.lit(run_id).alias("run_id")))
+        if jobs_out and not all_baselines:
+            _write_jobs(result, jobs_out)
+        if fidelity and not all_baselines:
+            from models.simulator.fidelity import fidelity as fid
+
+            print_frame(fid(result, jobs), title=f"Fidelity: {cluster}, logged waits vs replay")
+    table = pl.concat(summaries)
+    cols = ["policy", "backfill", "jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait", "mean_bsld",
+            "util_cores", "util_gpus", "util_mem", "makespan", "wall_s"]
+    print_frame(table.select(cols), limit=25, title=f"Replay of {cluster}" + (f"/{partition}" if partition else ""))
+    c = summaries[0].row(0, named=True)
+    rep = workload.report
+    console.print(f"jobs in window {rep.jobs_in:,}; replayed {rep.replayed - c['cannot_fit']:,}; left out {rep.left_out:,} "
+                  f"(never ran {rep.never_ran:,}, zero run {rep.zero_run:,}, no size {rep.no_size:,}); run times clamped "
+                  f"{rep.clamped:,}; estimates filled {rep.estimates_filled:,}; cannot fit {c['cannot_fit']:,}")
+    cap_src = ", ".join(f"{r['partition']}={r['cores']} cores ({r['source']})" for r in cap_rows.iter_rows(named=True))
+    console.print(f"capacity: {cap_src}")
+    if (cap_rows["source"] == "inferred-peak").any():
+        console.print("[yellow]warning:[/yellow] capacity was inferred from the peak allocation in the logs; "
+                      "utilisation and waits depend on it: load the real figures with `metapilot capacity --config`")
+    console.print(f"stored as sim_runs {', '.join(s['run_id'][0] for s in summaries[:3])}{' ...' if len(summaries) > 3 else ''}")
+    if jobs_out and not all_baselines:
+        console.print(f"per-job results: {jobs_out}")
+
+
+def _write_jobs(result, path: str) -> None:
+    import polars as pl
+
+    w = result.workload
+    origin_us = int(w.window_start.timestamp() * 1_000_000)
+    ts = lambda c: (pl.lit(origin_us) + (pl.col(c) * 1e6).round().cast(pl.Int64)).cast(pl.Datetime("us", "UTC"))  # noqa: E731
+    df = result.schedule().with_columns(
+        ts("submit").alias("submit_time"), ts("start").alias("sim_start_time"), ts("end").alias("sim_end_time"),
+    ).select("job_id", "submit_time", "sim_start_time", "sim_end_time", "wait", "run", "req_time", "cores", "gpus", "mem", "pool")
+    df.write_parquet(path)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("simulate")(simulate_cmd)

@@ -1,0 +1,60 @@
+"""The simulator's I/O: read a window of jobs and its capacity from the warehouse, store runs."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+
+import duckdb
+import polars as pl
+
+from metapilot.config import sql_text
+from metapilot.version import code_version
+from warehouse.db import query_frame
+
+
+def load_window(con: duckdb.DuckDBPyConnection, cluster: str, start: datetime | None = None,
+                end: datetime | None = None, partition: str | None = None) -> pl.DataFrame:
+    """Canonical rows of the jobs submitted in the window, in submit order."""
+    return query_frame(con, sql_text("sim/window_jobs.sql"), [cluster, start, end, partition])
+
+
+def load_capacity(con: duckdb.DuckDBPyConnection, cluster: str, at: datetime | None = None) -> pl.DataFrame:
+    """Capacity rows (one per partition, '*' = whole cluster) in force at `at`."""
+    rows = query_frame(con, sql_text("sim/capacity_at.sql"), [cluster, at])
+    if rows.height == 0:
+        known = [r[0] for r in con.execute("SELECT DISTINCT cluster FROM jobs ORDER BY 1").fetchall()]
+        raise LookupError(f"no capacity known for cluster {cluster!r}: ingest its logs or load a config with "
+                          f"`metapilot capacity --config clusters.toml` (clusters with jobs: {', '.join(known) or 'none'})")
+    return rows
+
+
+def store_run(con: duckdb.DuckDBPyConnection, *, cluster: str, partition: str | None, window_from: datetime | None,
+              window_to: datetime | None, policy: str, backfill: str, objective_schedule: dict | list | None,
+              seed: int | None, wall_s: float, counters: dict, overall: pl.DataFrame, weekly: pl.DataFrame) -> str:
+    """Write one `sim_runs` row and its `sim_metrics` (overall and per ISO week); return the run id."""
+    run_id = str(uuid.uuid4())
+    o = overall.row(0, named=True)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(
+            "INSERT INTO sim_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [run_id, cluster, partition, window_from, window_to, policy, backfill,
+             json.dumps(objective_schedule) if objective_schedule is not None else None, seed, code_version(),
+             wall_s, int(o["jobs"] or 0), int(counters.get("left_out", 0)), int(counters.get("clamped", 0)),
+             int(counters.get("estimates_filled", 0)), int(counters.get("cannot_fit", 0)), datetime.now(timezone.utc)],
+        )
+        rows = [("overall", "all", None, o)] + [("week", w["week"], w["week_start"], w) for w in weekly.iter_rows(named=True)]
+        for scope, label, start, r in rows:
+            con.execute(
+                "INSERT INTO sim_metrics VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                [run_id, scope, label, start, int(r.get("jobs") or 0), r.get("mean_wait"), r.get("median_wait"),
+                 r.get("p95_wait"), r.get("p99_wait"), r.get("max_wait"), r.get("mean_bsld"), r.get("util_cores"),
+                 r.get("util_gpus"), r.get("util_mem"), r.get("makespan") if scope == "overall" else None],
+            )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return run_id
