@@ -200,6 +200,20 @@ def test_deleted_running_job_takes_start_from_its_s_record():
     assert row["run_s"] == int((datetime(2021, 3, 1, 16, 40, tzinfo=timezone.utc) - epoch(1614616000)).total_seconds())
 
 
+def test_array_summary_without_tasks():
+    r = parse_lines([
+        "03/01/2021 11:10:00;Q;200[].srv;queue=batch array_indices_submitted=1-3",
+        "03/01/2021 11:20:00;D;200[].srv;requestor=u@host",
+        "03/01/2021 11:10:00;Q;300[].srv;queue=batch",
+        "03/01/2021 11:30:00;E;300[].srv;queue=batch ctime=1614615000 Exit_status=0",
+    ])
+    check_contract(r)
+    assert r.jobs.select("job_id", "array_job_id", "array_task_id", "state").rows() == [
+        ("200_[1-3]", "200", None, "CANCELLED"), ("300_[]", "300", None, "PENDING"),
+    ]
+    assert r.merged == 2  # the Q of 200[] (folded into its D), the E summary of 300[]
+
+
 def test_timezone_of_stamps():
     summer = parse_lines(["07/01/2021 12:00:00;Q;1.srv;queue=q"]).jobs["submit_time"][0]
     assert summer == datetime(2021, 7, 1, 16, 0, tzinfo=timezone.utc)  # EDT, UTC-4

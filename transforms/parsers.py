@@ -77,9 +77,17 @@ def iter_parse(path: str | Path, opts: ParseOptions) -> Iterator[tuple[ParseResu
         yield parse_sacct_json(text, opts.cluster, opts.timezone), None
         return
     parse_chunk = _chunk_parser(fmt, head, opts)
+    n_jobs = 0
     for chunk in iter_line_chunks(path, opts.chunk_bytes):
         res = parse_chunk(chunk.lines) if chunk.lines.height else ParseResult(empty_jobs(), empty_quarantine(), 0)
+        n_jobs += res.jobs.height
         yield _with_bad_lines(res, chunk.bad), chunk.lines
+    if fmt == "swf":
+        from transforms.swf import parse_swf_header, swf_count_warning
+
+        warning = swf_count_warning(parse_swf_header(head), n_jobs)
+        if warning:
+            yield ParseResult(empty_jobs(), empty_quarantine(), 0, warnings=[warning]), None
 
 
 def _chunk_parser(fmt: str, head: list[str], opts: ParseOptions):

@@ -20,7 +20,8 @@ One row per job of the chunk, from its most telling record (documented choices, 
   queued in an earlier file) is quarantined with that reason: a submit time is never invented.
 - arrays: `123[4]` (or Torque's `123-4`) -> job_id `123_4`, array_job_id `123`, task 4. The array's
   own records (`123[]`) are summaries: merged when any task of the array is in the chunk, and always
-  for E/S/A; a queued array with no task yet gives one PENDING row `123_[<indices>]`.
+  for E/S/T/A; a queued (or deleted) array with no task here gives one row `123_[<indices>]`
+  (`123_[]` when the log does not give the indices).
 - reservations and licences (B F K k L U Y) are not jobs: skipped.
 - run_s = resources_used.walltime, else end - start; wait_s = start - submit (both >= 0).
 - requests: req_cpus is the largest of Resource_List.ncpus, the select total (sum over `+`
@@ -207,14 +208,17 @@ def _job_ids(records: pl.LazyFrame) -> pl.LazyFrame:
     task = pl.coalesce(bracket_task, dash_task).cast(pl.Int64, strict=False)
     base = seq.str.extract(r"^(\d+)(?:\[|-\d+$)", 1)
     is_parent = seq.str.contains(r"^\d+\[[^\]]*\]$") & bracket_task.is_null()
-    indices = pl.coalesce(pl.col("array_indices"), pl.col("job_array_request"), seq.str.extract(r"\[([^\]]*)\]", 1), pl.lit(""))
+    bracket = seq.str.extract(r"\[([^\]]+)\]", 1)
+    indices = pl.coalesce(pl.col("array_indices"), pl.col("job_array_request"), bracket)
+    # An array's own records share the key `123_[]`; the row names its indices when known.
     job_id = (
         pl.when(task.is_not_null()).then(base + "_" + task.cast(pl.Utf8))
-        .when(is_parent).then(base + "_[" + indices + "]")
+        .when(is_parent).then(base + "_[]")
         .otherwise(seq)
     )
     return records.with_columns(
         job_id.alias("job_id"),
+        pl.when(is_parent).then(indices).alias("indices"),
         pl.when(task.is_not_null() | is_parent).then(base).alias("array_job_id"),
         task.alias("array_task_id"),
         is_parent.fill_null(False).alias("is_parent"),
@@ -274,7 +278,7 @@ _CARRY = (
     "job_id", "array_job_id", "array_task_id", "user", "group", "account_name", "jobname", "queue",
     "exit_status", "exit_int", "ctime", "qtime", "etime", "start", "end_c", "timelimit_s",
     "used_walltime_s", "req_cpus", "req_nodes", "req_mem_mib", "req_gpus", "ex_cpus", "ru_ncpus",
-    "ex_nodes", "ex_node_list",
+    "ex_nodes", "ex_node_list", "is_parent", "indices",
 )
 
 
@@ -324,9 +328,14 @@ def _canonical(rows: pl.DataFrame, cluster: str) -> pl.DataFrame:
         .alias("run_s"),
         pl.when(started).then(secs("start", "submit_time").clip(lower_bound=0)).alias("wait_s"),
     )
+    job_id = (
+        pl.when(pl.col("is_parent") & pl.col("indices").is_not_null())
+        .then(pl.col("array_job_id") + "_[" + pl.col("indices") + "]")
+        .otherwise(pl.col("job_id"))
+    )
     out = rows.select(
         pl.lit(cluster).alias("cluster"),
-        "job_id", "array_job_id", "array_task_id",
+        job_id.alias("job_id"), "array_job_id", "array_task_id",
         pl.lit("pbs").alias("source_format"),
         "source_line",
         pl.col("user").alias("user_name"),

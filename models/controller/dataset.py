@@ -263,6 +263,8 @@ class DatasetSplits:
     older_mixed: int = 0
     spec: str = ""
     notes: list[str] = field(default_factory=list)
+    state: StateConfig = StateConfig()
+    reward: RewardConfig = RewardConfig()
 
     def summary(self) -> dict:
         def counts(df: pl.DataFrame) -> dict:
@@ -348,8 +350,8 @@ def build_dataset(
         want = int(round(config.older_fraction / (1.0 - config.older_fraction) * train_new.height))
         n_old = min(want, older.height)
         older = older.sample(n=n_old, seed=config.seed, shuffle=False)
-    train = pl.concat([train_new, older.head(n_old)]) if n_old else train_new
-    return DatasetSplits(train, valid, train_w, valid_w, n_old, spec, notes)
+    train = pl.concat([train_new, older]) if n_old else train_new
+    return DatasetSplits(train, valid, train_w, valid_w, n_old, spec, notes, config.state, config.reward)
 
 
 def export_parquet(splits: DatasetSplits, folder: str | Path) -> dict[str, Path]:

@@ -111,10 +111,17 @@ class TrainResult:
         return 1.0 / self.config.reward_multiplier
 
 
-def import_d3rlpy():
-    """Import d3rlpy without the `gym` deprecation banner it triggers on stderr."""
+def import_d3rlpy(quiet: bool = True):
+    """Import d3rlpy without the `gym` banner it triggers on stderr; `quiet` keeps its
+    structlog chatter (dataset info, parameters, per-epoch metrics) below warnings."""
     with contextlib.redirect_stderr(io.StringIO()):
         import d3rlpy
+    if quiet:
+        import logging
+
+        import structlog
+
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     return d3rlpy
 
 

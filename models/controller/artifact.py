@@ -1,0 +1,434 @@
+"""Versioned policy artifacts (SPEC §9): one folder per policy, checked on every load.
+
+`<database folder>/policies/<policy_id>/` holds:
+
+- `policy.pt`: TorchScript. Input: float32 states `(n, N_FEATURES)` as `transforms.state` makes
+  them; it standardises them itself (`(x - mean) / (std + eps)`, the training scaler) and returns
+  the Q-values `(n, len(OBJECTIVES))` in reward units. Needs torch only.
+- `model.pt`: the d3rlpy networks' weights, a dict of tensors (`torch.load(weights_only=True)`);
+  `d3rlpy_config.json`: the algorithm's config, to rebuild it with d3rlpy. Nothing is unpickled.
+- `model_card.json`: windows, dataset hash, features and their normalisation, action meanings,
+  reward constants, hyper-parameters, OPE (and replay) metrics, code version.
+- `SHA256SUMS`: `sha256sum -c`-compatible sums of the files above; its own hash is kept in the
+  `policies` row. Loading checks every sum first and refuses a folder that does not match.
+
+This module imports torch lazily and never imports d3rlpy unless asked to rebuild the d3rlpy
+model, so `metapilot advise` stays fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metapilot.config import REPO_ROOT, beside_db
+from models.controller.objectives import OBJECTIVES, OBJECTIVE_SPECS, action_meanings
+from transforms.state import AGGREGATES, FEATURE_NAMES, N_FEATURES, StateConfig, feature_table
+
+SUMS = "SHA256SUMS"
+FILES = ("policy.pt", "model.pt", "d3rlpy_config.json", "model_card.json")
+CONFIG_CLASSES = {"cql": "DiscreteCQLConfig", "dqn": "DoubleDQNConfig"}
+D3RLPY_NAMES = {"cql": "DiscreteCQL", "dqn": "DoubleDQN (offline)", "bcq": "DiscreteBCQ", "bc": "DiscreteBC"}
+
+
+class ArtifactIntegrityError(RuntimeError):
+    """A policy folder whose files do not match their published SHA-256 sums."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def policies_dir(db: str | Path | None) -> Path:
+    return beside_db(db, "policies")
+
+
+def code_version() -> str:
+    """`git describe --always --dirty` of the repository, else the installed package version."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--tags"], cwd=REPO_ROOT,
+            capture_output=True, text=True, timeout=5,
+        )
+        if out.returncode == 0 and out.stdout.strip():
+            return "git:" + out.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        from importlib.metadata import version
+
+        return "metapilot " + version("metapilot")
+    except Exception:  # noqa: BLE001 - any failure means "unknown"
+        return "unknown"
+
+
+def weights_digest(states: dict[str, dict]) -> str:
+    """SHA-256 of network weights (names and bytes): equal weights, equal digest."""
+    h = hashlib.sha256()
+    for mod in sorted(states):
+        for name in sorted(states[mod]):
+            t = states[mod][name].detach().cpu().contiguous()
+            h.update(f"{mod}.{name}:{tuple(t.shape)}:{t.dtype}".encode())
+            h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+# --- the TorchScript policy ----------------------------------------------------------------------
+
+
+def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps: float, q_scale: float):
+    """A TorchScript module: states -> Q-values in reward units, scaler included (no d3rlpy)."""
+    import copy
+
+    import torch
+
+    class QPolicy(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q_funcs = copy.deepcopy(q_funcs).cpu().eval()
+            if mean is None or std is None:  # no standardisation: identity
+                mean_t, denom_t = torch.zeros(N_FEATURES), torch.ones(N_FEATURES)
+            else:  # exactly d3rlpy's StandardObservationScaler: float32 (x - mean) / (std + eps)
+                mean_t = torch.tensor(np.asarray(mean), dtype=torch.float32)
+                denom_t = torch.tensor(np.asarray(std), dtype=torch.float32) + eps
+            self.register_buffer("mean", mean_t)
+            self.register_buffer("denom", denom_t)
+            self.q_scale = float(q_scale)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            z = (x - self.mean) / self.denom
+            q = torch.stack([f(z).q_value for f in self.q_funcs], dim=0).mean(dim=0)
+            return q * self.q_scale
+
+    module = QPolicy().eval()
+    with torch.no_grad():
+        traced = torch.jit.trace(module, torch.zeros(2, N_FEATURES), check_trace=False)
+    return torch.jit.freeze(traced.eval())
+
+
+class ScriptedPolicy:
+    """A loaded (and verified) policy: Q-values and actions from `policy.pt`, plus its card."""
+
+    def __init__(self, folder: Path, module: Any, card: dict) -> None:
+        self.folder = folder
+        self.module = module
+        self.card = card
+        self.policy_id: str = card["policy_id"]
+        self.state_config = StateConfig(**card["state"]["config"])
+
+    def q_values(self, states: np.ndarray) -> np.ndarray:
+        """Q-values `(n, n_actions)` in reward units for states `(n, N_FEATURES)`."""
+        import torch
+
+        x = torch.from_numpy(np.ascontiguousarray(states, dtype=np.float32).reshape(-1, N_FEATURES))
+        with torch.inference_mode():
+            return self.module(x).numpy()
+
+    def act(self, states: np.ndarray) -> np.ndarray:
+        return np.argmax(self.q_values(states), axis=1)
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Artifact:
+    policy_id: str
+    folder: Path
+    card: dict
+    sums_sha256: str
+
+
+def _write_sums(folder: Path) -> str:
+    lines = [f"{sha256_file(folder / name)}  {name}\n" for name in FILES]
+    (folder / SUMS).write_text("".join(lines))
+    return sha256_file(folder / SUMS)
+
+
+def build_card(result, splits, *, policy_id: str, cluster: str, partition: str | None, created_at: datetime,
+               dataset_sha256: str, replay: dict | None) -> dict:
+    """The model card (SPEC §9) as a plain dict."""
+    from models.controller.dataset import window_days
+
+    cfg = result.config
+    st = splits.train
+    return {
+        "policy_id": policy_id,
+        "created_at": created_at.isoformat(),
+        "cluster": cluster,
+        "partition": partition or "*",
+        "training_window": {"from": splits.train_window[0].isoformat(), "to": splits.train_window[1].isoformat(),
+                            "days": round(window_days(splits.train_window), 3)},
+        "validation_window": (
+            {"from": splits.valid_window[0].isoformat(), "to": splits.valid_window[1].isoformat(),
+             "days": round(window_days(splits.valid_window), 3)} if splits.valid_window else None
+        ),
+        "validation_source": result.validation_source,
+        "dataset": {
+            "sha256": dataset_sha256,
+            "state_spec": splits.spec,
+            "n_train_tuples": result.n_train,
+            "n_validation_tuples": result.n_valid,
+            "older_tuples_mixed_in": splits.older_mixed,
+            "sources": sorted(set(st["source"].to_list())) if st.height else [],
+            "summary": splits.summary(),
+        },
+        "state": {
+            "config": splits.state.to_dict(),
+            "aggregates": list(AGGREGATES),
+            "features": feature_table(),
+            "defined_in": "transforms/state.py (state_from_aggregates)",
+            "observation_scaler": {
+                "formula": "(x - mean) / (std + eps), applied inside policy.pt",
+                "mean": [float(v) for v in result.scaler_mean] if cfg.standardize else None,
+                "std": [float(v) for v in result.scaler_std] if cfg.standardize else None,
+                "eps": cfg.scaler_eps if cfg.standardize else 0.0,
+            },
+        },
+        "actions": {
+            str(i): {"name": name, "meaning": action_meanings()[i], "priority_rule": OBJECTIVE_SPECS[name].priority_rule,
+                     "fit_now_first": OBJECTIVE_SPECS[name].fit_now_first, "backfill": OBJECTIVE_SPECS[name].backfill}
+            for i, name in enumerate(OBJECTIVES)
+        },
+        "reward": {
+            "formula": "empty_queue_reward if the queue at the epoch end is empty, else "
+                       "-mean_wait_s / alpha + u_cpu + u_gpu (GPU partitions) + u_mem (known memory)",
+            "constants": splits.reward.to_dict(),
+            "defined_in": "transforms/reward.py (reward_from_aggregates)",
+        },
+        "algorithm": {"name": D3RLPY_NAMES[result.algorithm], "key": result.algorithm,
+                      "d3rlpy_config": json.loads(result.algo.config.serialize())},
+        "hyper_parameters": cfg.to_dict(),
+        "q_values": {"units": "reward units (d3rlpy Q x q_scale)", "q_scale": result.q_scale, "gamma": cfg.gamma},
+        "ope": {
+            "method": "DiscreteFQE on the validation tuples; value = mean over states of Q_fqe(s, pi(s))",
+            "chosen": result.chosen.to_dict(),
+            "candidates": [c.to_dict() for c in result.candidates],
+            "baselines": {k: v.to_dict() for k, v in result.baselines.items()},
+            "behaviour_mc_return": result.behaviour_mc_return,
+        },
+        "replay": replay,
+        "timings_s": {k: round(v, 3) for k, v in result.seconds.items()},
+        "files": {
+            "policy.pt": f"TorchScript; input float32 (n, {N_FEATURES}) states in FEATURES order; "
+                         f"output (n, {len(OBJECTIVES)}) Q-values, argmax = recommended objective",
+            "model.pt": "d3rlpy network weights: {module: state_dict}, load with torch.load(weights_only=True)",
+            "d3rlpy_config.json": "algorithm config for d3rlpy (deserialize + create_impl + load model.pt)",
+        },
+        "feature_names": list(FEATURE_NAMES),
+        "code_version": code_version(),
+        "runtime": _runtime(),
+    }
+
+
+def _runtime() -> dict:
+    import torch
+
+    out = {"python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine()}
+    try:
+        from importlib.metadata import version
+
+        out["d3rlpy"] = version("d3rlpy")
+    except Exception:  # noqa: BLE001
+        pass
+    return out
+
+
+def publish(
+    result,
+    splits,
+    *,
+    db: str | Path | None,
+    cluster: str,
+    partition: str | None = None,
+    con=None,
+    replay: dict | None = None,
+    created_at: datetime | None = None,
+) -> Artifact:
+    """Write the policy folder and its `policies` row; return where it went.
+
+    The policy id ends with a digest of the weights, so the same training gives the same id
+    (re-publishing replaces the folder and the row).
+    """
+    import torch
+
+    from models.controller.dataset import dataset_hash
+    from models.controller.train import module_states
+
+    created_at = created_at or datetime.now(timezone.utc)
+    states = module_states(result.algo)
+    digest = weights_digest(states)
+    part = (partition or "all").replace("/", "_")
+    policy_id = f"{cluster}-{part}-{result.algorithm}-{splits.train_window[1]:%Y%m%d}-{digest[:10]}"
+    ds_hash = dataset_hash(splits.train)
+    card = build_card(result, splits, policy_id=policy_id, cluster=cluster, partition=partition,
+                      created_at=created_at, dataset_sha256=ds_hash, replay=replay)
+    card["weights_sha256"] = digest
+
+    root = policies_dir(db)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{policy_id}.", dir=root))
+    try:
+        torch.save(states, tmp / "model.pt")
+        (tmp / "d3rlpy_config.json").write_text(json.dumps({
+            "algorithm": result.algorithm,
+            "config_class": CONFIG_CLASSES[result.algorithm],
+            "config": json.loads(result.algo.config.serialize()),
+            "observation_shape": [N_FEATURES],
+            "action_size": len(OBJECTIVES),
+        }, indent=2))
+        mods = result.algo.impl.modules
+        scripted = script_policy(mods.q_funcs, result.scaler_mean if result.config.standardize else None,
+                                 result.scaler_std if result.config.standardize else None,
+                                 result.config.scaler_eps, result.q_scale)
+        torch.jit.save(scripted, str(tmp / "policy.pt"))
+        (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=_json_default))
+        sums_sha = _write_sums(tmp)
+        final = root / policy_id
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if con is not None:
+        register(con, card, final, sums_sha, result)
+    return Artifact(policy_id, final, card, sums_sha)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, datetime):
+        return o.isoformat()
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+def register(con, card: dict, folder: Path, sums_sha: str, result) -> None:
+    """Insert (or replace) the policy's row in `policies`."""
+    vw = card["validation_window"] or {}
+    replay = card.get("replay") or {}
+    row = {
+        "policy_id": card["policy_id"], "cluster": card["cluster"], "partition": card["partition"],
+        "created_at": datetime.fromisoformat(card["created_at"]), "path": str(folder),
+        "train_from": datetime.fromisoformat(card["training_window"]["from"]),
+        "train_to": datetime.fromisoformat(card["training_window"]["to"]),
+        "valid_from": datetime.fromisoformat(vw["from"]) if vw else None,
+        "valid_to": datetime.fromisoformat(vw["to"]) if vw else None,
+        "algorithm": card["algorithm"]["key"], "n_steps": int(result.config.n_steps), "seed": int(result.config.seed),
+        "n_train_tuples": int(result.n_train), "dataset_sha256": card["dataset"]["sha256"], "sums_sha256": sums_sha,
+        "fqe_value": result.chosen.fqe_value,
+        "behaviour_value": (result.baselines["bc"].fqe_value if "bc" in result.baselines else result.behaviour_mc_return),
+        "replay_score": replay.get("score"), "action_share_u": result.chosen.action_share_u,
+        "code_version": card["code_version"],
+    }
+    cols = ", ".join(row)
+    con.execute("DELETE FROM policies WHERE policy_id = $id", {"id": row["policy_id"]})
+    con.execute(f"INSERT INTO policies ({cols}) VALUES ({', '.join('$' + k for k in row)})", row)
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def verify(folder: str | Path, expected_sums_sha256: str | None = None) -> None:
+    """Check every file of a policy folder against SHA256SUMS (and SHA256SUMS against the registry).
+
+    Raises ArtifactIntegrityError naming the file, the expected and the actual hash.
+    """
+    folder = Path(folder)
+    remedy = ("The artifact was modified or corrupted after it was published; do not use it. "
+              f"Restore the folder from a backup, or retrain: `metapilot train ...` (then delete {folder}).")
+    sums = folder / SUMS
+    if not sums.exists():
+        raise ArtifactIntegrityError(f"{sums}: missing checksum file. {remedy}")
+    if expected_sums_sha256 is not None:
+        actual = sha256_file(sums)
+        if actual != expected_sums_sha256:
+            raise ArtifactIntegrityError(
+                f"{sums}: SHA-256 mismatch with the policies table: expected {expected_sums_sha256}, actual {actual}. {remedy}")
+    listed: dict[str, str] = {}
+    for line in sums.read_text().splitlines():
+        if not line.strip():
+            continue
+        digest, _, name = line.partition("  ")
+        listed[name.strip()] = digest.strip()
+    for name in FILES:
+        if name not in listed:
+            raise ArtifactIntegrityError(f"{folder / name}: not listed in {SUMS}. {remedy}")
+        path = folder / name
+        if not path.exists():
+            raise ArtifactIntegrityError(f"{path}: missing (listed in {SUMS}). {remedy}")
+        actual = sha256_file(path)
+        if actual != listed[name]:
+            raise ArtifactIntegrityError(
+                f"{path}: SHA-256 mismatch: expected {listed[name]}, actual {actual}. {remedy}")
+
+
+def find_policy(policy_id: str, db: str | Path | None = None) -> Path:
+    """The folder of a policy id (clear error when it is not there)."""
+    if "/" in policy_id or policy_id.startswith("."):
+        raise ValueError(f"invalid policy id {policy_id!r}")
+    folder = policies_dir(db) / policy_id
+    if not folder.is_dir():
+        root = policies_dir(db)
+        known = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")) if root.exists() else []
+        hint = f" Known: {', '.join(known[:10])}" if known else " Train one with `metapilot train`."
+        raise FileNotFoundError(f"no policy {policy_id!r} under {root}.{hint}")
+    return folder
+
+
+def load_card(folder: str | Path, verify_sums: bool = True, expected_sums_sha256: str | None = None) -> dict:
+    folder = Path(folder)
+    if verify_sums:
+        verify(folder, expected_sums_sha256)
+    return json.loads((folder / "model_card.json").read_text())
+
+
+def load_policy(folder: str | Path, expected_sums_sha256: str | None = None) -> ScriptedPolicy:
+    """Verify the folder, then load `policy.pt` (TorchScript, no d3rlpy, no pickle)."""
+    import torch
+
+    folder = Path(folder)
+    card = load_card(folder, True, expected_sums_sha256)
+    module = torch.jit.load(str(folder / "policy.pt"), map_location="cpu")
+    module.eval()
+    return ScriptedPolicy(folder, module, card)
+
+
+def load_d3rlpy(folder: str | Path, device: str = "cpu", expected_sums_sha256: str | None = None):
+    """Verify the folder and rebuild the d3rlpy algorithm from its config and weights."""
+    import torch
+
+    from models.controller.train import import_d3rlpy, load_module_states
+
+    folder = Path(folder)
+    verify(folder, expected_sums_sha256)
+    import_d3rlpy()
+    import d3rlpy.algos as algos
+
+    meta = json.loads((folder / "d3rlpy_config.json").read_text())
+    if meta["config_class"] not in CONFIG_CLASSES.values():
+        raise ArtifactIntegrityError(f"{folder}: unexpected config class {meta['config_class']!r}")
+    cls = getattr(algos, meta["config_class"])
+    algo = cls.deserialize(json.dumps(meta["config"])).create(device=device)
+    algo.create_impl(tuple(meta["observation_shape"]), int(meta["action_size"]))
+    states = torch.load(folder / "model.pt", map_location=device, weights_only=True)
+    load_module_states(algo, states)
+    return algo
