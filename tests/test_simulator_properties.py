@@ -44,8 +44,9 @@ def cases(draw, max_jobs: int = 14) -> tuple[Workload, Capacity]:
 # --------------------------------------------------------------------------- the oracle
 
 
-def oracle(w: Workload, cap: Capacity, policy: str, backfill: str) -> np.ndarray:
-    """Start times by a direct, slow reading of SPEC §6 (one pool)."""
+def oracle(w: Workload, cap: Capacity, policy: str, backfill: str, fit_first: bool = False) -> np.ndarray:
+    """Start times by a direct, slow reading of SPEC §6 (one pool). `fit_first`: jobs that fit
+    the resources free at the start of the step go first."""
     code = policy_code(policy)
     n = len(w)
     need = np.stack([w.cores, w.gpus, w.mem], axis=1)
@@ -64,8 +65,12 @@ def oracle(w: Workload, cap: Capacity, policy: str, backfill: str) -> np.ndarray
     def fits(j: int, free: np.ndarray) -> bool:
         return bool(np.all(need[j] <= free))
 
-    def ordered(now: float) -> list[int]:
-        return sorted(queue, key=lambda j: (score(code, w.submit[j], w.req_time[j], w.cores[j], now), j))
+    def ordered(now: float, free: np.ndarray) -> list[int]:
+        def key(j: int) -> tuple:
+            miss = fit_first and not fits(j, free)
+            return (miss, score(code, w.submit[j], w.req_time[j], w.cores[j], now), j)
+
+        return sorted(queue, key=key)
 
     def begin(j: int, now: float) -> None:
         queue.remove(j)
@@ -91,7 +96,7 @@ def oracle(w: Workload, cap: Capacity, policy: str, backfill: str) -> np.ndarray
 
     def list_step(now: float) -> None:
         free = capv - sum((need[j] for j in running if pe(j) > now), np.zeros(3))
-        order = ordered(now)
+        order = ordered(now, free)
         head = None
         for k, j in enumerate(order):
             if not fits(j, free):
@@ -139,7 +144,7 @@ def oracle(w: Workload, cap: Capacity, policy: str, backfill: str) -> np.ndarray
             running.remove(j)
             end[j] = now
             if backfill == "conservative":
-                for k in ordered(now):
+                for k in ordered(now, free_at(now, holdings())):
                     if res[k] > now:
                         new = earliest(k, now)
                         assert new <= res[k], "a reservation moved later"
@@ -177,6 +182,16 @@ def test_engine_equals_oracle_for_all_21_baselines(case) -> None:
         expected = oracle(w, cap, policy, backfill)
         assert np.array_equal(r.start, expected), (policy, backfill, r.start.tolist(), expected.tolist())
         check_valid(w, cap, r.start, r.end)
+
+
+@SETTINGS
+@given(cases(), st.sampled_from(BASELINES))
+def test_engine_equals_oracle_with_fit_first(case, baseline) -> None:
+    w, cap = case
+    policy, backfill = baseline
+    r = simulate(w, cap, policy, backfill, fit_first=True)
+    assert np.array_equal(r.start, oracle(w, cap, policy, backfill, fit_first=True))
+    check_valid(w, cap, r.start, r.end)
 
 
 @SETTINGS

@@ -47,9 +47,11 @@ def query_pl(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = N
 
 def _with_jobs(source: duckdb.DuckDBPyConnection | pl.DataFrame) -> duckdb.DuckDBPyConnection:
     if isinstance(source, pl.DataFrame):
+        from transforms.canonical import conform  # a frame may carry only some canonical columns
+
         con = duckdb.connect(":memory:")
         con.execute("SET TimeZone = 'UTC'")
-        con.register("jobs", source.to_arrow())
+        con.register("jobs", conform(source).to_arrow())
         return con
     return source
 

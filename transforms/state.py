@@ -118,7 +118,8 @@ def local_seconds(epoch_start: np.ndarray, timezone: str = "UTC") -> np.ndarray:
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
     num = np.nan_to_num(np.asarray(num, dtype=np.float64))
     den = np.nan_to_num(np.asarray(den, dtype=np.float64))
-    out = np.divide(num, den, out=np.zeros(np.broadcast(num, den).shape), where=den > 0)
+    with np.errstate(over="ignore"):
+        out = np.divide(num, den, out=np.zeros(np.broadcast(num, den).shape), where=den > 0)
     return np.clip(out, 0.0, RATIO_CLIP)
 
 

@@ -18,6 +18,7 @@ model, so `metapilot advise` stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -25,6 +26,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -116,9 +118,17 @@ def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps:
             return q * self.q_scale
 
     module = QPolicy().eval()
-    with torch.no_grad():
+    with torch.no_grad(), _no_jit_deprecation():
         traced = torch.jit.trace(module, torch.zeros(2, N_FEATURES), check_trace=False)
-    return torch.jit.freeze(traced.eval())
+        return torch.jit.freeze(traced.eval())
+
+
+@contextlib.contextmanager
+def _no_jit_deprecation():
+    """torch 2.10+ flags TorchScript as deprecated; SPEC §9 asks for it (torch.export is the successor)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit.*")
+        yield
 
 
 class ScriptedPolicy:
@@ -296,7 +306,8 @@ def publish(
         scripted = script_policy(mods.q_funcs, result.scaler_mean if result.config.standardize else None,
                                  result.scaler_std if result.config.standardize else None,
                                  result.config.scaler_eps, result.q_scale)
-        torch.jit.save(scripted, str(tmp / "policy.pt"))
+        with _no_jit_deprecation():
+            torch.jit.save(scripted, str(tmp / "policy.pt"))
         (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=_json_default))
         sums_sha = _write_sums(tmp)
         final = root / policy_id
@@ -407,16 +418,21 @@ def load_policy(folder: str | Path, expected_sums_sha256: str | None = None) -> 
 
     folder = Path(folder)
     card = load_card(folder, True, expected_sums_sha256)
-    module = torch.jit.load(str(folder / "policy.pt"), map_location="cpu")
+    with _no_jit_deprecation():
+        module = torch.jit.load(str(folder / "policy.pt"), map_location="cpu")
     module.eval()
-    return ScriptedPolicy(folder, module, card)
+    policy = ScriptedPolicy(folder, module, card)
+    for _ in range(3):  # TorchScript optimises on its first calls: pay that at load, not per decision
+        policy.q_values(np.zeros((1, N_FEATURES), dtype=np.float32))
+    return policy
 
 
 def load_d3rlpy(folder: str | Path, device: str = "cpu", expected_sums_sha256: str | None = None):
     """Verify the folder and rebuild the d3rlpy algorithm from its config and weights."""
     import torch
 
-    from models.controller.train import import_d3rlpy, load_module_states
+    from models.controller.d3 import import_d3rlpy
+    from models.controller.train import load_module_states
 
     folder = Path(folder)
     verify(folder, expected_sums_sha256)

@@ -157,6 +157,8 @@ def _asrun_source(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> pl.D
 
 
 SOURCES: dict[str, TupleSource] = {"as-run": _asrun_source}
+# Sources living in other packages: importing the module must call `register_source(name, fn)`.
+SOURCE_MODULES: dict[str, str] = {"replay": "models.simulator.rollouts"}
 
 
 def register_source(name: str, source: TupleSource) -> None:
@@ -168,6 +170,13 @@ def build_tuples(con: duckdb.DuckDBPyConnection, request: TupleRequest, sources:
     """The tuples of every requested source for one window, conformed and checked."""
     frames = []
     for name in sources:
+        if name not in SOURCES and name in SOURCE_MODULES:
+            import importlib
+
+            try:
+                importlib.import_module(SOURCE_MODULES[name])
+            except ModuleNotFoundError as e:
+                raise KeyError(f"tuple source {name!r} is not available yet ({e.name} not found)") from None
         if name not in SOURCES:
             raise KeyError(f"unknown tuple source {name!r}; registered: {sorted(SOURCES)}")
         frames.append(conform_tuples(SOURCES[name](con, request)))
@@ -440,6 +449,9 @@ def to_mdp_dataset(frame: pl.DataFrame, fast_sampling: bool = True):
     instead of d3rlpy's per-transition Python loop (same distribution, ~3 ms less per step on
     2 cores; the global numpy RNG that `d3rlpy.seed` sets drives it).
     """
+    from models.controller.d3 import import_d3rlpy
+
+    import_d3rlpy()
     from d3rlpy.constants import ActionSpace
     from d3rlpy.dataset import MDPDataset, TransitionMiniBatch
 

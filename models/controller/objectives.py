@@ -43,7 +43,7 @@ class Objective:
 
     def describe(self) -> str:
         first = "jobs that fit now first, then " if self.fit_now_first else ""
-        return f"{self.name}: {self.meaning} ({first}{self.priority_rule} order, {self.backfill.upper()} backfilling)"
+        return f"{self.meaning} ({first}{self.priority_rule} order, {self.backfill.upper()} backfilling)"
 
 
 OBJECTIVE_SPECS: dict[str, Objective] = {

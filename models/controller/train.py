@@ -13,9 +13,7 @@ Higher score is better; other keys are recorded as replay metrics in the model c
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -23,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import polars as pl
 
+from models.controller.d3 import import_d3rlpy
 from models.controller.dataset import S_COLS, observations, to_episodes, to_mdp_dataset
 from models.controller.objectives import OBJECTIVES, U
 
@@ -49,15 +48,15 @@ class TrainConfig:
     hidden_units: tuple[int, ...] = (64, 64)
     learning_rate: float = 3e-4
     gamma: float = 0.95
-    target_update_interval: int = 500
+    target_update_interval: int = 200  # 50 target syncs in 10k steps: enough backups for gamma 0.95
     cql_alpha: float = 1.0
     bcq_action_flexibility: float = 0.3
     reward_multiplier: float = 0.01
     standardize: bool = True
     scaler_eps: float = 0.05  # floor added to each feature's std: bounds the inputs of rare features
-    fqe_steps: int = 3_000
+    fqe_steps: int = 4_000
     fqe_learning_rate: float = 3e-4
-    fqe_target_update_interval: int = 200
+    fqe_target_update_interval: int = 100
     max_candidates: int = 5
     seed: int = 0
     device: str = "cpu"
@@ -111,27 +110,23 @@ class TrainResult:
         return 1.0 / self.config.reward_multiplier
 
 
-def import_d3rlpy(quiet: bool = True):
-    """Import d3rlpy without the `gym` banner it triggers on stderr; `quiet` keeps its
-    structlog chatter (dataset info, parameters, per-epoch metrics) below warnings."""
-    with contextlib.redirect_stderr(io.StringIO()):
-        import d3rlpy
-    if quiet:
-        import logging
-
-        import structlog
-
-        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
-    return d3rlpy
-
-
 def set_determinism(seed: int) -> None:
-    """Seed python, numpy and torch, and make torch pick deterministic kernels."""
+    """Seed python, numpy and torch, and make torch pick deterministic kernels (cuBLAS included)."""
+    import os
+
     import torch
 
-    d3rlpy = import_d3rlpy()
-    d3rlpy.seed(seed)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # read when cuBLAS starts
+    import_d3rlpy().seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def check_device(device: str) -> None:
+    """Refuse a CUDA device that is not there, with what to do instead."""
+    import torch
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA GPU is visible to torch {torch.__version__}; use --device cpu")
 
 
 def _scaler_stats(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +135,7 @@ def _scaler_stats(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def make_algo(name: str, config: TrainConfig, mean: np.ndarray, std: np.ndarray):
     """A d3rlpy algorithm object (not yet built) for `name` with the shared settings."""
-    d3rlpy = import_d3rlpy()
+    import_d3rlpy()
     from d3rlpy.algos import DiscreteBCConfig, DiscreteBCQConfig, DiscreteCQLConfig, DoubleDQNConfig
     from d3rlpy.models import VectorEncoderFactory
     from d3rlpy.preprocessing import MultiplyRewardScaler, StandardObservationScaler
@@ -164,7 +159,6 @@ def make_algo(name: str, config: TrainConfig, mean: np.ndarray, std: np.ndarray)
         cfg = DiscreteBCConfig(**common)
     else:
         raise ValueError(f"unknown algorithm {name!r}; known: {ALGORITHMS}")
-    del d3rlpy
     return cfg.create(device=config.device)
 
 
@@ -277,6 +271,7 @@ def train_policy(
     if train.height == 0:
         raise ValueError("no training tuples")
     timings: dict[str, float] = {}
+    check_device(config.device)
     import_d3rlpy()
     import torch
 
@@ -304,7 +299,7 @@ def train_policy(
     log(f"training {config.algorithm} for {config.n_steps} steps on {train.height} tuples")
     _fit(algo, train_ds, config.n_steps, config, name=config.algorithm,
          epoch_callback=lambda a, epoch, step: snapshots.append((step, module_states(a))))
-    timings["train"] = time.perf_counter() - t0
+    timings[f"fit_{config.algorithm}"] = time.perf_counter() - t0
     pick = np.unique(np.linspace(0, len(snapshots) - 1, min(config.max_candidates, len(snapshots))).round().astype(int))
     candidates: list[PolicyScore] = []
     best: PolicyScore | None = None
@@ -319,20 +314,22 @@ def train_policy(
         if _better(sc, best):
             best, best_states = sc, states
     load_module_states(algo, best_states)
-    timings["ope"] = time.perf_counter() - t0
+    timings[f"ope_{config.algorithm}_checkpoints"] = time.perf_counter() - t0
 
     # --- baselines on the same data
     baselines: dict[str, PolicyScore] = {}
     for name in config.baselines:
         if name == config.algorithm:
             continue
-        t0 = time.perf_counter()
         log(f"baseline {name}")
         set_determinism(config.seed)
         b = make_algo(name, config, mean, std)
+        t0 = time.perf_counter()
         _fit(b, train_ds, config.n_steps if name != "bc" else max(1, config.n_steps // 2), config, name=name)
+        timings[f"fit_{name}"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         baselines[name] = score_policy(b, name, config.n_steps, valid_ds, valid_obs, valid_first, valid_actions, config, replay_evaluator)
-        timings[f"baseline_{name}"] = time.perf_counter() - t0
+        timings[f"ope_{name}"] = time.perf_counter() - t0
 
     assert best is not None
     return TrainResult(

@@ -75,12 +75,15 @@ class SimResult:
         return weekly(self)
 
 
-def simulate(workload: Workload, capacity: Capacity, policy: str = "FCFS", backfill: str = "easy") -> SimResult:
-    """Replay the whole workload under one priority rule and backfilling mode."""
+def simulate(
+    workload: Workload, capacity: Capacity, policy: str = "FCFS", backfill: str = "easy", *, fit_first: bool = False,
+) -> SimResult:
+    """Replay the whole workload under one priority rule and backfilling mode (`fit_first`: see
+    `Engine.advance`)."""
     code = policy_code(policy)
     bf = backfill_code(backfill)
     t0 = time.perf_counter()
-    engine = Engine(workload, capacity, code, bf)
+    engine = Engine(workload, capacity, code, bf, fit_first=fit_first)
     events = engine.run()
     wall = time.perf_counter() - t0
     counters = dict(workload.report.as_dict()) if workload.report is not None else {}

@@ -3,6 +3,9 @@
 Lower score runs first; ties go to the earlier submit time, then the job id, which in a
 `Workload` is simply the lower job index (jobs are stored in that order). Scores use the real
 wait `w = now - submit`, not RLScheduler's `-1 - s`.
+
+Numba's on-disk cache keys each compiled function on its own file only: after changing `score`,
+clear `models/simulator/__pycache__` (or touch engine.py) so the engine is recompiled with it.
 """
 
 from __future__ import annotations

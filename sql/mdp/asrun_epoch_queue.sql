@@ -2,11 +2,13 @@
 -- one of those queued jobs: the input of the as-run action inference (models/controller/asrun.py).
 -- Runs after the CTE `asrun_jobs` (sql/mdp/asrun_jobs.sql). Parameters: $t0, $t1, $epoch_s (BIGINT).
 -- started_in_epoch: the job's real start falls in [t, t + epoch_s); start_s orders them.
-epochs AS (
+seq AS (  -- tie-breaker standing for the job id (SPEC §6: ties by submit time, then job id)
+    SELECT row_number() OVER (ORDER BY submit_s, job_id) AS job_seq, * FROM asrun_jobs
+), epochs AS (
     SELECT unnest(range($t0::BIGINT, $t1::BIGINT, $epoch_s::BIGINT))::DOUBLE AS t
 ), q AS (
     SELECT e.t, j.job_seq, j.submit_s, j.start_s, j.req_time_s, j.cores, j.gpus, j.mem
-    FROM epochs e JOIN asrun_jobs j ON j.submit_s <= e.t AND e.t < j.q_end_s
+    FROM epochs e JOIN seq j ON j.submit_s <= e.t AND e.t < j.q_end_s
 ), active AS (
     SELECT DISTINCT t FROM q WHERE start_s < t + $epoch_s
 )

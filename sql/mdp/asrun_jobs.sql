@@ -26,7 +26,7 @@ WITH j AS (
     FROM jobs
     WHERE cluster = $cluster
       AND ($partition IS NULL OR partition = $partition)
-      AND epoch(submit_time) < $t_hi
+      AND submit_time < to_timestamp($t_hi)
 ), k AS (
     SELECT
         job_id,
@@ -41,8 +41,6 @@ WITH j AS (
         mem::DOUBLE   AS mem
     FROM j
 )
-SELECT
-    row_number() OVER (ORDER BY submit_s, job_id) AS job_seq,
-    *
+SELECT *
 FROM k
 WHERE greatest(q_end_s, coalesce(end_s, q_end_s)) >= $t_lo

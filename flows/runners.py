@@ -1,0 +1,23 @@
+"""Where parallel tasks run: threads on this machine by default, a Dask cluster when the user
+points MetaPilot at one (`METAPILOT_DASK_ADDRESS=tcp://scheduler:8786`, or `--dask ADDRESS`;
+`local:N` starts a temporary local Dask cluster of N workers)."""
+
+from __future__ import annotations
+
+import os
+
+from prefect.task_runners import ThreadPoolTaskRunner
+
+
+def task_runner(dask: str | None = None):
+    """The task runner for the sweep and multi-seed training flows."""
+    address = dask or os.environ.get("METAPILOT_DASK_ADDRESS")
+    if not address:
+        return ThreadPoolTaskRunner(max_workers=max(1, (os.cpu_count() or 2)))
+    from prefect_dask import DaskTaskRunner
+
+    if address.startswith("local:"):
+        n = int(address.split(":", 1)[1] or 2)
+        return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1, "processes": True,
+                                              "dashboard_address": None})
+    return DaskTaskRunner(address=address)

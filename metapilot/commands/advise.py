@@ -1,0 +1,103 @@
+"""`metapilot advise`: the objective a published policy recommends now, at a time, or for a state.
+
+Fast path: a verified TorchScript policy and one epoch's aggregates from the warehouse; it imports
+neither d3rlpy nor Prefect.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+def advise_cmd(
+    policy: Annotated[str, typer.Option(help="Policy id (a folder under <db folder>/policies/).")],
+    at: Annotated[Optional[str], typer.Option(help="Time to advise for (ISO, UTC); the cluster's state is read from the warehouse.")] = None,
+    state_json: Annotated[Optional[str], typer.Option(help="JSON file with a state: a list of numbers, {\"features\": {...}} or {\"aggregates\": {...}}.")] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format", help="table or json.")] = OutputFormat.table,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
+) -> None:
+    """Recommend an objective (U or W) with its Q-values and the decision latency."""
+    import json
+    import sys
+    import time
+    from datetime import datetime, timezone
+
+    from models.controller.advice import Advisor, registry_sums, state_from_json
+    from models.controller.artifact import ArtifactIntegrityError
+
+    if at is not None and state_json is not None:
+        typer.echo("error: give --at or --state-json, not both", err=True)
+        raise typer.Exit(2)
+    t_start = time.perf_counter()
+    con = None
+    expected = None
+    try:
+        if state_json is None:
+            from warehouse.db import connect
+
+            con = connect(db, read_only=True)
+        else:
+            from metapilot.config import db_path
+
+            if db_path(db).exists():
+                from warehouse.db import connect
+
+                con = connect(db, read_only=True)
+        if con is not None:
+            expected = registry_sums(con, policy)
+        advisor = Advisor(policy, db, expected)
+        if state_json is not None:
+            with open(state_json) as f:
+                state = state_from_json(json.load(f), advisor.policy)
+            advice = advisor.decide(state)
+        else:
+            when = at or datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+            advice = advisor.advise_at(con, when)
+    except ArtifactIntegrityError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(3)
+    except (FileNotFoundError, ValueError, KeyError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2)
+    out = advice.to_dict()
+    out["latency_ms"]["command"] = (time.perf_counter() - t_start) * 1e3
+    if expected is None:
+        out["note"] = "policy not found in the policies table: checked against the folder's SHA256SUMS only"
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    where = f"{advice.cluster}" + ("" if advice.partition == "*" else f"/{advice.partition}")
+    console.print(f"[bold]{advice.objective}[/bold] — {advice.meaning}")
+    console.print(f"policy {advice.policy_id} on {where}" + (f" at {advice.at}" if advice.at else " (given state)"))
+    qt = Table(title="Q-values (reward units, higher is better)")
+    qt.add_column("objective")
+    qt.add_column("Q", justify="right")
+    for name, v in advice.q_values.items():
+        qt.add_row(("→ " if name == advice.objective else "  ") + name, f"{v:,.4g}")
+    console.print(qt)
+    st = Table(title="State")
+    st.add_column("feature")
+    st.add_column("value", justify="right")
+    for name, v in advice.state.items():
+        st.add_row(name, f"{v:.4g}")
+    console.print(st)
+    lat = out["latency_ms"]
+    console.print(f"latency: decision {lat['decision']:.3f} ms, state {lat['state']:.1f} ms, command {lat['command']:.0f} ms")
+    if "note" in out:
+        console.print(f"[yellow]note:[/yellow] {out['note']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("advise")(advise_cmd)

@@ -1,0 +1,61 @@
+"""`metapilot roi --validation ID`: what the controller's replay gains are worth, and its payback."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+
+def roi_cmd(
+    validation: Annotated[str, typer.Option(help="Validation id (`metapilot validate` prints it).")],
+    config: Annotated[Optional[str], typer.Option(help="ROI settings (TOML). Default: roi.toml beside the database.")] = None,
+    cost_per_core_hour: Annotated[Optional[float], typer.Option(help="Cost of a core-hour.")] = None,
+    cost_per_gpu_hour: Annotated[Optional[float], typer.Option(help="Cost of a GPU-hour.")] = None,
+    value_per_wait_hour: Annotated[Optional[float], typer.Option(help="Value of a user wait-hour.")] = None,
+    deployment_cost: Annotated[Optional[float], typer.Option(help="One-off cost of deploying the controller.")] = None,
+    horizon_weeks: Annotated[Optional[float], typer.Option(help="Weeks over which the net value is counted.")] = None,
+    currency: Annotated[Optional[str], typer.Option(help="Currency label.")] = None,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
+) -> None:
+    """Recovered core/GPU-hours, wait-hours saved, max-wait reduction, earlier completion, and payback."""
+    from metapilot.config import beside_db
+    from metapilot.console import console
+    from models.roi import load_roi_config, roi_from_validation
+    from warehouse.db import connect
+    from warehouse.validation_store import load_validation
+
+    try:
+        cfg = load_roi_config(config or beside_db(db, "roi.toml"), cost_per_core_hour=cost_per_core_hour,
+                              cost_per_gpu_hour=cost_per_gpu_hour, value_per_wait_hour=value_per_wait_hour,
+                              deployment_cost=deployment_cost, horizon_weeks=horizon_weeks, currency=currency)
+        con = connect(db, read_only=True)
+        v = load_validation(con, validation)
+        results = roi_from_validation(v.table, cfg)
+    except (LookupError, ValueError, FileNotFoundError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    print_roi(results, v.meta)
+
+
+def print_roi(results, meta: dict) -> None:
+    from rich.table import Table
+
+    from metapilot.console import console
+    from models.roi import assumptions, roi_rows
+
+    table = Table(title=f"ROI of the controller: {meta['cluster']}, validation window "
+                        f"{meta['window_from']:%Y-%m-%d} .. {meta['window_to']:%Y-%m-%d}")
+    table.add_column("")
+    for r in results:
+        table.add_column(f"vs {r.reference_kind}", justify="right")
+    for label, values in roi_rows(results):
+        table.add_row(label, *values)
+    console.print(table)
+    console.print("Assumptions:")
+    for line in assumptions(results[0].config, results[0].window_hours):
+        console.print(f"  - {line}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("roi")(roi_cmd)

@@ -1,0 +1,97 @@
+"""`metapilot train`: learn the objective controller offline and publish it as a policy artifact."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+# A module the simulator side may provide: `make_replay_evaluator(con, request) -> ReplayEvaluator`
+# (see models/controller/train.py). When importable, checkpoints are chosen by replay score.
+REPLAY_EVALUATOR_MODULE = "models.simulator.controller_eval"
+
+
+def _replay_evaluator(con, request):
+    import importlib
+
+    try:
+        mod = importlib.import_module(REPLAY_EVALUATOR_MODULE)
+    except ModuleNotFoundError:
+        return None
+    factory = getattr(mod, "make_replay_evaluator", None)
+    return factory(con, request) if factory else None
+
+
+def train_cmd(
+    cluster: Annotated[str, typer.Option(help="Cluster to learn a controller for.")],
+    train_from: Annotated[str, typer.Option(help="Training window start (ISO date/time, UTC).")],
+    train_to: Annotated[str, typer.Option(help="Training window end (exclusive).")],
+    valid_from: Annotated[Optional[str], typer.Option(help="Validation window start (>= --train-to). Default: right after training.")] = None,
+    valid_to: Annotated[Optional[str], typer.Option(help="Validation window end. Default: a quarter of the training length.")] = None,
+    partition: Annotated[Optional[str], typer.Option(help="One partition only (default: the whole cluster).")] = None,
+    steps: Annotated[int, typer.Option(help="Gradient steps of the controller (and of each Q-learning baseline).")] = 10_000,
+    seed: Annotated[int, typer.Option(help="Seed: the same seed and data give the same policy.")] = 0,
+    device: Annotated[str, typer.Option(help="cpu, or cuda:0 for a GPU.")] = "cpu",
+    algorithm: Annotated[str, typer.Option(help="Published algorithm: cql or dqn.")] = "cql",
+    baselines: Annotated[str, typer.Option(help="Baselines scored on the same data (comma-separated: bc,dqn,bcq; empty for none).")] = "bc,dqn,bcq",
+    fqe_steps: Annotated[int, typer.Option(help="DiscreteFQE steps per evaluated policy.")] = 4_000,
+    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated.")] = "as-run",
+    epoch: Annotated[int, typer.Option(help="Decision epoch length in seconds.")] = 3600,
+    timezone_name: Annotated[str, typer.Option("--timezone", help="Local time for the hour/day features.")] = "UTC",
+    replay: Annotated[bool, typer.Option(help="Choose the checkpoint by replay in the simulator when it is available.")] = True,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
+) -> None:
+    """Train DiscreteCQL (+ BC, DQN, BCQ baselines), pick the checkpoint by OPE, publish the artifact."""
+    import polars as pl
+
+    from metapilot.console import console, print_frame
+    from models.controller.artifact import publish
+    from models.controller.dataset import DatasetConfig, TupleRequest, build_dataset
+    from models.controller.train import TrainConfig, train_policy
+    from transforms.reward import RewardConfig
+    from transforms.state import StateConfig
+    from warehouse.db import connect
+
+    dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name), reward=RewardConfig(),
+                         sources=tuple(s.strip() for s in sources.split(",") if s.strip()), seed=seed)
+    tcfg = TrainConfig(
+        algorithm=algorithm, baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
+        n_steps=steps, n_steps_per_epoch=max(1, steps // 10), fqe_steps=fqe_steps, seed=seed, device=device,
+        show_progress=progress,
+    )
+    con = connect(db)
+    try:
+        with console.status("building the dataset"):
+            splits = build_dataset(con, cluster, train_from, train_to, valid_from, valid_to, partition=partition, config=dcfg)
+        evaluator = None
+        if replay and splits.valid_window:
+            evaluator = _replay_evaluator(con, TupleRequest(cluster, partition, splits.valid_window[0], splits.valid_window[1],
+                                                            dcfg.state, dcfg.reward, seed))
+        for note in splits.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+        result = train_policy(splits.train, splits.validation, tcfg, replay_evaluator=evaluator,
+                              log=lambda m: console.print(f"[dim]{m}[/dim]"))
+    except (ValueError, KeyError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    replay_metrics = result.chosen.replay
+    art = publish(result, splits, db=db, cluster=cluster, partition=partition, con=con, replay=replay_metrics)
+    rows = [result.chosen] + list(result.baselines.values())
+    table = pl.DataFrame({
+        "policy": [f"{r.name} (published)" if r is result.chosen else r.name for r in rows],
+        "step": [r.step for r in rows],
+        "fqe_value": [r.fqe_value for r in rows],
+        "fqe_initial_value": [r.fqe_initial_value for r in rows],
+        "share_U": [r.action_share_u for r in rows],
+        "matches_logged": [r.behaviour_match for r in rows],
+    })
+    print_frame(table, title=f"Off-policy evaluation on {result.validation_source} ({result.n_valid} tuples)")
+    if result.behaviour_mc_return is not None:
+        console.print(f"logged behaviour, discounted return per state: {result.behaviour_mc_return:,.4g}")
+    console.print(f"policy [bold]{art.policy_id}[/bold] -> {art.folder}")
+    console.print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items()))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_cmd)

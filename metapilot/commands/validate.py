@@ -1,0 +1,92 @@
+"""`metapilot validate --policy ID`: replay a held-out window under the controller, fixed U and W,
+the 21 baselines and the as-run history; store and print the comparison."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Optional
+
+import typer
+
+
+def _ts(value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    d = datetime.fromisoformat(value)
+    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+
+
+def validate_cmd(
+    policy: Annotated[str, typer.Option(help="Policy id (the `policies` table).")],
+    start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO, UTC), by submit time. Default: where the policy stopped seeing data.")] = None,
+    end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive). Default: as long as the training window.")] = None,
+    epoch_s: Annotated[Optional[int], typer.Option(help="Decision epoch (s). Default: the policy's.")] = None,
+    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples over weeks.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
+) -> None:
+    """Held-out replay validation of a controller policy against every fixed contender and the real history."""
+    from metapilot.console import console
+    from models.validation import run_validation
+    from warehouse.db import connect
+    from warehouse.validation_store import load_validation
+
+    con = connect(db)
+    try:
+        vid = run_validation(con, policy, _ts(start), _ts(end), db=db, epoch_s=epoch_s, n_boot=n_boot, seed=seed,
+                             log=lambda m: console.print(m))
+    except (LookupError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    print_validation(load_validation(con, vid))
+
+
+def print_validation(v) -> None:
+    """The contender table with each column's winners in bold green, then the verdict in words."""
+    import polars as pl
+    from rich.table import Table
+
+    from metapilot.console import console
+    from models.validation import fmt_value, shown_metrics, verdict, winners
+
+    t = v.table
+    meta = v.meta
+    metrics = shown_metrics(t)
+    won = winners(t)
+    title = (f"Validation {v.validation_id}: {meta['cluster']}"
+             f"{'/' + meta['partition'] if meta['partition'] else ''}, policy {meta['policy_id']}, "
+             f"{meta['window_from']:%Y-%m-%d %H:%M} .. {meta['window_to']:%Y-%m-%d %H:%M} UTC")
+    table = Table(title=title)
+    table.add_column("contender")
+    table.add_column("kind")
+    for m in metrics:
+        table.add_column(m.label.replace("mean bounded slowdown", "mean bsld"), justify="right")
+    table.add_column("jobs", justify="right")
+    for r in t.iter_rows(named=True):
+        if r["status"] != "ok":
+            table.add_row(r["contender"], r["kind"], *["unavailable" if i == 0 else "" for i in range(len(metrics))], "")
+            continue
+        cells = []
+        for m in metrics:
+            text = fmt_value(r[m.column], m.unit) if m.column != "makespan_s" else _hours(r[m.column])
+            cells.append(f"[bold green]{text}[/bold green]" if r["contender"] in won.get(m.column, []) else text)
+        table.add_row(r["contender"], r["kind"], *cells, f"{r['jobs']:,}")
+    console.print(table)
+    console.print("[dim]bold green = best in its column (ties all marked); makespan = last end - first submit[/dim]")
+    notes: dict[str, list[str]] = {}
+    for r in t.filter(pl.col("note").is_not_null()).iter_rows(named=True):
+        notes.setdefault(r["note"], []).append(r["contender"])
+    for note, names in notes.items():
+        console.print(f"{', '.join(names)}: {note}")
+    console.print()
+    for line in verdict(t, v.diffs):
+        console.print(line)
+    console.print(f"stored as validation {v.validation_id} (tables validations, validation_weeks, validation_diffs)")
+
+
+def _hours(s: float | None) -> str:
+    return "–" if s is None else f"{s / 3600:,.1f} h"
+
+
+def register(app: typer.Typer) -> None:
+    app.command("validate")(validate_cmd)

@@ -1,0 +1,104 @@
+"""Advice from a published policy: the recommended objective for a moment or a given state.
+
+The hot path: verified TorchScript policy (loaded once), the state of one epoch boundary from the
+warehouse (`transforms.asrun_state.aggregates_at`, the same SQL as the training tuples), one
+forward pass. No d3rlpy, no Prefect.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from models.controller.artifact import ScriptedPolicy, find_policy, load_policy
+from models.controller.objectives import OBJECTIVES, action_meanings
+from transforms.state import AGGREGATES, FEATURE_NAMES, N_FEATURES, state_from_aggregates
+
+
+@dataclass
+class Advice:
+    policy_id: str
+    cluster: str
+    partition: str
+    at: str | None
+    action: int
+    objective: str
+    meaning: str
+    q_values: dict[str, float]
+    state: dict[str, float]
+    latency_ms: dict[str, float]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def registry_sums(con, policy_id: str) -> str | None:
+    """The SHA256SUMS hash recorded for a policy in the `policies` table (None if not registered)."""
+    try:
+        rows = con.execute("SELECT sums_sha256 FROM policies WHERE policy_id = $id", {"id": policy_id}).fetchall()
+    except Exception:  # noqa: BLE001 - an old warehouse without the table: only the folder's sums apply
+        return None
+    return rows[0][0] if rows else None
+
+
+def state_from_json(doc: dict | list, policy: ScriptedPolicy) -> np.ndarray:
+    """A state from JSON: a list of N_FEATURES numbers, {"features": {name: value}}, or
+    {"aggregates": {name: value}} (turned into features by transforms.state)."""
+    if isinstance(doc, list) or (isinstance(doc, dict) and "state" in doc):
+        vec = np.asarray(doc if isinstance(doc, list) else doc["state"], dtype=np.float32)
+        if vec.shape != (N_FEATURES,):
+            raise ValueError(f"a state has {N_FEATURES} numbers in this order: {', '.join(FEATURE_NAMES)}")
+        return vec.reshape(1, -1)
+    if "features" in doc:
+        missing = [n for n in FEATURE_NAMES if n not in doc["features"]]
+        if missing:
+            raise ValueError(f"features missing: {missing}")
+        return np.asarray([[doc["features"][n] for n in FEATURE_NAMES]], dtype=np.float32)
+    if "aggregates" in doc:
+        agg = doc["aggregates"]
+        missing = [n for n in AGGREGATES if n not in agg]
+        if missing:
+            raise ValueError(f"aggregates missing: {missing}")
+        return state_from_aggregates(**{k: agg[k] for k in AGGREGATES}, config=policy.state_config)
+    raise ValueError('expected a list of numbers, {"features": {...}} or {"aggregates": {...}}')
+
+
+class Advisor:
+    """A policy loaded once (verified), answering many questions (warm process)."""
+
+    def __init__(self, policy_id: str, db: str | Path | None = None, expected_sums_sha256: str | None = None) -> None:
+        self.policy: ScriptedPolicy = load_policy(find_policy(policy_id, db), expected_sums_sha256)
+        self.card = self.policy.card
+        self.cluster: str = self.card["cluster"]
+        self.partition: str = self.card["partition"]
+
+    def state_at(self, con, at) -> np.ndarray:
+        """The state of the policy's cluster at `at` (the as-run aggregates of that boundary)."""
+        from transforms.asrun_state import aggregates_at, to_epoch_s
+        from transforms.state import state_from_frame
+
+        part = None if self.partition == "*" else self.partition
+        agg = aggregates_at(con, self.cluster, np.array([to_epoch_s(at)]), partition=part, config=self.policy.state_config)
+        return state_from_frame(agg, self.policy.state_config)
+
+    def decide(self, state: np.ndarray, at: str | None = None, state_ms: float = 0.0) -> Advice:
+        t0 = time.perf_counter()
+        q = self.policy.q_values(state)[0]
+        decision_ms = (time.perf_counter() - t0) * 1e3
+        a = int(np.argmax(q))
+        return Advice(
+            policy_id=self.policy.policy_id, cluster=self.cluster, partition=self.partition, at=at,
+            action=a, objective=OBJECTIVES[a], meaning=action_meanings()[a],
+            q_values={OBJECTIVES[i]: float(v) for i, v in enumerate(q)},
+            state={n: float(v) for n, v in zip(FEATURE_NAMES, np.asarray(state).reshape(-1))},
+            latency_ms={"state": state_ms, "decision": decision_ms, "total": state_ms + decision_ms},
+        )
+
+    def advise_at(self, con, at) -> Advice:
+        t0 = time.perf_counter()
+        s = self.state_at(con, at)
+        state_ms = (time.perf_counter() - t0) * 1e3
+        return self.decide(s, at=str(at), state_ms=state_ms)

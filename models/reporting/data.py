@@ -1,0 +1,176 @@
+"""The numbers of the weekly report: every figure comes from one query in `sql/reports/`, run on
+the warehouse as it is; the renderers only format them. `collect` returns plain JSON-able data
+(report.json is exactly this)."""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import date, datetime, timedelta, timezone
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from metapilot.config import sql_text
+from warehouse.db import query_frame
+
+_PARAM = re.compile(r"\$([A-Za-z_]\w*)")
+WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$")
+
+
+def report_sql(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFrame:
+    """Run `sql/reports/<name>.sql` with the named parameters it uses (others are ignored)."""
+    text = sql_text(f"reports/{name}.sql")
+    used = set(_PARAM.findall("\n".join(ln.split("--")[0] for ln in text.splitlines())))
+    return query_frame(con, text, {k: v for k, v in params.items() if k in used})
+
+
+def parse_week(week: str) -> datetime:
+    """'2024-W10' -> Monday 00:00 UTC of that ISO week."""
+    m = WEEK_RE.match(week.strip())
+    if not m:
+        raise ValueError(f"week {week!r}: expected an ISO week such as 2024-W10")
+    try:
+        d = date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
+    except ValueError as e:
+        raise ValueError(f"week {week!r}: {e}") from None
+    return datetime(d.year, d.month, d.day, tzinfo=timezone.utc)
+
+
+def week_label(week_start: datetime) -> str:
+    y, w, _ = week_start.isocalendar()
+    return f"{y}-W{w:02d}"
+
+
+def last_complete_week(con: duckdb.DuckDBPyConnection, cluster: str) -> str:
+    """The default week of the report: the last complete ISO week in the cluster's data."""
+    df = report_sql(con, "last_complete_week", cluster=cluster)
+    if df.height == 0 or df["week"][0] is None:
+        known = [r[0] for r in con.execute("SELECT DISTINCT cluster FROM jobs ORDER BY 1").fetchall()]
+        if cluster not in known:
+            raise LookupError(f"no jobs for cluster {cluster!r} (clusters: {', '.join(known) or 'none'})")
+        raise LookupError(f"cluster {cluster!r} has no complete ISO week of data yet: give --week")
+    return str(df["week"][0])
+
+
+def _json(v: Any) -> Any:
+    if isinstance(v, datetime):
+        return (v if v.tzinfo else v.replace(tzinfo=timezone.utc)).astimezone(timezone.utc).isoformat()
+    if isinstance(v, date):
+        return v.isoformat()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, (list, tuple)):
+        return [_json(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json(x) for k, x in v.items()}
+    return v
+
+
+def rows(df: pl.DataFrame) -> list[dict]:
+    """A frame as JSON-able row dicts (timestamps as ISO strings in UTC)."""
+    return [_json(r) for r in df.iter_rows(named=True)]
+
+
+def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_config=None,
+            generated_at: datetime | None = None) -> dict:
+    """Every number of the report for `cluster` and ISO `week`, as plain data."""
+    from metapilot.version import code_version
+
+    week_start = parse_week(week)
+    p = {"cluster": cluster, "week_start": week_start}
+    glance = report_sql(con, "week_at_a_glance", **p)
+    if glance.height == 0:
+        known = [r[0] for r in con.execute("SELECT DISTINCT cluster FROM jobs ORDER BY 1").fetchall()]
+        if cluster not in known:
+            raise LookupError(f"no jobs for cluster {cluster!r} (clusters: {', '.join(known) or 'none'})")
+        span = con.execute("SELECT strftime(min(timezone('UTC', submit_time)), '%G-W%V'), "
+                           "strftime(max(timezone('UTC', submit_time)), '%G-W%V') FROM jobs WHERE cluster = ?",
+                           [cluster]).fetchall()[0]
+        raise LookupError(f"week {week} is outside the data of {cluster} ({span[0]} .. {span[1]})")
+    report: dict[str, Any] = {
+        "cluster": cluster,
+        "week": week,
+        "week_start": _json(week_start),
+        "week_end": _json(week_start + timedelta(days=7)),
+        "generated_at": _json(generated_at or datetime.now(timezone.utc).replace(microsecond=0)),
+        "code_version": code_version(),
+        "capacity": rows(report_sql(con, "capacity_week", **p)),
+        "glance": rows(glance),
+        "daily": rows(report_sql(con, "daily_utilisation", **p)),
+        "queue_hourly": rows(report_sql(con, "queue_hourly", **p).drop("hour_utc")),
+        "wait_by_size": rows(report_sql(con, "wait_by_size", **p)),
+        "recommendations": _recommendations(con, cluster, week_start),
+    }
+    report["validation"] = _validation(con, cluster)
+    report["roi"] = _roi(report["validation"], roi_config)
+    return report
+
+
+def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: datetime) -> dict:
+    recs = report_sql(con, "recommendations", cluster=cluster, week_start=week_start)
+    policies = report_sql(con, "cluster_policies", cluster=cluster)
+    if recs.height == 0:
+        if policies.height == 0:
+            msg = (f"No controller policy exists yet for {cluster}: there is no recommendation to show. "
+                   "Train and publish one with `metapilot train`.")
+            return {"status": "no-policy", "message": msg, "policy_id": None, "rows": [], "share": {}, "switches": 0}
+        pid = policies["policy_id"][0]
+        msg = (f"No recommendations are stored for this week. Score the week with policy {pid}: "
+               f"`metapilot report --cluster {cluster} --week ... --policy {pid}`.")
+        return {"status": "no-rows", "message": msg, "policy_id": pid, "rows": [], "share": {}, "switches": 0}
+    counts = recs.group_by("objective").len().sort("objective")
+    share = {r["objective"]: r["len"] / recs.height for r in counts.iter_rows(named=True)}
+    switches = 0
+    for _, part in recs.group_by("partition", maintain_order=True):
+        obj = part.sort("epoch_start")["objective"].to_list()
+        switches += sum(1 for a, b in zip(obj, obj[1:]) if a != b)
+    return {"status": "ok", "message": None, "policy_id": recs["policy_id"][0], "rows": rows(recs),
+            "share": share, "switches": switches, "epochs": recs.height}
+
+
+def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
+    from models.validation import shown_metrics, verdict, winners
+
+    table = report_sql(con, "latest_validation", cluster=cluster)
+    if table.height == 0:
+        return {"status": "none", "message": f"No replay validation has been run for {cluster} yet: "
+                                             "`metapilot validate --policy ID`.", "rows": []}
+    vid = table["validation_id"][0]
+    diffs = report_sql(con, "validation_diffs", validation_id=vid)
+    first = table.row(0, named=True)
+    return {
+        "status": "ok",
+        "validation_id": vid,
+        "policy_id": first["policy_id"],
+        "window_from": _json(first["window_from"]),
+        "window_to": _json(first["window_to"]),
+        "created_at": _json(first["created_at"]),
+        "metrics": [m.column for m in shown_metrics(table)],
+        "rows": rows(table.drop("validation_id")),
+        "winners": winners(table),
+        "diffs": rows(diffs.drop("validation_id")),
+        "weeks": rows(report_sql(con, "validation_weeks", validation_id=vid).drop("validation_id")),
+        "verdict": verdict(table, diffs),
+        "_table": table,  # for the ROI; dropped before writing JSON
+    }
+
+
+def _roi(validation: dict, roi_config) -> dict:
+    from models.roi import RoiConfig, assumptions, roi_from_validation
+
+    cfg = roi_config or RoiConfig()
+    out = {"config": cfg.to_dict()}
+    table = validation.pop("_table", None)
+    if validation["status"] != "ok":
+        return {**out, "status": "unavailable", "message": "No ROI: no replay validation has been run yet.",
+                "results": [], "assumptions": assumptions(cfg)}
+    try:
+        results = roi_from_validation(table, cfg)
+    except ValueError as e:
+        return {**out, "status": "unavailable", "message": f"No ROI for validation {validation['validation_id']}: {e}",
+                "results": [], "assumptions": assumptions(cfg)}
+    return {**out, "status": "ok", "message": None, "validation_id": validation["validation_id"],
+            "results": [_json(r.to_dict()) for r in results],
+            "assumptions": assumptions(cfg, results[0].window_hours)}

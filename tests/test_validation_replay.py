@@ -1,0 +1,283 @@
+"""Replay validation on a small real window (KTH-SP2, three held-out weeks): every contender is
+in the table, and the figures are consistent with the schedules they come from and with the raw
+log. The objective-switching replay is the real `models.controller.replay.replay_objectives` when
+it imports, else the stand-in of tests/evidence_fixtures.py (test ids say which)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import polars as pl
+import pytest
+
+from evidence_fixtures import (
+    CLUSTER, POLICY_ID, TRAIN_FROM, TRAIN_TO, VALID_TO, insert_policy, kth_warehouse, objective_replay,
+    stub_controller, write_test_artifact,
+)
+from models.simulator import BASELINES, Capacity, simulate
+from models.validation import (
+    AS_RUN, CONTROLLER, FIXED_U, FIXED_W, METRICS, baseline_name, bootstrap_mean_ci, controller_differences,
+    run_validation, verdict, winners,
+)
+from transforms.workload import normalise
+from warehouse.sim_store import load_capacity, load_window
+from warehouse.validation_store import load_validation
+
+REPLAY, REAL_REPLAY = objective_replay()
+REPLAY_ID = "real-replay" if REAL_REPLAY else "stub-replay"
+ALL = {CONTROLLER, FIXED_U, FIXED_W, AS_RUN} | {baseline_name(p, b) for p, b in BASELINES}
+
+
+@pytest.fixture(scope="module")
+def wh():
+    con = kth_warehouse()
+    insert_policy(con)
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def val(wh):
+    vid = run_validation(wh, POLICY_ID, replay=REPLAY, controller_fn=stub_controller, seed=7)
+    return load_validation(wh, vid)
+
+
+@pytest.fixture(scope="module")
+def window(wh):
+    jobs = load_window(wh, CLUSTER, TRAIN_TO, VALID_TO)
+    capacity = Capacity.from_rows(load_capacity(wh, CLUSTER, TRAIN_TO))
+    return jobs, normalise(jobs, TRAIN_TO), capacity
+
+
+@pytest.mark.parametrize("replay_kind", [REPLAY_ID])
+def test_every_contender_is_in_the_table(val, replay_kind):
+    t = val.table
+    assert set(t["contender"]) == ALL and t.height == 25
+    assert (t["status"] == "ok").all(), t.filter(pl.col("status") != "ok").select("contender", "note")
+    kinds = dict(zip(t["contender"], t["kind"], strict=True))
+    assert kinds[CONTROLLER] == "controller" and kinds[FIXED_U] == kinds[FIXED_W] == "objective"
+    assert kinds[AS_RUN] == "history" and sum(k == "baseline" for k in kinds.values()) == 21
+    assert t["contender"][0] == CONTROLLER  # controller first, history last
+    assert t["contender"][-1] == AS_RUN
+    meta = val.meta
+    # default held-out window: right after training, as long as training (three weeks)
+    assert meta["window_from"] == TRAIN_TO and meta["window_to"] == TRAIN_TO + (TRAIN_TO - TRAIN_FROM) == VALID_TO
+    assert meta["policy_id"] == POLICY_ID and meta["cluster"] == CLUSTER
+    assert meta["capacity_cores"] == 100 and meta["capacity_gpus"] == 0
+    # the validations columns start as the issue says
+    cols = val.table.columns
+    assert cols[:3] == ["validation_id", "policy_id", "contender"]
+    assert cols[3:13] == [m.column for m in METRICS]
+
+
+def test_figures_are_internally_consistent(val, window):
+    _, workload, _ = window
+    for r in val.table.iter_rows(named=True):
+        assert r["jobs"] + r["jobs_not_run"] == len(workload), r["contender"]
+        assert 0 <= r["wait_median_s"] <= r["wait_p95_s"] <= r["wait_p99_s"] <= r["wait_max_s"], r["contender"]
+        assert r["wait_mean_s"] <= r["wait_max_s"]
+        assert r["bsld_mean"] >= 1.0
+        assert 0.0 < r["util_cpu"] <= 1.0
+        assert r["util_gpu"] is None and r["util_mem"] is None  # KTH: no GPUs, memory unknown
+        assert r["makespan_s"] == pytest.approx((r["last_end"] - r["first_submit"]).total_seconds(), abs=1e-3)
+
+
+def test_utilisation_is_work_over_capacity_times_span(val, window):
+    """Recomputed from each replay's schedule: sum(cores x (end - start)) / (100 x (last end - first submit))."""
+    _, workload, capacity = window
+    stored = {r["contender"]: r for r in val.table.iter_rows(named=True)}
+    results = {baseline_name(p, b): simulate(workload, capacity, p, b) for p, b in BASELINES}
+    results[FIXED_U] = REPLAY(workload, capacity, 0, epoch_s=3600)
+    results[FIXED_W] = REPLAY(workload, capacity, 1, epoch_s=3600)
+    results[CONTROLLER] = REPLAY(workload, capacity, stub_controller, epoch_s=3600)
+    for name, res in results.items():
+        ok = ~np.isnan(res.start)
+        work = float((workload.cores[ok] * (res.end[ok] - res.start[ok])).sum())
+        span = float(res.end[ok].max() - workload.submit[ok].min())
+        assert stored[name]["util_cpu"] == pytest.approx(work / (100.0 * span), rel=1e-12), name
+        waits = res.start[ok] - workload.submit[ok]
+        assert stored[name]["wait_mean_s"] == pytest.approx(waits.mean(), rel=1e-12), name
+        assert stored[name]["wait_max_s"] == pytest.approx(waits.max()), name
+        assert stored[name]["makespan_s"] == pytest.approx(span), name
+
+
+def test_as_run_row_equals_the_raw_log(wh, val):
+    """The as-run contender, recomputed from the jobs table alone: logged waits, the normalised
+    work (size = max(alloc, req) cores, run cut at the requested time) over the logged span."""
+    q = """
+    WITH j AS (
+        SELECT epoch(start_time) - epoch(submit_time) AS wait,
+               epoch(submit_time) AS sub, epoch(start_time) AS st,
+               greatest(alloc_cpus, coalesce(req_cpus, alloc_cpus)) AS cores,
+               CASE WHEN timelimit_s > 0 THEN least(run_s, timelimit_s) ELSE run_s END AS run
+        FROM jobs
+        WHERE cluster = ? AND submit_time >= ? AND submit_time < ? AND run_s > 0 AND start_time IS NOT NULL
+    )
+    SELECT count(*), avg(wait), max(wait), quantile_cont(wait, 0.95), sum(cores * run),
+           max(st + run) - min(sub), avg(greatest(1, (wait + run) / greatest(run, 10)))
+    FROM j
+    """
+    n, mean_w, max_w, p95_w, work, span, bsld = wh.execute(q, [CLUSTER, TRAIN_TO, VALID_TO]).fetchall()[0]
+    r = val.table.filter(pl.col("contender") == AS_RUN).row(0, named=True)
+    assert r["jobs"] == n
+    assert r["wait_mean_s"] == pytest.approx(mean_w, rel=1e-9)
+    assert r["wait_max_s"] == pytest.approx(max_w)
+    assert r["wait_p95_s"] == pytest.approx(p95_w, rel=1e-9)
+    assert r["util_cpu"] == pytest.approx(work / (100 * span), rel=1e-9)
+    assert r["makespan_s"] == pytest.approx(span)
+    assert r["bsld_mean"] == pytest.approx(bsld, rel=1e-9)
+
+
+def test_fixed_w_is_fcfs_easy(val):
+    """W is defined as FCFS order with EASY backfilling: held all window it must replay exactly as
+    the FCFS+easy baseline (models/controller/objectives.py)."""
+    t = {r["contender"]: r for r in val.table.iter_rows(named=True)}
+    for m in METRICS:
+        assert t[FIXED_W][m.column] == t["FCFS+easy"][m.column], m.column
+
+
+def test_weeks_sum_to_the_window(val):
+    wk = val.weekly
+    assert set(wk["contender"]) == ALL
+    per = wk.group_by("contender").agg(pl.col("jobs").sum(), pl.col("jobs_completed").sum())
+    jobs = dict(zip(val.table["contender"], val.table["jobs"], strict=True))
+    for r in per.iter_rows(named=True):
+        assert r["jobs"] == jobs[r["contender"]] == r["jobs_completed"]
+    # waits by submit week: three full weeks of submissions
+    assert wk.filter((pl.col("contender") == CONTROLLER) & (pl.col("jobs") > 0))["week"].to_list() == [
+        "1996-W43", "1996-W44", "1996-W45"]
+
+
+def test_winners_per_column(val):
+    won = winners(val.table)
+    assert set(won) == {"wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean",
+                        "util_cpu", "makespan_s"}
+    for m in METRICS:
+        if m.column not in won:
+            continue
+        vals = val.table[m.column].to_numpy()
+        best = np.nanmin(vals) if m.better == "min" else np.nanmax(vals)
+        expect = {n for n, v in zip(val.table["contender"], vals, strict=True) if abs(v - best) <= 1e-9 * max(1, abs(best))}
+        assert set(won[m.column]) == expect
+
+
+def test_differences_and_bootstrap_intervals(val):
+    d = val.diffs
+    fixed = val.table.filter(pl.col("kind").is_in(["objective", "baseline"]))
+    best = d.filter(pl.col("reference_kind") == "best-fixed")
+    assert set(best["metric"]) == {"wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean",
+                                   "util_cpu", "makespan_s"}
+    ctrl = val.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
+    for r in best.iter_rows(named=True):
+        m = next(x for x in METRICS if x.column == r["metric"])
+        col = fixed[m.column]
+        assert r["reference_value"] == (col.min() if m.better == "min" else col.max())
+        assert r["diff"] == pytest.approx(ctrl[m.column] - r["reference_value"])
+        assert r["better"] == (r["diff"] < 0 if m.better == "min" else r["diff"] > 0)
+        if m.weekly:
+            assert r["weeks"] >= 3 and r["n_boot"] == 2000 and r["seed"] == 7
+            assert r["ci_low"] <= r["weekly_mean_diff"] <= r["ci_high"]
+            # the weekly mean difference recomputed from validation_weeks
+            wk = val.weekly.filter(pl.col("contender").is_in([CONTROLLER, r["reference"]])).pivot(
+                on="contender", index="week", values=m.column).drop_nulls()
+            assert r["weeks"] == wk.height
+            assert r["weekly_mean_diff"] == pytest.approx((wk[CONTROLLER] - wk[r["reference"]]).mean())
+        else:
+            assert r["ci_low"] is None and r["weeks"] == 0
+    asrun = d.filter(pl.col("reference_kind") == "as-run")
+    assert set(asrun["reference"]) == {AS_RUN} and asrun.height == best.height
+    # same inputs and seed, same intervals
+    again = controller_differences(val.table, val.weekly, n_boot=2000, seed=7)
+    key = ["metric", "reference_kind"]
+    assert again.select(*key, "ci_low", "ci_high").sort(key).equals(d.select(*key, "ci_low", "ci_high").sort(key))
+
+
+def test_bootstrap_by_hand():
+    assert bootstrap_mean_ci(np.array([5.0, 5.0, 5.0])) == (5.0, 5.0, 5.0)
+    assert bootstrap_mean_ci(np.array([2.0])) == (2.0, None, None)
+    assert bootstrap_mean_ci(np.array([])) == (None, None, None)
+    d = np.array([-3.0, -1.0, 0.0, 2.0])
+    mean, lo, hi = bootstrap_mean_ci(d, n_boot=4000, seed=1)
+    assert mean == pytest.approx(-0.5)
+    assert -3.0 <= lo < mean < hi <= 2.0  # resampled means lie within the data's range
+    assert bootstrap_mean_ci(d, n_boot=4000, seed=1) == (mean, lo, hi)
+
+
+def test_verdict_is_plain(val):
+    lines = verdict(val.table, val.diffs)
+    won = winners(val.table)
+    wins = [c for c, names in won.items() if CONTROLLER in names]
+    if len(wins) < len(won):
+        assert any("does NOT win" in line for line in lines)
+    assert any("vs " in line and "CI" in line for line in lines)
+
+
+def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
+    import models.validation as mv
+
+    monkeypatch.setattr(mv, "load_objective_replay", lambda: (None, "the objective-switching replay is not built"))
+    vid = run_validation(wh, POLICY_ID, TRAIN_TO, TRAIN_TO + timedelta(days=7))
+    v = load_validation(wh, vid)
+    status = dict(zip(v.table["contender"], v.table["status"], strict=True))
+    assert status[CONTROLLER] == status[FIXED_U] == status[FIXED_W] == "unavailable"
+    assert sum(s == "ok" for s in status.values()) == 22  # 21 baselines + as-run
+    assert v.table.filter(pl.col("status") == "unavailable")["wait_mean_s"].null_count() == 3
+    assert v.diffs.height == 0
+    text = " ".join(verdict(v.table, v.diffs))
+    assert "was not replayed" in text and "not built" in text
+
+
+def test_published_policy_drives_the_controller(wh, tmp_path):
+    """Without an injected controller the published artifact is loaded (checksums verified) and
+    replayed; a tampered artifact makes the controller unavailable, saying why."""
+    folder, sums = write_test_artifact(tmp_path, "kth-artifact")
+    insert_policy(wh, "kth-artifact", path=str(folder), sums_sha256=sums)
+    end = TRAIN_TO + timedelta(days=7)
+    loaded = load_validation(wh, run_validation(wh, "kth-artifact", TRAIN_TO, end, replay=REPLAY))
+    injected = load_validation(wh, run_validation(wh, POLICY_ID, TRAIN_TO, end, replay=REPLAY, controller_fn=stub_controller))
+    a = loaded.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
+    b = injected.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
+    assert a["status"] == "ok" and a["policy_id"] == "kth-artifact"
+    for m in METRICS:
+        assert a[m.column] == b[m.column], m.column  # same decisions, same schedule
+    (folder / "policy.pt").write_bytes((folder / "policy.pt").read_bytes() + b"x")
+    bad = load_validation(wh, run_validation(wh, "kth-artifact", TRAIN_TO, end, replay=REPLAY))
+    row = bad.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
+    assert row["status"] == "unavailable" and "SHA-256 mismatch" in row["note"]
+    assert bad.table.filter(pl.col("contender") == FIXED_W)["status"][0] == "ok"
+
+
+def test_window_notes_and_errors(wh):
+    from models.validation import choose_window
+    from warehouse.validation_store import policy_row
+
+    row = policy_row(wh, POLICY_ID)
+    w = choose_window(wh, row)
+    assert (w.start, w.end, w.notes) == (TRAIN_TO, VALID_TO, [])
+    w = choose_window(wh, row, TRAIN_FROM, TRAIN_TO)
+    assert any("not a held-out test" in n for n in w.notes)
+    with pytest.raises(LookupError, match="no policy"):
+        policy_row(wh, "nope")
+
+
+def test_validate_command(tmp_path):
+    """`metapilot validate` end to end on a warehouse file (the controller is reported unavailable
+    unless a real policy artifact and replay exist)."""
+    from typer.testing import CliRunner
+
+    from metapilot.cli import app
+
+    db = tmp_path / "w.duckdb"
+    con = kth_warehouse(db)
+    insert_policy(con)
+    con.close()
+    res = CliRunner().invoke(app, ["validate", "--policy", POLICY_ID, "--db", str(db), "--to", "1996-10-28"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    for name in ("MetaPilot", "fixed-U", "fixed-W", "FCFS+easy", "F1+conservative", "as-run"):
+        assert name in out
+    assert "was not replayed" in out  # no published artifact at /nonexistent/policy
+    assert "stored as validation val-" in out
+    res = CliRunner().invoke(app, ["validate", "--policy", "missing", "--db", str(db)])
+    assert res.exit_code == 2 and "no policy" in res.output

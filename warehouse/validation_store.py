@@ -1,0 +1,147 @@
+"""Validation and recommendation I/O: policies in, `validations` / `validation_weeks` /
+`validation_diffs` / `recommendations` out (DDL: sql/ddl/030_validation.sql)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+import duckdb
+import polars as pl
+
+from metapilot.version import code_version
+from warehouse.db import query_frame
+
+VALIDATION_COLUMNS: tuple[str, ...] = (
+    "validation_id", "policy_id", "contender", "wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s",
+    "wait_max_s", "bsld_mean", "util_cpu", "util_gpu", "util_mem", "makespan_s", "kind", "status", "note", "jobs",
+    "jobs_not_run", "first_submit", "last_end", "cluster", "partition", "window_from", "window_to", "epoch_s",
+    "capacity_cores", "capacity_gpus", "capacity_mem_mib", "code_version", "created_at",
+)
+WEEK_COLUMNS: tuple[str, ...] = (
+    "validation_id", "contender", "week", "week_start", "jobs", "wait_mean_s", "wait_median_s", "wait_p95_s",
+    "wait_p99_s", "wait_max_s", "bsld_mean", "jobs_completed", "util_cpu", "util_gpu", "util_mem",
+)
+DIFF_COLUMNS: tuple[str, ...] = (
+    "validation_id", "metric", "reference_kind", "reference", "controller_value", "reference_value", "diff",
+    "rel_diff", "weeks", "weekly_mean_diff", "ci_low", "ci_high", "n_boot", "seed", "better", "significant",
+)
+RECOMMENDATION_COLUMNS: tuple[str, ...] = (
+    "cluster", "partition", "epoch_start", "epoch_s", "policy_id", "action", "objective", "q_values", "created_at",
+)
+
+
+def policy_row(con: duckdb.DuckDBPyConnection, policy_id: str) -> dict:
+    """The policy's `policies` row (training window, cluster, artifact path); a clear error if unknown."""
+    rows = query_frame(con, "SELECT * FROM policies WHERE policy_id = ?", [policy_id])
+    if rows.height == 0:
+        known = [r[0] for r in con.execute("SELECT policy_id FROM policies ORDER BY created_at DESC LIMIT 10").fetchall()]
+        hint = f"known: {', '.join(known)}" if known else "no policy is registered yet: train one with `metapilot train`"
+        raise LookupError(f"no policy {policy_id!r} in the policies table ({hint})")
+    return rows.row(0, named=True)
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, columns: tuple[str, ...]) -> None:
+    if frame.height == 0:
+        return
+    con.register("_mp_rows", frame.select(columns).to_arrow())
+    try:
+        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(columns)} FROM _mp_rows")
+    finally:
+        con.unregister("_mp_rows")
+
+
+def store_validation(con: duckdb.DuckDBPyConnection, validation_id: str, *, policy_id: str | None,
+                     table: pl.DataFrame, weekly: pl.DataFrame, diffs: pl.DataFrame, meta: dict) -> None:
+    """Write one validation (all contenders, their weeks, the controller's differences) atomically."""
+    now = datetime.now(timezone.utc)
+    rows = table.with_columns(
+        pl.lit(validation_id).alias("validation_id"), pl.lit(policy_id, pl.Utf8).alias("policy_id"),
+        pl.lit(meta["cluster"]).alias("cluster"), pl.lit(meta.get("partition"), pl.Utf8).alias("partition"),
+        pl.lit(meta["window_from"]).cast(pl.Datetime("us", "UTC")).alias("window_from"),
+        pl.lit(meta["window_to"]).cast(pl.Datetime("us", "UTC")).alias("window_to"),
+        pl.lit(int(meta["epoch_s"]), pl.Int64).alias("epoch_s"),
+        pl.lit(meta.get("capacity_cores"), pl.Float64).alias("capacity_cores"),
+        pl.lit(meta.get("capacity_gpus"), pl.Float64).alias("capacity_gpus"),
+        pl.lit(meta.get("capacity_mem_mib"), pl.Float64).alias("capacity_mem_mib"),
+        pl.lit(code_version()).alias("code_version"), pl.lit(now).cast(pl.Datetime("us", "UTC")).alias("created_at"),
+    )
+    con.execute("BEGIN TRANSACTION")
+    try:
+        _insert(con, "validations", rows, VALIDATION_COLUMNS)
+        if weekly.height:
+            _insert(con, "validation_weeks", weekly.with_columns(pl.lit(validation_id).alias("validation_id")), WEEK_COLUMNS)
+        if diffs.height:
+            _insert(con, "validation_diffs", diffs.with_columns(pl.lit(validation_id).alias("validation_id")), DIFF_COLUMNS)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+@dataclass(frozen=True)
+class StoredValidation:
+    """One validation as stored: the contender table (in stored order), its weeks and differences."""
+
+    validation_id: str
+    table: pl.DataFrame
+    weekly: pl.DataFrame
+    diffs: pl.DataFrame
+
+    @property
+    def meta(self) -> dict:
+        r = self.table.row(0, named=True)
+        keys = ("policy_id", "cluster", "partition", "window_from", "window_to", "epoch_s", "capacity_cores",
+                "capacity_gpus", "capacity_mem_mib", "code_version", "created_at")
+        return {k: r[k] for k in keys}
+
+
+_KIND_ORDER = "CASE kind WHEN 'controller' THEN 0 WHEN 'objective' THEN 1 WHEN 'baseline' THEN 2 ELSE 3 END"
+
+
+def load_validation(con: duckdb.DuckDBPyConnection, validation_id: str) -> StoredValidation:
+    """Read a stored validation back (contenders: controller, objectives, baselines, history)."""
+    table = query_frame(con, f"SELECT * FROM validations WHERE validation_id = ? ORDER BY {_KIND_ORDER}, rowid",
+                        [validation_id])
+    if table.height == 0:
+        known = [r[0] for r in con.execute(
+            "SELECT DISTINCT validation_id, max(created_at) FROM validations GROUP BY 1 ORDER BY 2 DESC LIMIT 5").fetchall()]
+        hint = f"recent: {', '.join(known)}" if known else "none stored yet: run `metapilot validate --policy ID`"
+        raise LookupError(f"no validation {validation_id!r} ({hint})")
+    weekly = query_frame(con, "SELECT * FROM validation_weeks WHERE validation_id = ? ORDER BY contender, week_start",
+                         [validation_id])
+    diffs = query_frame(con, "SELECT * FROM validation_diffs WHERE validation_id = ? ORDER BY reference_kind DESC, rowid",
+                        [validation_id])
+    return StoredValidation(validation_id, table, weekly, diffs)
+
+
+def latest_validation_id(con: duckdb.DuckDBPyConnection, cluster: str | None = None) -> str | None:
+    """The most recent validation (of a cluster), or None."""
+    row = con.execute(
+        "SELECT validation_id FROM validations WHERE (?::VARCHAR IS NULL OR cluster = ?) "
+        "ORDER BY created_at DESC, validation_id DESC LIMIT 1", [cluster, cluster]).fetchall()
+    return row[0][0] if row else None
+
+
+def store_recommendations(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> int:
+    """Insert (or replace) recommended objectives: `cluster, partition, epoch_start, epoch_s,
+    policy_id, action, objective[, q_values]` per row; returns the rows written."""
+    if frame.height == 0:
+        return 0
+    if "q_values" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, pl.List(pl.Float64)).alias("q_values"))
+    if "created_at" not in frame.columns:
+        frame = frame.with_columns(pl.lit(datetime.now(timezone.utc)).cast(pl.Datetime("us", "UTC")).alias("created_at"))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.register("_mp_rec", frame.select(RECOMMENDATION_COLUMNS).to_arrow())
+        con.execute("DELETE FROM recommendations r USING _mp_rec n WHERE r.cluster = n.cluster AND r.partition = n.partition "
+                    "AND r.epoch_start = n.epoch_start AND r.policy_id = n.policy_id")
+        con.execute(f"INSERT INTO recommendations ({', '.join(RECOMMENDATION_COLUMNS)}) "
+                    f"SELECT {', '.join(RECOMMENDATION_COLUMNS)} FROM _mp_rec")
+        con.unregister("_mp_rec")
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return frame.height
