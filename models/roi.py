@@ -223,6 +223,8 @@ def assumptions(config: RoiConfig, window_hours: float | None = None) -> list[st
         "'best fixed': for each measure, the fixed contender (fixed U/W or one of the 21 baselines) best on that "
         "measure; 'as-run': the logged history of the same jobs",
         "payback = deployment cost / value per week; 'never' when the value per week is not positive",
+        "against the as-run history part of the gain is the replay's idealisation (it starts from an empty cluster, "
+        "without outages, reservations or the jobs submitted before the window): read it as an upper bound",
     ]
     return lines
 
@@ -238,7 +240,8 @@ def roi_rows(results: list[RoiResult]) -> list[tuple[str, list[str]]]:
 
     cur = results[0].config.currency if results else ""
     rows = [
-        ("compared with", [r.reference_kind + (f" ({', '.join(sorted(set(r.references.values())))})" if r.references else "")
+        ("compared with", [r.reference_kind + (f" ({', '.join(sorted(set(r.references.values())))})"
+                                               if set(r.references.values()) - {r.reference_kind} else "")
                            for r in results]),
         ("core utilisation gain", ["–" if r.util_gain_cpu is None else f"{100 * r.util_gain_cpu:+.2f} pp" for r in results]),
         ("recovered core-hours / week", [n(r.recovered_core_hours_per_week, " h") for r in results]),

@@ -69,6 +69,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("util_gpu", "GPU utilisation", "max", "fraction", "util_gpus"),
     Metric("util_mem", "memory utilisation", "max", "fraction", "util_mem"),
     Metric("makespan_s", "makespan", "min", "s", "makespan", weekly=False),
+    Metric("util_cpu_backlog", "core utilisation while jobs wait", "max", "fraction", "util_cores_backlog", weekly=False),
 )
 METRIC_BY_COLUMN: dict[str, Metric] = {m.column: m for m in METRICS}
 METRIC_COLUMNS: tuple[str, ...] = tuple(m.column for m in METRICS)
@@ -103,6 +104,7 @@ def contender_from_result(name: str, kind: str, result: SimResult, note: str | N
     def ts(x: float | None) -> datetime | None:
         return None if x is None or not math.isfinite(x) else origin + timedelta(seconds=float(x))
 
+    o["util_cores_backlog"] = backlog_utilisation(result)
     overall = {m.column: _num(o.get(m.sim_name)) for m in METRICS}
     overall.update(jobs=int(o["jobs"] or 0), jobs_not_run=int(len(result.workload) - int(result.replayed.sum())),
                    first_submit=ts(o.get("first_submit")), last_end=ts(o.get("last_end")))
@@ -113,6 +115,40 @@ def contender_from_result(name: str, kind: str, result: SimResult, note: str | N
             pl.col("jobs_completed").cast(pl.Int64),
         )
     return Contender(name, kind, overall, wk, note)
+
+
+def backlog_utilisation(result: SimResult) -> float | None:
+    """Core utilisation over the time some job of the window is waiting (SPEC §6: over a whole
+    trace arrivals fix utilisation; policies differ in how well they fill the machine while work
+    waits). Used core-seconds inside the union of the jobs' [submit, start) intervals / (core
+    capacity x that union's length); None when no job ever waits."""
+    ok = result.replayed
+    w = result.workload
+    submit, start, end, cores = w.submit[ok], result.start[ok], result.end[ok], w.cores[ok]
+    waiting = start > submit
+    if not waiting.any():
+        return None
+    order = np.argsort(submit[waiting], kind="stable")
+    lo, hi = submit[waiting][order], start[waiting][order]
+    a, b = [lo[0]], [hi[0]]  # merge into disjoint sorted intervals
+    for x, y in zip(lo[1:], hi[1:], strict=True):
+        if x <= b[-1]:
+            b[-1] = max(b[-1], y)
+        else:
+            a.append(x)
+            b.append(y)
+    a_, b_ = np.array(a), np.array(b)
+    cum = np.concatenate([[0.0], np.cumsum(b_ - a_)])
+
+    def covered(t: np.ndarray) -> np.ndarray:  # backlog seconds before t
+        i = np.searchsorted(a_, t, side="right") - 1
+        inside = np.where(i >= 0, np.clip(t - a_[np.maximum(i, 0)], 0.0, (b_ - a_)[np.maximum(i, 0)]), 0.0)
+        return np.where(i >= 0, cum[np.maximum(i, 0)] + inside, 0.0)
+
+    used = float((cores * (covered(end) - covered(start))).sum())
+    cap = float(result.capacity.cores.sum())
+    span = float(cum[-1])
+    return used / (cap * span) if cap > 0 and span > 0 else None
 
 
 def unavailable(name: str, kind: str, reason: str) -> Contender:
@@ -313,7 +349,8 @@ def verdict(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLL
                 "The table compares the other contenders only; it is no evidence for or against the controller."]
     won = winners(table)
     cols = [m for m in METRICS if m.column in won]
-    wins = [m.label for m in cols if controller in won[m.column]]
+    wins = [m.label + (f" (tied with {len(won[m.column]) - 1} other{'s' if len(won[m.column]) > 2 else ''})"
+                       if len(won[m.column]) > 1 else "") for m in cols if controller in won[m.column]]
     lines = []
     if len(wins) == len(cols):
         lines.append(f"{controller} is best (or tied best) on every column: {', '.join(wins)}.")
@@ -514,21 +551,24 @@ def run_validation(
     if jobs.height == 0:
         raise LookupError(f"no jobs of {win.cluster} submitted in {win.start:%Y-%m-%d} .. {win.end:%Y-%m-%d}")
     cap_rows = load_capacity(con, win.cluster, win.start)
+    if win.partition is not None:  # a partition's policy: its own pool, else the whole cluster's
+        own = cap_rows.filter(pl.col("partition") == win.partition)
+        cap_rows = own if own.height else cap_rows.filter(pl.col("partition") == "*")
+        if cap_rows.height == 0:
+            raise LookupError(f"no capacity for partition {win.partition!r} of {win.cluster} (nor for '*')")
     capacity = Capacity.from_rows(cap_rows)
     workload = normalise(jobs, win.start)
     say(f"window {win.start:%Y-%m-%d %H:%M} .. {win.end:%Y-%m-%d %H:%M} UTC: {len(workload):,} jobs to replay "
         f"({workload.report.left_out:,} left out by normalisation)")
 
     contenders: list[Contender] = []
-    if controller_fn is None:
-        controller_fn, card_epoch, why_ctrl = load_controller(policy, db)
-    else:
-        card_epoch, why_ctrl = None, None
-    epoch = int(epoch_s or card_epoch or 3600)
+    why_replay = None
     if replay is None:
         replay, why_replay = load_objective_replay()
-    else:
-        why_replay = None
+    card_epoch, why_ctrl = None, None
+    if controller_fn is None and why_replay is None:  # no replay: do not load torch for nothing
+        controller_fn, card_epoch, why_ctrl = load_controller(policy, db)
+    epoch = int(epoch_s or card_epoch or 3600)
 
     def objective_run(name: str, kind: str, objective: int | StatePolicy, why: str | None) -> Contender:
         if why is not None:

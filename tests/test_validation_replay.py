@@ -68,7 +68,7 @@ def test_every_contender_is_in_the_table(val, replay_kind):
     # the validations columns start as the issue says
     cols = val.table.columns
     assert cols[:3] == ["validation_id", "policy_id", "contender"]
-    assert cols[3:13] == [m.column for m in METRICS]
+    assert cols[3:14] == [m.column for m in METRICS]
 
 
 def test_figures_are_internally_consistent(val, window):
@@ -78,7 +78,7 @@ def test_figures_are_internally_consistent(val, window):
         assert 0 <= r["wait_median_s"] <= r["wait_p95_s"] <= r["wait_p99_s"] <= r["wait_max_s"], r["contender"]
         assert r["wait_mean_s"] <= r["wait_max_s"]
         assert r["bsld_mean"] >= 1.0
-        assert 0.0 < r["util_cpu"] <= 1.0
+        assert 0.0 < r["util_cpu"] <= 1.0 and 0.0 < r["util_cpu_backlog"] <= 1.0
         assert r["util_gpu"] is None and r["util_mem"] is None  # KTH: no GPUs, memory unknown
         assert r["makespan_s"] == pytest.approx((r["last_end"] - r["first_submit"]).total_seconds(), abs=1e-3)
 
@@ -152,7 +152,7 @@ def test_weeks_sum_to_the_window(val):
 def test_winners_per_column(val):
     won = winners(val.table)
     assert set(won) == {"wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean",
-                        "util_cpu", "makespan_s"}
+                        "util_cpu", "makespan_s", "util_cpu_backlog"}
     for m in METRICS:
         if m.column not in won:
             continue
@@ -167,7 +167,7 @@ def test_differences_and_bootstrap_intervals(val):
     fixed = val.table.filter(pl.col("kind").is_in(["objective", "baseline"]))
     best = d.filter(pl.col("reference_kind") == "best-fixed")
     assert set(best["metric"]) == {"wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean",
-                                   "util_cpu", "makespan_s"}
+                                   "util_cpu", "makespan_s", "util_cpu_backlog"}
     ctrl = val.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
     for r in best.iter_rows(named=True):
         m = next(x for x in METRICS if x.column == r["metric"])
@@ -191,6 +191,25 @@ def test_differences_and_bootstrap_intervals(val):
     again = controller_differences(val.table, val.weekly, n_boot=2000, seed=7)
     key = ["metric", "reference_kind"]
     assert again.select(*key, "ci_low", "ci_high").sort(key).equals(d.select(*key, "ci_low", "ci_high").sort(key))
+
+
+def test_backlog_utilisation_by_hand():
+    """2 cores; A (1 core, 0-10 s), B (2 cores, submitted at 0, 10 s), C (1 core, submitted at 5, 5 s).
+    EASY backfills C at 5: backlog [0, 10) (B waits), used 1 x 10 + 1 x 5 = 15 of 2 x 10 -> 0.75.
+    No backfilling: C waits until 20: backlog [0, 20), used 1 x 10 (A) + 2 x 10 (B) = 30 of 40 -> 0.75.
+    Nobody waits (4 cores): None."""
+    from models.validation import backlog_utilisation
+    from transforms.workload import Workload
+
+    w = Workload.from_arrays(submit=[0, 0, 5], run=[10, 10, 5], cores=[1, 2, 1])
+    easy = simulate(w, Capacity.single(2), "FCFS", "easy")
+    assert list(easy.start) == [0, 10, 5] and backlog_utilisation(easy) == pytest.approx(0.75)
+    none = simulate(w, Capacity.single(2), "FCFS", "none")
+    assert list(none.start) == [0, 10, 20] and backlog_utilisation(none) == pytest.approx(0.75)
+    w2 = Workload.from_arrays(submit=[0, 0, 5, 30], run=[10, 10, 5, 10], cores=[1, 2, 1, 2])
+    r = simulate(w2, Capacity.single(2), "FCFS", "easy")  # D starts at once at 30: same backlog as above
+    assert backlog_utilisation(r) == pytest.approx(0.75)
+    assert backlog_utilisation(simulate(w, Capacity.single(4), "FCFS", "easy")) is None
 
 
 def test_bootstrap_by_hand():

@@ -14,7 +14,7 @@ from warehouse.db import query_frame
 
 VALIDATION_COLUMNS: tuple[str, ...] = (
     "validation_id", "policy_id", "contender", "wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s",
-    "wait_max_s", "bsld_mean", "util_cpu", "util_gpu", "util_mem", "makespan_s", "kind", "status", "note", "jobs",
+    "wait_max_s", "bsld_mean", "util_cpu", "util_gpu", "util_mem", "makespan_s", "util_cpu_backlog", "kind", "status", "note", "jobs",
     "jobs_not_run", "first_submit", "last_end", "cluster", "partition", "window_from", "window_to", "epoch_s",
     "capacity_cores", "capacity_gpus", "capacity_mem_mib", "code_version", "created_at",
 )

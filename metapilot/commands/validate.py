@@ -59,8 +59,11 @@ def print_validation(v) -> None:
     table = Table(title=title)
     table.add_column("contender")
     table.add_column("kind")
+    short = {"mean bounded slowdown": "mean bsld", "core utilisation": "core util.",
+             "core utilisation while jobs wait": "core util. (backlog)", "GPU utilisation": "GPU util.",
+             "memory utilisation": "mem util."}
     for m in metrics:
-        table.add_column(m.label.replace("mean bounded slowdown", "mean bsld"), justify="right")
+        table.add_column(short.get(m.label, m.label), justify="right")
     table.add_column("jobs", justify="right")
     for r in t.iter_rows(named=True):
         if r["status"] != "ok":
@@ -73,6 +76,9 @@ def print_validation(v) -> None:
         table.add_row(r["contender"], r["kind"], *cells, f"{r['jobs']:,}")
     console.print(table)
     console.print("[dim]bold green = best in its column (ties all marked); makespan = last end - first submit[/dim]")
+    console.print("best per column: " + "; ".join(
+        f"{m.label} {', '.join(won[m.column][:3])}{' +' + str(len(won[m.column]) - 3) if len(won[m.column]) > 3 else ''}"
+        for m in metrics if m.column in won))
     notes: dict[str, list[str]] = {}
     for r in t.filter(pl.col("note").is_not_null()).iter_rows(named=True):
         notes.setdefault(r["note"], []).append(r["contender"])

@@ -108,9 +108,15 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
     return report
 
 
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the warehouse has a table (a read-only connection to an older warehouse may not)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
+
+
 def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: datetime) -> dict:
-    recs = report_sql(con, "recommendations", cluster=cluster, week_start=week_start)
-    policies = report_sql(con, "cluster_policies", cluster=cluster)
+    recs = (report_sql(con, "recommendations", cluster=cluster, week_start=week_start) if _has_table(con, "recommendations")
+            else pl.DataFrame())
+    policies = report_sql(con, "cluster_policies", cluster=cluster) if _has_table(con, "policies") else pl.DataFrame()
     if recs.height == 0:
         if policies.height == 0:
             msg = (f"No controller policy exists yet for {cluster}: there is no recommendation to show. "
@@ -133,7 +139,7 @@ def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: d
 def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
     from models.validation import shown_metrics, verdict, winners
 
-    table = report_sql(con, "latest_validation", cluster=cluster)
+    table = report_sql(con, "latest_validation", cluster=cluster) if _has_table(con, "validations") else pl.DataFrame()
     if table.height == 0:
         return {"status": "none", "message": f"No replay validation has been run for {cluster} yet: "
                                              "`metapilot validate --policy ID`.", "rows": []}

@@ -33,7 +33,7 @@ def fmt_duration(s: float | None) -> str:
     a = abs(s)
     if a < 120:
         return f"{s:,.0f} s"
-    if a < 7200:
+    if a < 3600:
         return f"{s / 60:,.1f} min"
     if a < 172_800:
         return f"{s / 3600:,.1f} h"

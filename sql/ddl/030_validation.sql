@@ -12,6 +12,9 @@
 --   util_*        used resource-seconds / (capacity x (last end - first submit)); NULL where the
 --                 capacity is 0 or unknown (models/simulator/metrics.py, the same code for every contender)
 --   makespan_s    last end - first submit: the time to finish the window's jobs
+--   util_cpu_backlog  core utilisation while some job of the window waits: used core-seconds inside the
+--                 union of the jobs' [submit, start) / (cores x its length) (SPEC §6: over a whole window
+--                 arrivals fix utilisation; this is where policies differ)
 --   jobs          jobs measured; jobs_not_run: jobs of the window that could never fit (replays) or have no
 --                 logged start (as-run), left out of the figures
 --   capacity_*    the capacity the window was replayed with (summed over pools): ROI prices against it
@@ -30,6 +33,7 @@ CREATE TABLE IF NOT EXISTS validations (
     util_gpu         DOUBLE,
     util_mem         DOUBLE,
     makespan_s       DOUBLE,
+    util_cpu_backlog DOUBLE,
     kind             VARCHAR NOT NULL,
     status           VARCHAR NOT NULL,
     note             VARCHAR,
