@@ -114,7 +114,7 @@ class State(NamedTuple):
 # preallocated in `State`, sorts are in place), and the atomic refcount updates on the many
 # arrays of the state cost ~10x the scheduling itself (measured: 2.4 us vs 0.25 us per event).
 jit = nb.njit(cache=True, _nrt=False)
-jit_inline = nb.njit(cache=True, _nrt=False, inline="always")
+jit_inline = nb.njit(cache=True, _nrt=False)
 
 # --------------------------------------------------------------------------- small helpers
 
