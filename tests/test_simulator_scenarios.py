@@ -102,8 +102,8 @@ def test_planned_end_at_now_holds_nothing_before_its_completion_is_handled() -> 
         (10, 5, 5, 10),    # j3 (req 5) submitted at 10, after j2
     )
     # SJF, no backfill. At 10 the two submissions come before j0's completion. At j2's step
-    # j0 (pe 10) already holds nothing: free 10, SJF order j1, j2: j1 starts at 10. j3 then
-    # waits for j1 (60) and j2 for j3 (65). Had j0 held its cores until its completion event,
+    # j0 (pe 10) already holds nothing: free 10, SJF order j1, j2: j1 starts at 10 (j2 does
+    # not fit beside it). j3 then goes first and waits for j1 (60), j2 for j3 (65). Had j0 held its cores until its completion event,
     # j3 (submitted meanwhile, req 5 < 50) would have started first at 10 and j1 at 15.
     assert starts(w, CAP10, "SJF", "none") == [0, 10, 65, 60]
 
@@ -147,10 +147,11 @@ def test_multi_resource_job_fits_only_when_all_three_fit() -> None:
         (2, 10, 10, 2, 0, 50),   # j2: CPU job
         (3, 10, 10, 2, 0, 60),   # j3: memory: 10 + 50 + 60 > 100 while j2 runs
     )
+    # none: j1 blocks j2 and j3 until 10; then j1 and j2 start, j3 (60 MiB) waits for them.
     assert starts(w, cap, "FCFS", "none") == [0, 10, 10, 20]
-    # EASY: head j1 shadow 10, extra (8 cores, 1 GPU, 90 MiB); j2 runs past 10 on the extra
-    # (extra -> 6, 1, 40); j3 fits now? 10 + 50 + 60 > 100: no. At 10: j1 starts (free
-    # 4 cores... ) and j3 (60 MiB) waits for j2's memory until 12.
+    # EASY: head j1, shadow 10, extra (8 cores, 1 GPU, 90 MiB); j2 runs past 10 within the
+    # extra: backfilled at 2. j3 does not fit now (10 + 50 + 60 MiB > 100). At 10 j1 starts;
+    # j3 waits for j2's 50 MiB (planned end 12). Conservative: same slots.
     assert starts(w, cap, "FCFS", "easy") == [0, 10, 2, 12]
     assert starts(w, cap, "FCFS", "conservative") == [0, 10, 2, 12]
 
@@ -244,6 +245,7 @@ def test_gym_accessors_report_queue_running_and_utilisation() -> None:
     view = eng.queue_view()
     assert view["wait"].tolist() == [20, 10] and view["cores"].tolist() == [8, 4]
     assert eng.used()[0].tolist() == [6, 0, 0]
+    assert eng.running_view()["planned_end"].tolist() == [100]
     integral, seconds = eng.take_utilisation()
     assert seconds == 30 and integral[0, 0] == 6 * 30
     eng.advance(200)
@@ -268,3 +270,11 @@ def test_metrics_from_a_small_schedule() -> None:
     assert wk["week"].to_list() == ["2024-W01"] and wk["jobs"].to_list() == [2]
     assert wk["util_cores"][0] == pytest.approx(m["util_cores"])
     assert np.isclose(wk["mean_wait"][0], 50)
+
+
+def test_an_empty_workload_replays_to_nothing() -> None:
+    w = Workload.from_arrays(submit=[], run=[])
+    for policy, backfill in BASELINES[::5]:
+        r = simulate(w, CAP10, policy, backfill)
+        assert r.start.size == 0 and r.events == 0
+    assert r.metrics()["jobs"].to_list() == [0]

@@ -53,6 +53,9 @@ def ingest_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Ingest accounting logs into the warehouse; every line is loaded, merged, quarantined or skipped."""
+    from flows.common import configure_prefect_storage
+
+    configure_prefect_storage(db)
     from flows.ingest import ingest_flow
     from metapilot.config import db_path
     from warehouse.ingest import IngestOptions

@@ -1,0 +1,51 @@
+"""The whole product as one flow: ingest -> dataset -> train -> validate -> publish -> report."""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger
+
+from flows.ingest import ingest_flow
+from flows.stages import build_dataset_flow, publish_flow, train_flow, validate_flow, weekly_report_flow, with_runner
+
+
+def choose_cluster(db: str | None, cluster: str | None):
+    """The cluster to learn from (the one asked for, else the longest usable history) and its span."""
+    from metapilot.config import sql_text
+    from warehouse.db import connect, query_frame
+
+    con = connect(db)
+    try:
+        df = query_frame(con, sql_text("pipeline/clusters.sql"))
+    finally:
+        con.close()
+    if cluster:
+        df = df.filter(df["cluster"] == cluster)
+    if df.height == 0:
+        raise LookupError(f"no jobs for cluster {cluster!r}" if cluster else "the warehouse holds no jobs: ingest logs first")
+    row = df.row(0, named=True)
+    return row["cluster"], row["first_submit"], row["last_submit"]
+
+
+@flow(name="pipeline", log_prints=True)
+def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,),
+                  steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc", "dqn", "bcq"),
+                  sources: tuple[str, ...] = ("as-run", "replay")) -> dict:
+    """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
+    from transforms.windows import split_history
+
+    log = get_run_logger()
+    ingest = ingest_flow(list(paths), db=db)
+    cluster, first, last = choose_cluster(db, cluster)
+    train, valid, test = split_history(first, last)
+    log.info("cluster %s: train %s..%s, checkpoint choice %s..%s, held-out %s..%s", cluster,
+             train[0].date(), train[1].date(), valid[0].date(), valid[1].date(), test[0].date(), test[1].date())
+    dataset = build_dataset_flow(cluster, train, valid, db=db, sources=tuple(sources))
+    policy_id = with_runner(train_flow, dask)(cluster, train, valid, db=db, seeds=tuple(seeds), steps=steps,
+                                              baselines=tuple(baselines), sources=tuple(sources))
+    validation_id = validate_flow(policy_id, db=db, start=test[0], end=test[1])
+    pointer = publish_flow(policy_id, validation_id, db=db)
+    report = weekly_report_flow(cluster, None, db=db, policy_id=policy_id)
+    return {"ingest": ingest, "cluster": cluster, "dataset": dataset, "policy_id": policy_id,
+            "validation_id": validation_id, "published": pointer, "report": report,
+            "windows": {"train": [t.isoformat() for t in train], "valid": [t.isoformat() for t in valid],
+                        "test": [t.isoformat() for t in test]}}

@@ -1,0 +1,237 @@
+"""The pipeline's stages as Prefect flows: each one a few tasks around a library call.
+
+Writers hold the warehouse writer lock (one writer at a time, across processes); results are
+cached by input (cluster, window, data fingerprint, code version) so a second run skips work
+already done; transient failures (a locked database, a network blip) are retried.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NONE
+
+from flows.common import data_fingerprint, is_transient, warehouse_writer
+from flows.runners import task_runner
+from metapilot.version import code_version
+
+
+def _key_dataset(ctx, p) -> str:
+    return (f"dataset|{p['cluster']}|{p['train'][0]}|{p['train'][1]}|{p['valid'][0]}|{p['valid'][1]}|"
+            f"{','.join(p['sources'])}|{p['fingerprint']}|{code_version()}")
+
+
+@task(name="build-dataset", cache_key_fn=_key_dataset, persist_result=True, result_serializer="json",
+      retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
+def build_dataset_task(db: str | None, cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
+                       sources: tuple[str, ...], fingerprint: str) -> dict:
+    """Tuples of the train and validation windows, stored in `mdp_transitions`; returns a summary."""
+    from models.controller.dataset import DatasetConfig, build_dataset
+    from warehouse.db import connect
+
+    with warehouse_writer(db, log=get_run_logger().info):
+        con = connect(db)
+        try:
+            splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1],
+                                   config=DatasetConfig(sources=tuple(sources)))
+        finally:
+            con.close()
+    return splits.summary()
+
+
+@flow(name="build_dataset")
+def build_dataset_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
+                       db: str | None = None, sources: tuple[str, ...] = ("as-run", "replay")) -> dict:
+    from warehouse.db import connect
+
+    con = connect(db)
+    try:
+        fp = data_fingerprint(con, cluster)
+    finally:
+        con.close()
+    summary = build_dataset_task(db, cluster, train, valid, tuple(sources), fp)
+    get_run_logger().info("dataset for %s: %s train / %s validation tuples", cluster,
+                          summary["train"].get("tuples"), summary["validation"].get("tuples"))
+    return summary
+
+
+@task(name="train-seed", cache_policy=NONE)
+def train_seed_task(splits, config, evaluator):
+    """One seed's training run (pure compute: no warehouse access, so it can run on any worker)."""
+    from models.controller.train import train_policy
+
+    return train_policy(splits.train, splits.validation, config, replay_evaluator=evaluator)
+
+
+def _key_train(ctx, p) -> str:
+    # the flow checks that a cached policy still exists on disk before trusting it
+    return (f"train|{p['cluster']}|{p['train'][0]}|{p['train'][1]}|{p['valid'][0]}|{p['valid'][1]}|{p['seeds']}|"
+            f"{p['steps']}|{p['sources']}|{p['baselines']}|{p['fingerprint']}|{code_version()}")
+
+
+@task(name="train-and-publish-artifact", cache_key_fn=_key_train, persist_result=True, result_serializer="json",
+      retries=1, retry_condition_fn=is_transient)
+def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
+               seeds: tuple[int, ...], steps: int, fingerprint: str, sources: tuple[str, ...] = ("as-run", "replay"),
+               baselines: tuple[str, ...] = ("bc", "dqn", "bcq")) -> str:
+    """Train one policy per seed in parallel, keep the best by replay score (else OPE), write its
+    artifact and registry row; returns the policy id."""
+    from models.controller.artifact import publish
+    from models.controller.dataset import DatasetConfig, TupleRequest, build_dataset
+    from models.controller.train import TrainConfig
+    from warehouse.db import connect
+
+    log = get_run_logger()
+    con = connect(db)
+    try:
+        cfg = DatasetConfig(sources=tuple(sources))
+        splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1], config=cfg, store=False)
+        evaluator = None
+        try:
+            from models.simulator.controller_eval import make_replay_evaluator
+
+            evaluator = make_replay_evaluator(con, TupleRequest(cluster, None, valid[0], valid[1], cfg.state, cfg.reward, 0))
+        except ModuleNotFoundError:
+            log.warning("replay evaluator unavailable: checkpoints chosen by off-policy estimates only")
+    finally:
+        con.close()
+    futures = [train_seed_task.submit(splits, TrainConfig(n_steps=steps, n_steps_per_epoch=max(1, steps // 5),
+                                                          fqe_steps=max(500, steps // 3), seed=s, baselines=tuple(baselines),
+                                                          show_progress=False), evaluator) for s in seeds]
+    results = [f.result() for f in futures]
+
+    def score(r):
+        c = r.chosen
+        return (c.replay or {}).get("score", c.fqe_value if c.fqe_value is not None else float("-inf"))
+
+    best = max(results, key=score)
+    log.info("seeds %s: scores %s; keeping seed %s", list(seeds), [round(score(r), 4) for r in results], best.config.seed)
+    with warehouse_writer(db, log=log.info):
+        con = connect(db)
+        try:
+            art = publish(best, splits, db=db, cluster=cluster, con=con, replay=best.chosen.replay)
+        finally:
+            con.close()
+    return art.policy_id
+
+
+@flow(name="train")
+def train_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime], db: str | None = None,
+               seeds: tuple[int, ...] = (0, 1), steps: int = 3000, dask: str | None = None,
+               baselines: tuple[str, ...] = ("bc", "dqn", "bcq"), sources: tuple[str, ...] = ("as-run", "replay")) -> str:
+    """Multi-seed offline training (parallel tasks: threads here, Dask when configured)."""
+    from models.controller.artifact import find_policy
+    from warehouse.db import connect
+
+    con = connect(db)
+    try:
+        fp = data_fingerprint(con, cluster)
+    finally:
+        con.close()
+    policy_id = train_task(db, cluster, train, valid, tuple(seeds), steps, fp, sources=tuple(sources),
+                           baselines=tuple(baselines))
+    try:
+        find_policy(policy_id, db)
+    except (FileNotFoundError, LookupError):
+        get_run_logger().warning("cached policy %s is gone from disk: training again", policy_id)
+        policy_id = train_task.with_options(refresh_cache=True)(db, cluster, train, valid, tuple(seeds), steps, fp,
+                                                                sources=tuple(sources), baselines=tuple(baselines))
+    return policy_id
+
+
+def _key_validate(ctx, p) -> str:
+    return f"validate|{p['policy_id']}|{p['start']}|{p['end']}|{p['fingerprint']}|{code_version()}"
+
+
+@task(name="validate-policy", cache_key_fn=_key_validate, persist_result=True, result_serializer="json",
+      retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
+def validate_task(db: str | None, policy_id: str, start: datetime | None, end: datetime | None, fingerprint: str) -> str:
+    from models.validation import run_validation
+    from warehouse.db import connect
+
+    with warehouse_writer(db, log=get_run_logger().info):
+        con = connect(db)
+        try:
+            return run_validation(con, policy_id, start, end, db=db, log=get_run_logger().info)
+        finally:
+            con.close()
+
+
+@flow(name="validate")
+def validate_flow(policy_id: str, db: str | None = None, start: datetime | None = None,
+                  end: datetime | None = None) -> str:
+    """Replay the held-out window under the controller, fixed U/W, the 21 baselines and as-run."""
+    from warehouse.db import connect
+    from warehouse.validation_store import policy_row
+
+    con = connect(db)
+    try:
+        fp = data_fingerprint(con, policy_row(con, policy_id)["cluster"])
+    finally:
+        con.close()
+    return validate_task(db, policy_id, start, end, fp)
+
+
+@task(name="promote-policy", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
+def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> str:
+    from warehouse.db import connect
+    from warehouse.publish_store import promote
+
+    with warehouse_writer(db, log=get_run_logger().info):
+        con = connect(db)
+        try:
+            verdict = None
+            if validation_id:
+                rows = con.execute("SELECT note FROM validations WHERE validation_id = ? AND contender = 'MetaPilot'",
+                                   [validation_id]).fetchall()
+                verdict = rows[0][0] if rows else None
+            return str(promote(con, policy_id, validation_id, verdict, db))
+        finally:
+            con.close()
+
+
+@flow(name="publish")
+def publish_flow(policy_id: str, validation_id: str | None = None, db: str | None = None) -> str:
+    """Make the validated policy the cluster's current one; returns the pointer file's path."""
+    return promote_task(db, policy_id, validation_id)
+
+
+@task(name="weekly-report", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
+def report_task(db: str | None, cluster: str, week: str | None, policy_id: str | None) -> dict:
+    from metapilot.config import beside_db
+    from models.reporting import build_report, score_recommendations
+    from models.reporting.data import last_complete_week
+    from warehouse.db import connect
+
+    with warehouse_writer(db, log=get_run_logger().info):
+        con = connect(db)
+        try:
+            wk = week or last_complete_week(con, cluster)
+            if policy_id:
+                score_recommendations(con, policy_id, wk, db=db)
+            rep = build_report(con, cluster, wk, beside_db(db, "reports"))  # also the Prefect Markdown artifact
+        finally:
+            con.close()
+    return {"cluster": cluster, "week": wk, "files": rep["files"]}
+
+
+@flow(name="weekly_report")
+def weekly_report_flow(cluster: str, week: str | None = None, db: str | None = None,
+                       policy_id: str | None = None) -> dict:
+    """Write the weekly report (HTML, Markdown, JSON) and publish it as a Prefect artifact."""
+    if policy_id is None:
+        from warehouse.db import connect
+        from warehouse.publish_store import current_policy
+
+        con = connect(db)
+        try:
+            policy_id = current_policy(con, cluster)
+        finally:
+            con.close()
+    return report_task(db, cluster, week, policy_id)
+
+
+def with_runner(f, dask: str | None):
+    """A flow configured with the task runner the user chose (threads, or Dask)."""
+    return f.with_options(task_runner=task_runner(dask))

@@ -1,0 +1,62 @@
+"""`metapilot pipeline`: the whole product end to end, by default on the bundled real samples."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from metapilot.config import REPO_ROOT
+
+DEFAULT_SAMPLES = REPO_ROOT / "samples" / "logs"
+
+
+def pipeline_cmd(
+    paths: Annotated[Optional[list[str]], typer.Argument(help="Logs to ingest (default: the bundled samples).")] = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster to learn from (default: the longest history).")] = None,
+    steps: Annotated[int, typer.Option(help="Gradient steps per training run.")] = 2000,
+    seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel).")] = "0",
+    dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
+    sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history) and replay (simulator rollouts).")] = "as-run,replay",
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
+) -> None:
+    """Ingest, build the dataset, train, validate, publish and report: prints where everything is."""
+    import time
+
+    from flows.common import configure_prefect_storage
+
+    configure_prefect_storage(db)
+    from flows.pipeline import pipeline_flow
+    from metapilot.commands.ingest import print_ingest_summary
+    from metapilot.config import beside_db, db_path
+    from metapilot.console import console
+
+    t0 = time.perf_counter()
+    out = pipeline_flow([str(p) for p in (paths or [DEFAULT_SAMPLES])], db=db, cluster=cluster,
+                        seeds=tuple(int(s) for s in seeds.split(",") if s.strip()), steps=steps, dask=dask,
+                        sources=tuple(s.strip() for s in sources.split(",") if s.strip()))
+    print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
+    _print_validation(db, out["validation_id"])
+    console.print(f"\n[bold]MetaPilot pipeline done in {time.perf_counter() - t0:.0f} s[/bold] (cluster {out['cluster']})")
+    console.print(f"  warehouse  {db_path(db).resolve()}   (query: metapilot sql \"SELECT * FROM mart_weekly_cluster\")")
+    console.print(f"  policy     {beside_db(db, 'policies') / out['policy_id']}   (id {out['policy_id']}; published: {out['published']})")
+    console.print(f"  validation {out['validation_id']}   (metapilot roi --validation {out['validation_id']})")
+    files = out["report"]["files"]
+    console.print(f"  report     {files['html']}")
+
+
+def _print_validation(db, validation_id: str) -> None:
+    from metapilot.console import print_frame
+    from warehouse.db import connect, query_frame
+
+    con = connect(db, read_only=True)
+    try:
+        df = query_frame(con, "SELECT contender, wait_mean_s, wait_p95_s, wait_max_s, bsld_mean, util_cpu, util_cpu_backlog, status "
+                              "FROM validations WHERE validation_id = ? ORDER BY wait_mean_s NULLS LAST", [validation_id])
+    finally:
+        con.close()
+    print_frame(df, limit=30, title="Held-out replay validation")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("pipeline")(pipeline_cmd)
