@@ -7,13 +7,13 @@ from dataclasses import asdict
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
+from flows.common import is_transient, warehouse_writer
 from warehouse.db import connect
 from warehouse.ingest import FileReport, IngestOptions, expand_paths, infer_missing_capacity, ingest_file
 from warehouse.secret import load_or_create_secret
 
 
-@task(name="ingest-file", cache_policy=NONE, retries=2, retry_delay_seconds=2,
-      retry_condition_fn=lambda task, run, state: "database is locked" in str(state.message or ""))
+@task(name="ingest-file", cache_policy=NONE, retries=2, retry_delay_seconds=2, retry_condition_fn=is_transient)
 def ingest_file_task(con, path: str, opts: IngestOptions, key: bytes) -> FileReport:
     from pathlib import Path
 
@@ -32,6 +32,11 @@ def ingest_flow(paths: list[str], db: str | None = None, opts: IngestOptions | N
     """Ingest files, globs and directories; files already loaded (same SHA-256) are skipped."""
     opts = opts or IngestOptions()
     key = load_or_create_secret(db)
+    with warehouse_writer(db, log=get_run_logger().info):
+        return _ingest_all(paths, db, opts, key)
+
+
+def _ingest_all(paths: list[str], db: str | None, opts: IngestOptions, key: bytes) -> list[dict]:
     con = connect(db)
     try:
         reports = []

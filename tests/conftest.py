@@ -19,6 +19,10 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 @pytest.fixture(scope="session")
 def prefect_harness():
     """A throwaway Prefect API (SQLite) for the whole session: flows run without a real server."""
+    import tempfile
+
+    os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = tempfile.mkdtemp(prefix="metapilot-prefect-results-")
+    import flows  # noqa: F401  (quiet, offline Prefect defaults)
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):

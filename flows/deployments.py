@@ -1,0 +1,71 @@
+"""Schedules kept in the repo: daily ingest of a landing directory, the weekly report on Monday
+morning, a monthly retrain (dataset, train, validate, publish). Served by `metapilot serve`
+(Prefect's `serve`: one long-running process, local server or none) or, with a Prefect server
+and work pool, by `prefect deploy --all` from `prefect.yaml`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prefect import flow
+
+from flows.ingest import ingest_flow
+from flows.pipeline import choose_cluster
+from flows.stages import build_dataset_flow, publish_flow, train_flow, validate_flow, weekly_report_flow
+
+
+@dataclass(frozen=True)
+class Schedules:
+    """Cron expressions (server-local time zone given separately)."""
+
+    ingest: str = "15 2 * * *"  # every day 02:15
+    weekly_report: str = "0 7 * * 1"  # Monday 07:00
+    retrain: str = "0 3 1 * *"  # 1st of the month 03:00
+    timezone: str = "UTC"
+
+
+@flow(name="retrain")
+def retrain_flow(cluster: str | None = None, db: str | None = None, steps: int = 5000,
+                 seeds: tuple[int, ...] = (0, 1, 2), dask: str | None = None) -> dict:
+    """Monthly: learn on the latest history, validate on the newest held-out weeks, publish."""
+    from transforms.windows import split_history
+
+    cluster, first, last = choose_cluster(db, cluster)
+    train, valid, test = split_history(first, last)
+    build_dataset_flow(cluster, train, valid, db=db)
+    from flows.stages import with_runner
+
+    policy_id = with_runner(train_flow, dask)(cluster, train, valid, db=db, seeds=tuple(seeds), steps=steps)
+    validation_id = validate_flow(policy_id, db=db, start=test[0], end=test[1])
+    return {"policy_id": policy_id, "validation_id": validation_id, "published": publish_flow(policy_id, validation_id, db=db)}
+
+
+@flow(name="weekly_report_all")
+def weekly_report_all_flow(db: str | None = None, cluster: str | None = None) -> list[dict]:
+    """Monday: the last complete week's report for each cluster (or the one named)."""
+    from metapilot.config import sql_text
+    from warehouse.db import connect, query_frame
+
+    con = connect(db)
+    try:
+        clusters = [cluster] if cluster else query_frame(con, sql_text("pipeline/clusters.sql"))["cluster"].to_list()
+    finally:
+        con.close()
+    return [weekly_report_flow(c, None, db=db) for c in clusters]
+
+
+def deployments(landing: str, db: str | None = None, schedules: Schedules = Schedules()) -> list:
+    """The three scheduled deployments, ready for `prefect.serve`."""
+    from prefect.schedules import Cron
+
+    return [
+        ingest_flow.to_deployment(name="daily-ingest", parameters={"paths": [landing], "db": db},
+                                  schedule=Cron(schedules.ingest, timezone=schedules.timezone),
+                                  tags=["metapilot", "warehouse-writer"]),
+        weekly_report_all_flow.to_deployment(name="weekly-report", parameters={"db": db},
+                                             schedule=Cron(schedules.weekly_report, timezone=schedules.timezone),
+                                             tags=["metapilot"]),
+        retrain_flow.to_deployment(name="monthly-retrain", parameters={"db": db},
+                                   schedule=Cron(schedules.retrain, timezone=schedules.timezone),
+                                   tags=["metapilot", "warehouse-writer"]),
+    ]

@@ -1,0 +1,139 @@
+"""Replay rollouts: the simulated half of the offline-RL dataset (SPEC §7, source 'replay').
+
+The as-run history only shows the objectives the real scheduler happened to follow; replaying
+the same window under behaviour policies that mix the objectives shows the controller what each
+objective does from states the history visited and from states it never did:
+
+- `random`: a uniformly random objective every epoch;
+- `hold-k`: an objective held for k epochs, then another one (random start and phase);
+- `eps<e>-<O>`: objective O, except that with probability e the epoch's objective is drawn
+  uniformly (epsilon-greedy around each fixed objective).
+
+Each (behaviour, seed) is one trajectory over the request's epoch grid (the same grid as the
+as-run tuples: `transforms.asrun_state.epoch_grid`), read through `EpochReplay` (the env's path)
+and turned into tuples by `models.controller.dataset.tuples_from_aggregates`, like the as-run
+ones. The replay starts from an empty cluster at the window start with the jobs submitted in the
+window; the window end cuts the trajectory (not terminal: the backlog goes on).
+
+Importing this module registers the source: `build_dataset(..., sources=("as-run", "replay"))`.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import polars as pl
+
+from models.controller.dataset import TUPLE_SCHEMA, TupleRequest, register_source, tuples_from_aggregates
+from models.controller.objectives import OBJECTIVES
+from models.simulator.env import N_AGG, EpochReplay, aggregates_frame, load_replay_window
+from transforms.asrun_state import epoch_grid
+
+Behaviour = Callable[[int, np.random.Generator], np.ndarray]
+
+
+@dataclass(frozen=True)
+class RolloutConfig:
+    """Which behaviour policies, how many seeds each. The defaults (7 behaviours x 2 seeds) build
+    a cluster-year of KTH-SP2 in a few seconds on one core."""
+
+    seeds: int = 2
+    random: bool = True
+    hold_epochs: tuple[int, ...] = (6, 24)
+    epsilons: tuple[float, ...] = (0.1, 0.2)
+
+
+DEFAULT_CONFIG = RolloutConfig()
+_config = DEFAULT_CONFIG
+
+
+def set_default_config(config: RolloutConfig) -> None:
+    """Change the configuration `replay_source` uses when called by `build_dataset`."""
+    global _config
+    _config = config
+
+
+def _random(n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, len(OBJECTIVES), n)
+
+
+def _hold(k: int) -> Behaviour:
+    def actions(n: int, rng: np.random.Generator) -> np.ndarray:
+        phase = int(rng.integers(0, k))
+        blocks = (np.arange(n) + phase) // k
+        nb_ = int(blocks[-1]) + 1 if n else 0
+        seq = np.empty(nb_, dtype=np.int64)
+        if nb_:
+            seq[0] = rng.integers(0, len(OBJECTIVES))
+            for b in range(1, nb_):  # another objective than the block before (loop over blocks, not jobs)
+                seq[b] = (seq[b - 1] + rng.integers(1, len(OBJECTIVES))) % len(OBJECTIVES)
+        return seq[blocks]
+
+    return actions
+
+
+def _eps(eps: float, objective: int) -> Behaviour:
+    def actions(n: int, rng: np.random.Generator) -> np.ndarray:
+        explore = rng.random(n) < eps
+        return np.where(explore, rng.integers(0, len(OBJECTIVES), n), objective)
+
+    return actions
+
+
+def behaviours(config: RolloutConfig = DEFAULT_CONFIG) -> list[tuple[str, Behaviour]]:
+    """(name, actions(n, rng)) of every behaviour policy the configuration asks for."""
+    out: list[tuple[str, Behaviour]] = []
+    if config.random:
+        out.append(("random", _random))
+    out += [(f"hold-{k}", _hold(int(k))) for k in config.hold_epochs]
+    out += [(f"eps{e:g}-{name}", _eps(float(e), a)) for e in config.epsilons for a, name in enumerate(OBJECTIVES)]
+    return out
+
+
+def rollout(replay: EpochReplay, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Run one trajectory from the window start: the n + 1 boundaries' aggregates and the
+    resource-seconds used in each of the n epochs."""
+    n = len(actions)
+    rows = np.empty((n + 1, N_AGG))
+    used = np.empty((n, 3))
+    rows[0] = replay.reset()
+    for k in range(n):
+        used[k] = replay.advance(int(actions[k]))
+        rows[k + 1] = replay.aggregates()
+    return rows, used
+
+
+def replay_source(con: duckdb.DuckDBPyConnection, request: TupleRequest, config: RolloutConfig | None = None) -> pl.DataFrame:
+    """Tuples of the request's window from replay rollouts under every behaviour x seed."""
+    config = config or _config
+    try:
+        workload, capacity = load_replay_window(con, request.cluster, request.window_from, request.window_to,
+                                                request.partition)
+    except LookupError as e:
+        raise ValueError(str(e)) from None
+    e = int(request.state.epoch_s)
+    n = len(epoch_grid(request.window_from, request.window_to, e))
+    replay = EpochReplay(workload, capacity, epoch_s=e, long_tail_s=request.state.long_tail_s,
+                         partition=request.partition)
+    frames = []
+    for name, behaviour in behaviours(config):
+        for i in range(config.seeds):
+            seed = int(request.seed) + i
+            rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+            actions = np.asarray(behaviour(n, rng), dtype=np.int64)
+            rows, used = rollout(replay, actions)
+            frames.append(tuples_from_aggregates(
+                aggregates_frame(rows, used, e), actions,
+                cluster=request.cluster, partition=request.partition,
+                window_from=request.window_from, window_to=request.window_to,
+                source="replay", behaviour_policy=name, seed=seed,
+                state_config=request.state, reward_config=request.reward,
+            ))
+    return pl.concat(frames) if frames else pl.DataFrame(schema=TUPLE_SCHEMA)
+
+
+register_source("replay", replay_source)

@@ -1,0 +1,144 @@
+"""The orchestration under Prefect's test harness: flows run, schedules load, caches skip work,
+transient failures are retried with the warehouse left consistent, sweeps run on Dask."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+LOGS = REPO / "samples" / "logs"
+KTH = LOGS / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
+POZIDRIV = LOGS / "slurm" / "pozidriv.log.gz"
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+@pytest.fixture(scope="module")
+def kth_db(tmp_path_factory):
+    """A warehouse holding KTH-SP2, ingested through the flow once for the module."""
+    from flows.ingest import ingest_flow
+
+    db = str(tmp_path_factory.mktemp("kth") / "m.duckdb")
+    reports = ingest_flow([str(KTH)], db=db)
+    assert [r["outcome"] for r in reports] == ["loaded"]
+    return db
+
+
+def test_ingest_flow_second_run_skips_what_the_first_loaded(tmp_path):
+    from flows.ingest import ingest_flow
+    from warehouse.db import connect
+
+    landing = tmp_path / "landing"
+    landing.mkdir()
+    shutil.copy(POZIDRIV, landing)
+    db = str(tmp_path / "m.duckdb")
+    first = ingest_flow([str(landing)], db=db)
+    shutil.copy(KTH, landing)
+    second = ingest_flow([str(landing)], db=db)
+    assert [r["outcome"] for r in first if r["path"] != "(all clusters)"] == ["loaded"]
+    assert sorted(r["outcome"] for r in second if r["path"] != "(all clusters)") == ["loaded", "skipped"]
+    con = connect(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM jobs").fetchall()[0][0] == 11704 + 28476
+    con.close()
+
+
+def test_transient_failure_is_retried_and_the_warehouse_stays_consistent(tmp_path, monkeypatch):
+    import warehouse.ingest as ing
+    from flows.ingest import ingest_flow
+    from warehouse.db import connect
+
+    real = ing.ingest_file
+    calls = {"n": 0}
+
+    def flaky(con, path, opts, key):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            con.execute("BEGIN TRANSACTION")
+            con.execute("INSERT INTO quarantine VALUES ('x', 'x', 1, 'x', 'x', now())")
+            con.execute("ROLLBACK")
+            raise OSError("IO Error: Could not set lock on file: Conflicting lock is held")
+        return real(con, path, opts, key)
+
+    monkeypatch.setattr("flows.ingest.ingest_file", flaky)
+    db = str(tmp_path / "m.duckdb")
+    reports = ingest_flow([str(POZIDRIV)], db=db)
+    assert calls["n"] == 2 and reports[0]["outcome"] == "loaded"
+    con = connect(db, read_only=True)
+    assert con.execute("SELECT count(*), count(DISTINCT job_id) FROM jobs").fetchall()[0] == (11704, 11704)
+    assert con.execute("SELECT count(*) FROM quarantine").fetchall()[0][0] == 0
+    con.close()
+
+
+def test_schedules_load_from_code_and_prefect_yaml():
+    from flows.deployments import deployments
+
+    deps = {d.name: d for d in deployments("/tmp/landing")}
+    assert {n: d.schedules[0].schedule.cron for n, d in deps.items()} == {
+        "daily-ingest": "15 2 * * *", "weekly-report": "0 7 * * 1", "monthly-retrain": "0 3 1 * *"}
+    spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
+    import importlib
+
+    for d in spec["deployments"]:
+        module, name = d["entrypoint"].removesuffix(".py").replace("/", ".").split(":")
+        assert callable(getattr(importlib.import_module(module.replace(".py", "")), name))
+        assert d["schedules"][0]["cron"] == deps[d["name"]].schedules[0].schedule.cron
+
+
+def test_dataset_flow_is_cached_by_input(kth_db, monkeypatch):
+    from datetime import datetime, timezone
+
+    import models.controller.dataset as ds
+    from flows.stages import build_dataset_flow
+
+    real = ds.build_dataset
+    calls = []
+    monkeypatch.setattr(ds, "build_dataset", lambda *a, **k: calls.append(1) or real(*a, **k))
+    utc = timezone.utc
+    train = (datetime(1996, 10, 7, tzinfo=utc), datetime(1996, 10, 21, tzinfo=utc))
+    valid = (datetime(1996, 10, 21, tzinfo=utc), datetime(1996, 10, 28, tzinfo=utc))
+    first = build_dataset_flow("KTH-SP2", train, valid, db=kth_db, sources=("as-run",))
+    second = build_dataset_flow("KTH-SP2", train, valid, db=kth_db, sources=("as-run",))
+    assert len(calls) == 1 and first == second and first["train"]["tuples"] == 14 * 24
+
+
+def test_baseline_sweep_on_a_local_dask_cluster_of_two_workers(kth_db):
+    from datetime import datetime, timezone
+
+    from flows.sweep import run_sweep
+    from warehouse.db import connect
+
+    utc = timezone.utc
+    ids = run_sweep("KTH-SP2", db=kth_db, dask="local:2", start=datetime(1996, 10, 7, tzinfo=utc),
+                    end=datetime(1996, 10, 21, tzinfo=utc))
+    assert len(ids) == 21
+    con = connect(kth_db, read_only=True)
+    rows = con.execute("SELECT policy, backfill, count(*) FROM sim_runs WHERE run_id IN (SELECT unnest(?)) GROUP BY ALL", [ids]).fetchall()
+    con.close()
+    assert len(rows) == 21
+
+
+def test_pipeline_end_to_end_on_a_small_history(tmp_path):
+    """Every stage on real data (one KTH-SP2 quarter), with few training steps."""
+    import gzip
+
+    from flows.pipeline import pipeline_flow
+    from warehouse.db import connect
+
+    small = tmp_path / "kth-quarter.swf"
+    with gzip.open(KTH, "rt") as f:
+        lines = [ln for ln in f if ln.startswith(";") or (ln.split() and int(ln.split()[1]) < 100 * 86400)]
+    small.write_text("".join(lines))
+    db = str(tmp_path / "w" / "m.duckdb")
+    out = pipeline_flow([str(small)], db=db, steps=200, baselines=(), sources=("as-run",))
+    assert out["cluster"] == "kth-quarter"
+    con = connect(db, read_only=True)
+    assert con.execute("SELECT count(*) FROM policies").fetchall()[0][0] == 1
+    assert con.execute("SELECT count(DISTINCT contender) FROM validations WHERE validation_id = ?",
+                       [out["validation_id"]]).fetchall()[0][0] >= 22
+    assert con.execute("SELECT policy_id FROM published_policies").fetchall() == [(out["policy_id"],)]
+    con.close()
+    assert Path(out["report"]["files"]["html"]).exists() and Path(out["published"]).exists()
