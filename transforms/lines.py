@@ -14,7 +14,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-CHUNK_BYTES = 32 * 1024 * 1024
+CHUNK_BYTES = 8 * 1024 * 1024
 
 
 @dataclass

@@ -25,8 +25,12 @@ def keyed_hash(value: str, key: bytes) -> str:
     return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
-def pseudonymise(df: pl.DataFrame, key: bytes, keep_names: bool = False) -> pl.DataFrame:
-    """Replace raw name columns with their warehouse columns: keyed hashes, or raw with `keep_names`."""
+def pseudonymise(df: pl.DataFrame, key: bytes, keep_names: bool = False, cache: dict | None = None) -> pl.DataFrame:
+    """Replace raw name columns with their warehouse columns: keyed hashes, or raw with `keep_names`.
+
+    `cache` (name -> hash) carries hashes across the chunks of a file, so each distinct name is
+    hashed once per file however many chunks it appears in."""
+    cache = {} if cache is None else cache
     out = df
     for raw_col, id_col in NAME_COLUMNS.items():
         if raw_col not in out.columns:
@@ -37,7 +41,7 @@ def pseudonymise(df: pl.DataFrame, key: bytes, keep_names: bool = False) -> pl.D
             continue
         uniques = out.get_column(raw_col).drop_nulls().unique()
         mapping = pl.DataFrame(
-            {raw_col: uniques, "__hashed": [keyed_hash(v, key) for v in uniques.to_list()]},
+            {raw_col: uniques, "__hashed": [cache.get(v) or cache.setdefault(v, keyed_hash(v, key)) for v in uniques.to_list()]},
             schema={raw_col: pl.Utf8, "__hashed": pl.Utf8},
         )
         out = out.join(mapping, on=raw_col, how="left", maintain_order="left").drop(raw_col).rename({"__hashed": id_col})

@@ -3,7 +3,7 @@ never shuffled across). Boundaries fall on ISO week starts so weekly figures lin
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 
 
 def week_floor(t: datetime) -> datetime:
@@ -27,3 +27,11 @@ def split_history(first: datetime, last: datetime, train_share: float = 0.6, val
     if valid_to <= train_to:
         valid_to = train_to + timedelta(weeks=1)
     return (start, train_to), (train_to, valid_to), (valid_to, last)
+
+
+def parse_utc(value: str | None) -> datetime | None:
+    """A command-line time (ISO date or date-time; naive means UTC) as an aware datetime."""
+    if value is None:
+        return None
+    d = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)

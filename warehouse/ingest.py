@@ -9,7 +9,9 @@ and is reported with the line it happened at and what to do.
 from __future__ import annotations
 
 import glob
-import hashlib
+import queue
+import tempfile
+import threading
 import json
 import re
 import time
@@ -23,6 +25,7 @@ import duckdb
 import polars as pl
 
 from metapilot.config import sql_statements, sql_text
+from metapilot.files import sha256_file
 from transforms.canonical import ParseResult
 from transforms.parsers import ParseOptions, UnknownFormatError, iter_parse
 from transforms.privacy import pseudonymise
@@ -41,7 +44,7 @@ class IngestOptions:
     delimiter: str | None = None
     fields: list[str] | None = None
     keep_names: bool = False
-    chunk_bytes: int = 32 * 1024 * 1024
+    chunk_bytes: int = 8 * 1024 * 1024
 
 
 @dataclass
@@ -88,13 +91,6 @@ def expand_paths(paths: list[str]) -> list[Path]:
     return unique
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
 
 _YEAR_SUFFIX = re.compile(r"^(.*?)[-_](?:19|20)\d\d\b")
 
@@ -135,18 +131,33 @@ class _Totals:
     skipped: int = 0
     quarantined: int = 0
     rows_staged: int = 0
+    lines_with_rows: int = 0  # distinct source lines among staged rows (a line never spans chunks)
     format: str | None = None
     warnings: list[str] = field(default_factory=list)
     capacity: list[dict] = field(default_factory=list)
     validation: list[dict] = field(default_factory=list)
     last_line: int = 0
+    key_hashes: list[pl.Series] = field(default_factory=list)
+    first_submit: datetime | None = None
+    last_submit: datetime | None = None
+    clusters: set[str] = field(default_factory=set)
 
 
-def _load_chunk(con: duckdb.DuckDBPyConnection, res: ParseResult, raw_lines: pl.DataFrame | None, sha: str,
-                path: str, now: datetime, key: bytes, opts: IngestOptions, tot: _Totals) -> None:
-    """Validate, pseudonymise and append one parsed chunk; quarantine what fails."""
+@dataclass
+class _Prepared:
+    """One chunk ready to append: validated, pseudonymised rows and everything to quarantine."""
+
+    res: ParseResult
+    rows: pl.DataFrame | None
+    quarantine: pl.DataFrame
+    validation: dict
+    last_line: int
+
+
+def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: datetime, key: bytes,
+             opts: IngestOptions, name_cache: dict) -> _Prepared:
+    """Validate and pseudonymise one parsed chunk (no warehouse access: runs ahead in a thread)."""
     outcome = validate_jobs(res.jobs)
-    tot.validation.append(outcome.summary)
     jobs = res.jobs
     q = res.quarantine
     if outcome.failed.height:
@@ -157,15 +168,34 @@ def _load_chunk(con: duckdb.DuckDBPyConnection, res: ParseResult, raw_lines: pl.
         else:
             bad = bad_lines.with_columns(pl.lit(None, dtype=pl.Utf8).alias("raw"))
         q = pl.concat([q, bad.select(pl.col("source_line").alias("line_no"), "raw", "reason")], how="vertical_relaxed")
+    rows = None
     if jobs.height:
-        rows = pseudonymise(jobs, key, opts.keep_names).with_columns(
+        rows = pseudonymise(jobs, key, opts.keep_names, name_cache).with_columns(
             pl.lit(sha).alias("source_file_id"),
             pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("ingested_at"),
         )
         if opts.cluster:
             rows = rows.with_columns(pl.lit(opts.cluster).alias("cluster"))
-        _insert_frame(con, "jobs", rows)
+    last = int(raw_lines["line_no"][-1]) if raw_lines is not None and raw_lines.height else 0
+    return _Prepared(res, rows, q, outcome.summary, last)
+
+
+def _append(con: duckdb.DuckDBPyConnection, p: _Prepared, sha: str, path: str, now: datetime, tot: _Totals,
+            stage: Path) -> None:
+    """Stage one prepared chunk's rows (a Parquet part) and append its quarantine rows (inside the
+    file's transaction). Staging keeps memory bounded: DuckDB holds uncommitted small appends in
+    memory, while one INSERT from the staged parts at the end writes row groups straight to disk."""
+    res, rows, q = p.res, p.rows, p.quarantine
+    tot.validation.append(p.validation)
+    if rows is not None:
+        rows.write_parquet(stage / f"part-{len(tot.key_hashes):06d}.parquet", compression="lz4", statistics=False)
         tot.rows_staged += rows.height
+        tot.lines_with_rows += rows["source_line"].n_unique()
+        tot.key_hashes.append(rows.select(pl.struct("cluster", "job_id", "submit_time").hash(seed=0)).to_series())
+        lo, hi = rows["submit_time"].min(), rows["submit_time"].max()
+        tot.first_submit = lo if tot.first_submit is None else min(tot.first_submit, lo)
+        tot.last_submit = hi if tot.last_submit is None else max(tot.last_submit, hi)
+        tot.clusters.update(rows["cluster"].unique().to_list())
     if q.height:
         _insert_frame(con, "quarantine", _quarantine_frame(q, sha, path, now))
     tot.lines_read += res.lines_read
@@ -174,6 +204,62 @@ def _load_chunk(con: duckdb.DuckDBPyConnection, res: ParseResult, raw_lines: pl.
     tot.quarantined += q.height
     tot.warnings.extend(res.warnings)
     tot.capacity.extend(res.capacity)
+    tot.last_line = max(tot.last_line, p.last_line)
+    if res.jobs.height:
+        tot.format = res.jobs["source_format"][0]
+
+
+_DONE = object()
+
+
+def _read_ahead(items: Iterator, depth: int = 2) -> Iterator:
+    """Run a generator in a thread, `depth` items ahead: parsing and validation (polars, which
+    releases the GIL) overlap with DuckDB's appends. Exceptions re-raise in the consumer."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for it in items:
+                if stop.is_set():
+                    return
+                q.put(it)
+            q.put(_DONE)
+        except BaseException as e:  # noqa: BLE001 - handed to the consumer
+            q.put(e)
+
+    t = threading.Thread(target=work, name="ingest-read-ahead", daemon=True)
+    t.start()
+    try:
+        while True:
+            it = q.get()
+            if it is _DONE:
+                return
+            if isinstance(it, BaseException):
+                raise it
+            yield it
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a producer waiting on a full queue
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.05)
+
+
+def _needs_dedupe(con: duckdb.DuckDBPyConnection, sha: str, tot: _Totals) -> bool:
+    """Whether any key may repeat: within the file (equal key hashes) or against rows already in
+    the warehouse for the same clusters and submit range. Skipping the merge when nothing can
+    repeat keeps a first load of millions of rows in bounded memory."""
+    if not tot.key_hashes:
+        return False
+    hashes = pl.concat(tot.key_hashes)
+    if hashes.n_unique() != hashes.len():
+        return True
+    n = con.execute(
+        "SELECT count(*) FROM jobs WHERE source_file_id <> ? AND cluster IN (SELECT unnest(?)) "
+        "AND submit_time BETWEEN ? AND ?", [sha, sorted(tot.clusters), tot.first_submit, tot.last_submit]).fetchall()[0][0]
+    return n > 0
 
 
 def _merge_validation(parts: list[dict]) -> dict:
@@ -196,11 +282,9 @@ def _merge_validation(parts: list[dict]) -> dict:
     }
 
 
-def _store_capacity(con: duckdb.DuckDBPyConnection, cluster: str, rows: list[dict], sha: str) -> None:
-    if not rows:
-        return
-    valid_from = con.execute("SELECT min(submit_time) FROM jobs WHERE source_file_id = ?", [sha]).fetchone()[0]
-    if valid_from is None:
+def _store_capacity(con: duckdb.DuckDBPyConnection, cluster: str, rows: list[dict], valid_from: datetime | None) -> None:
+    """Capacity that came with the file (an SWF header), dated from its first job unless it says."""
+    if not rows or valid_from is None:
         return
     for r in rows:
         con.execute(
@@ -217,7 +301,7 @@ def infer_missing_capacity(con: duckdb.DuckDBPyConnection) -> list[str]:
         "SELECT DISTINCT cluster FROM jobs WHERE cluster NOT IN (SELECT cluster FROM capacity) ORDER BY 1").fetchall()]
     q = sql_text("ingest/infer_peak_capacity.sql")
     for c in clusters:
-        nodes, cores, gpus, mem, valid_from = con.execute(q, [c]).fetchone()
+        nodes, cores, gpus, mem, valid_from = con.execute(q, [c]).fetchall()[0]
         if not cores or valid_from is None:
             continue
         con.execute(
@@ -233,10 +317,11 @@ def infer_missing_capacity(con: duckdb.DuckDBPyConnection) -> list[str]:
 def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions, key: bytes) -> FileReport:
     """Load one file atomically. Returns its report; a failure leaves the warehouse as it was."""
     t0 = time.perf_counter()
-    sha = file_sha256(path)
+    sha = sha256_file(path)
     size = path.stat().st_size
     rep = FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded")
-    prior = con.execute("SELECT outcome, cluster, format FROM ingest_files WHERE sha256 = ?", [sha]).fetchone()
+    found = con.execute("SELECT outcome, cluster, format FROM ingest_files WHERE sha256 = ?", [sha]).fetchall()
+    prior = found[0] if found else None
     if prior is not None and prior[0] == "loaded":
         rep.outcome, rep.cluster, rep.format = "skipped", prior[1], prior[2]
         rep.message = "already ingested (same SHA-256): nothing to do"
@@ -247,18 +332,26 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
                          delimiter=opts.delimiter, fields=opts.fields,
                          chunk_bytes=opts.chunk_bytes)
     tot = _Totals()
+    name_cache: dict = {}
+    prepared = (_prepare(res, raw, sha, now, key, opts, name_cache) for res, raw in iter_parse(path, popts))
+    con.execute("SET preserve_insertion_order = false")  # lets DuckDB append in parallel
+    stage_dir = tempfile.TemporaryDirectory(prefix="metapilot-stage-")
+    stage = Path(stage_dir.name)
     con.execute("BEGIN TRANSACTION")
     try:
-        for res, raw_lines in iter_parse(path, popts):
-            tot.format = res.jobs["source_format"][0] if res.jobs.height else tot.format
-            if raw_lines is not None and raw_lines.height:
-                tot.last_line = int(raw_lines["line_no"][-1])
-            _load_chunk(con, res, raw_lines, sha, str(path), now, key, opts, tot)
+        for p in _read_ahead(prepared):
+            _append(con, p, sha, str(path), now, tot, stage)
+        if tot.key_hashes:
+            con.execute("INSERT INTO jobs BY NAME SELECT * FROM read_parquet(?)", [str(stage / "part-*.parquet")])
         tot.format = tot.format or popts.detected
-        for stmt in sql_statements("ingest/dedupe_jobs.sql"):
-            con.execute(stmt, [sha])
-        jobs_written, rows_loaded, clusters = con.execute(
-            "SELECT count(*), count(DISTINCT source_line), list(DISTINCT cluster) FROM jobs WHERE source_file_id = ?", [sha]).fetchone()
+        if _needs_dedupe(con, sha, tot):
+            for stmt in sql_statements("ingest/dedupe_jobs.sql"):
+                con.execute(stmt, [sha])
+            jobs_written, rows_loaded, clusters = con.execute(
+                "SELECT count(*), count(DISTINCT source_line), list(DISTINCT cluster) FROM jobs WHERE source_file_id = ?",
+                [sha]).fetchall()[0]
+        else:
+            jobs_written, rows_loaded, clusters = tot.rows_staged, tot.lines_with_rows, sorted(tot.clusters)
         rep.format, rep.lines_read, rep.lines_skipped = tot.format, tot.lines_read, tot.skipped
         rep.rows_quarantined, rep.jobs_written, rep.rows_loaded = tot.quarantined, jobs_written, rows_loaded
         lines_with_rows = tot.lines_read - tot.merged - tot.quarantined - tot.skipped
@@ -269,7 +362,7 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
                               f"{rep.rows_merged} merged + {rep.rows_quarantined} quarantined + {rep.lines_skipped} skipped); "
                               "this is a MetaPilot bug: please report it with the file")
         for c in clusters or []:
-            _store_capacity(con, c, tot.capacity, sha)
+            _store_capacity(con, c, tot.capacity, tot.first_submit)
         rep.validation = _merge_validation(tot.validation)
         rep.warnings = tot.warnings
         rep.seconds = time.perf_counter() - t0
@@ -284,8 +377,12 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
                     [str(uuid.uuid4()), sha, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"],
                      json.dumps(v["results"], default=str), datetime.now(timezone.utc)])
         con.execute("COMMIT")
+        con.execute("RESET preserve_insertion_order")
+        stage_dir.cleanup()
     except BaseException as e:
         con.execute("ROLLBACK")
+        con.execute("RESET preserve_insertion_order")
+        stage_dir.cleanup()
         rep.outcome = "failed"
         rep.seconds = time.perf_counter() - t0
         rep.message = _explain(e, path, tot.last_line)

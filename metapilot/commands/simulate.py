@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Annotated, Optional
 
 import typer
 
-
-def _ts(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    d = datetime.fromisoformat(value)
-    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+from transforms.windows import parse_utc as _ts
 
 
 def simulate_cmd(

@@ -3,17 +3,11 @@ the 21 baselines and the as-run history; store and print the comparison."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from typing import Annotated, Optional
 
 import typer
 
-
-def _ts(value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    d = datetime.fromisoformat(value)
-    return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
+from transforms.windows import parse_utc as _ts
 
 
 def validate_cmd(

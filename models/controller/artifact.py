@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import shutil
-import subprocess
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -34,7 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from metapilot.config import REPO_ROOT, beside_db
+from metapilot.config import beside_db
+from metapilot.files import sha256_file
+from metapilot.version import code_version
 from models.controller.objectives import OBJECTIVES, OBJECTIVE_SPECS, action_meanings
 from transforms.state import AGGREGATES, FEATURE_NAMES, N_FEATURES, StateConfig, feature_table
 
@@ -48,35 +49,9 @@ class ArtifactIntegrityError(RuntimeError):
     """A policy folder whose files do not match their published SHA-256 sums."""
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def policies_dir(db: str | Path | None) -> Path:
     return beside_db(db, "policies")
-
-
-def code_version() -> str:
-    """`git describe --always --dirty` of the repository, else the installed package version."""
-    try:
-        out = subprocess.run(
-            ["git", "describe", "--always", "--dirty", "--tags"], cwd=REPO_ROOT,
-            capture_output=True, text=True, timeout=5,
-        )
-        if out.returncode == 0 and out.stdout.strip():
-            return "git:" + out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    try:
-        from importlib.metadata import version
-
-        return "metapilot " + version("metapilot")
-    except Exception:  # noqa: BLE001 - any failure means "unknown"
-        return "unknown"
 
 
 def weights_digest(states: dict[str, dict]) -> str:

@@ -11,7 +11,7 @@ rollouts use, so the controller sees exactly the states it was trained on.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -78,18 +78,22 @@ def replay_objectives(
     *,
     partition: str | None = None,
     horizon_s: float | None = None,
+    settings: Sequence[tuple[int, int, bool]] | None = None,
 ) -> ObjectiveReplayResult:
     """Replay the workload to its end, epoch by epoch, under `objective`: an action index held
     throughout, or `state -> action` called at every boundary with the state (float32,
     (N_FEATURES,)) of `transforms.state`. `horizon_s`: keep deciding at least this long after the
-    window start (e.g. to score a whole validation window even after the last job ends)."""
+    window start (e.g. to score a whole validation window even after the last job ends).
+    `settings`: another menu of engine settings per action (what-if benchmarks; see
+    `models.simulator.env.EpochReplay`); default: the objectives' definitions."""
     sc = replace(state_config or StateConfig(), epoch_s=int(epoch_s))
     rc = reward_config or RewardConfig()
     fixed = not callable(objective)
     if fixed and not (isinstance(objective, (int, np.integer)) and 0 <= int(objective) < len(OBJECTIVES)):
         raise ValueError(f"objective must be an index into {OBJECTIVES} or a state -> action callable, got {objective!r}")
     t0 = time.perf_counter()
-    rp = EpochReplay(workload, capacity, epoch_s=sc.epoch_s, long_tail_s=sc.long_tail_s, partition=partition)
+    rp = EpochReplay(workload, capacity, epoch_s=sc.epoch_s, long_tail_s=sc.long_tail_s, partition=partition,
+                     settings=settings)
     encode = None if fixed else StateEncoder(sc, rp.origin_s, sc.epoch_s)
     rows = [rp.reset()]
     used: list[np.ndarray] = []
@@ -116,10 +120,11 @@ def replay_objectives(
     pool = eng.jobs.pool.copy()
     pool[eng.cannot_fit] = -1
     modes = {OBJECTIVE_SPECS[OBJECTIVES[a]].backfill for a in np.unique(acts).tolist()} or {"easy"}
+    backfill = "custom" if settings is not None else (modes.pop() if len(modes) == 1 else "mixed")
     return ObjectiveReplayResult(
         workload=workload, capacity=capacity,
         policy=f"fixed-{OBJECTIVES[int(objective)]}" if fixed else "objective-switching",
-        backfill=modes.pop() if len(modes) == 1 else "mixed",
+        backfill=backfill,
         start=eng.start.copy(), end=eng.end.copy(), pool=pool, cannot_fit=eng.cannot_fit,
         wall_s=wall, events=rp.events, counters=counters,
         epoch_s=sc.epoch_s, objectives=acts, boundary_aggregates=np.stack(rows),

@@ -28,7 +28,7 @@ at the window start shows in the arrivals of boundary 1, not in the queue of bou
 Speed: the env's observation and reward are computed by `StateEncoder` / `epoch_reward`, scalar
 paths that give bit-for-bit what `transforms.state.state_from_aggregates` and
 `transforms.reward.reward_from_aggregates` give (those are vectorised for whole frames; on one
-row their numpy overhead is ~0.4 ms, 30x an engine epoch). They are checked against the
+row their numpy overhead is ~0.4 ms, ~50x an engine epoch). They are checked against the
 definitions on probe rows when first used; on any difference the env falls back to calling the
 definitions, with a warning, so the definitions stay the only authority.
 """
@@ -36,6 +36,7 @@ definitions, with a warning, so the definitions stay the only authority.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -49,6 +50,7 @@ from models.controller.objectives import OBJECTIVE_SPECS, OBJECTIVES, W
 from models.simulator.capacity import WHOLE_CLUSTER, Capacity
 from models.simulator.engine import EXCLUDED, Engine, backfill_code
 from models.simulator.policies import policy_code
+from transforms.asrun_state import to_epoch_s
 from transforms.reward import RewardConfig, reward_from_aggregates, utilisation
 from transforms.state import (
     AGGREGATES, LOG_COUNT_SCALE, LOG_TIME_SCALE, N_FEATURES, RATIO_CLIP, StateConfig, state_from_aggregates,
@@ -150,15 +152,19 @@ class EpochReplay:
     controller replay and the rollouts)."""
 
     def __init__(self, workload: Workload, capacity: Capacity, *, epoch_s: int = 3600,
-                 long_tail_s: float = 86_400, partition: str | None = None) -> None:
+                 long_tail_s: float = 86_400, partition: str | None = None,
+                 settings: Sequence[tuple[int, int, bool]] | None = None) -> None:
+        """`settings`: engine settings (rule code, backfill code, fit-first) per action, to try
+        another menu of objectives (benchmarks); default: the objectives' own (`SETTINGS`)."""
         if epoch_s <= 0:
             raise ValueError("epoch_s must be positive")
+        self.settings = tuple(settings) if settings is not None else SETTINGS
         self.workload = workload
         self.capacity = capacity
         self.epoch_s = int(epoch_s)
         self.long_tail_s = float(long_tail_s)
         self.cap = capacity_totals(capacity, partition)
-        self.origin_s = int(round(workload.window_start.timestamp()))
+        self.origin_s = to_epoch_s(workload.window_start)  # as the as-run epoch grid counts it
         self.engine: Engine = self._new_engine()
         # submit times of the replayed jobs (sorted: a Workload is in submit order)
         self.arrival_times = np.ascontiguousarray(self.engine.jobs.submit[self.engine.state.status != EXCLUDED])
@@ -167,7 +173,7 @@ class EpochReplay:
         self._out = np.zeros(N_AGG)
 
     def _new_engine(self) -> Engine:
-        policy, backfill, fit_first = SETTINGS[W]
+        policy, backfill, fit_first = self.settings[W]
         return Engine(self.workload, self.capacity, policy, backfill, fit_first=fit_first)
 
     def reset(self) -> np.ndarray:
@@ -200,7 +206,7 @@ class EpochReplay:
     def advance(self, action: int) -> np.ndarray:
         """Run the next epoch under objective `action`; returns the resource-seconds (cores,
         GPUs, MiB) used during it, over all pools."""
-        policy, backfill, fit_first = SETTINGS[action]
+        policy, backfill, fit_first = self.settings[action]
         self.k += 1
         self.events += self.engine.advance(self.k * self.epoch_s, policy, backfill, fit_first)
         integral, _ = self.engine.take_utilisation()
@@ -355,7 +361,7 @@ class StateEncoder:
     def __call__(self, agg: np.ndarray, k: int | None = None) -> np.ndarray:
         """State (float32, (N_FEATURES,)) of the aggregates `agg` of boundary `k` (default: from
         its epoch_start)."""
-        if not self.fast:
+        if not self.fast or not np.isfinite(agg).all():  # (the mirror assumes the engine's finite values)
             return _definition_state(agg, self.config)[0]
         if k is None:
             k = int(agg[0] - self.origin_s) // self.epoch_s
@@ -373,7 +379,8 @@ class StateEncoder:
 
 def epoch_reward(agg_end: np.ndarray, used_s: np.ndarray, epoch_s: float, config: RewardConfig) -> tuple[float, np.ndarray]:
     """Reward of one epoch (`transforms.reward.reward_from_aggregates`, same arithmetic, scalar)
-    from the aggregates at its end and the resource-seconds used in it; also its utilisation."""
+    from the aggregates at its end and the resource-seconds used in it; also its utilisation.
+    For the engine's finite values (the definition also maps NaN to 0)."""
     cc, cg, cm = float(agg_end[4]), float(agg_end[5]), float(agg_end[6])
     u = [float(x) / (c * float(epoch_s)) if c > 0 else 0.0 for x, c in zip(used_s.tolist(), (cc, cg, cm), strict=True)]
     if agg_end[7] <= 0:
@@ -508,7 +515,6 @@ def load_replay_window(con, cluster: str, window_from, window_to,
                        partition: str | None = None) -> tuple[Workload, Capacity]:
     """Jobs submitted in the window (normalised, time zero = window start) and the capacity in
     force at its start: the partition's own pool, else the whole cluster's (as validation does)."""
-    from transforms.asrun_state import to_epoch_s
     from transforms.workload import normalise
     from warehouse.sim_store import load_capacity, load_window
 

@@ -1,0 +1,203 @@
+"""The controller replay (models/controller/replay.py), the checkpoint evaluator
+(models/simulator/controller_eval.py) and `metapilot train --sources as-run,replay`."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from controller_fixtures import CLUSTER, load_warehouse, read_swf
+from models.controller.dataset import TupleRequest
+from models.controller.objectives import OBJECTIVES, U, W
+from models.controller.replay import ObjectiveReplayResult, batch_policy, replay_objectives
+from models.simulator import Capacity, simulate
+from models.simulator.env import ObjectiveSwitchingEnv
+from transforms.state import N_FEATURES
+from transforms.workload import Workload, normalise
+
+REPO = Path(__file__).resolve().parents[1]
+KTH = REPO / "samples" / "logs" / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
+CAP = Capacity.single(100)
+START = datetime(1996, 10, 15, tzinfo=timezone.utc)
+TRAIN = ("1996-10-15T00:00:00", "1996-10-18T00:00:00")
+METRIC_COLS = ["jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait", "mean_bsld", "util_cores",
+               "makespan", "first_submit", "last_end", "cannot_fit", "left_out", "clamped", "estimates_filled"]
+
+
+def read_kth(path: Path = KTH) -> pl.DataFrame:
+    """The whole KTH-SP2 sample (SWF fields 1-9, -1 unknown) as canonical-like rows."""
+    rows, start = [], 0
+    with gzip.open(path, "rt") as fh:
+        for line in fh:
+            if line.startswith(";"):
+                if "UnixStartTime" in line:
+                    start = int(line.split(":", 1)[1])
+                continue
+            f = line.split()
+            if len(f) >= 18:
+                rows.append([int(float(x)) for x in f[:9]])
+    a = np.array(rows, dtype=np.int64)
+    ts = lambda s: (pl.Series(s) * 1_000_000).cast(pl.Datetime("us", "UTC"))  # noqa: E731
+    known = lambda c: pl.Series(a[:, c]).set(pl.Series(a[:, c] < 0), None)  # noqa: E731
+    return pl.DataFrame({
+        "job_id": a[:, 0].astype(str), "submit_time": ts(a[:, 1] + start),
+        "start_time": ts(a[:, 1] + np.maximum(a[:, 2], 0) + start),
+        "run_s": known(3), "timelimit_s": known(8), "req_cpus": known(7), "alloc_cpus": known(4),
+    })
+
+
+@pytest.fixture(scope="module")
+def kth() -> Workload:
+    """The whole KTH-SP2 year (28,467 jobs replayed), time zero at the first submission."""
+    return normalise(read_kth())
+
+
+@pytest.fixture(scope="module")
+def small() -> Workload:
+    return normalise(read_swf(), START)
+
+
+@pytest.fixture(scope="module")
+def warehouse():
+    from warehouse.db import connect_memory
+
+    con = connect_memory()
+    load_warehouse(con)
+    yield con
+    con.close()
+
+
+def test_fixed_w_is_fcfs_easy_on_the_whole_year(kth):
+    ref = simulate(kth, CAP, "FCFS", "easy")
+    res = replay_objectives(kth, CAP, W)
+    assert isinstance(res, ObjectiveReplayResult)
+    np.testing.assert_array_equal(res.start, ref.start)
+    np.testing.assert_array_equal(res.end, ref.end)
+    assert res.metrics().select(METRIC_COLS).equals(ref.metrics().select(METRIC_COLS))
+    assert res.weekly().equals(ref.weekly())
+    assert res.metrics()["mean_wait"][0] == pytest.approx(6892.86, abs=0.01)  # SPEC §6 reference (pyss)
+    assert res.policy == "fixed-W" and res.backfill == "easy"
+    assert res.counters["epochs_W"] == res.counters["epochs"] == len(res.objectives) and res.counters["switches"] == 0
+    assert res.objective_schedule() == [{"from_epoch": 0, "epochs": len(res.objectives), "objective": "W"}]
+
+
+def test_fixed_u_is_laf_easy_fit_first_on_the_whole_year(kth):
+    ref = simulate(kth, CAP, "LAF", "easy", fit_first=True)
+    res = replay_objectives(kth, CAP, U, epoch_s=1800)
+    np.testing.assert_array_equal(res.start, ref.start)
+    np.testing.assert_array_equal(res.end, ref.end)
+    assert res.counters["epochs_U"] == res.counters["epochs"]
+    # the replay ends at the first boundary after the last job
+    last = np.nanmax(res.end)
+    assert (res.counters["epochs"] - 1) * 1800 < last <= res.counters["epochs"] * 1800
+
+
+def test_a_controller_sees_the_env_states_and_its_choices_are_recorded(small):
+    seen: list[np.ndarray] = []
+
+    def controller(state: np.ndarray) -> int:
+        assert state.dtype == np.float32 and state.shape == (N_FEATURES,)
+        seen.append(state.copy())
+        return U if state[3] > 0.3 else W  # U when more than ~7 jobs queue
+
+    res = replay_objectives(small, CAP, controller)
+    n = len(res.objectives)
+    assert len(seen) == n and res.counters["epochs"] == n
+    assert res.counters["epochs_U"] > 0 and res.counters["epochs_W"] > 0 and res.counters["switches"] >= 2
+    assert res.policy == "objective-switching"
+    sched = res.objective_schedule()
+    assert sum(r["epochs"] for r in sched) == n and all(r["objective"] in OBJECTIVES for r in sched)
+    # the same decisions in the env give the same states and the same schedule
+    env = ObjectiveSwitchingEnv(small, CAP)
+    obs, _ = env.reset()
+    states = [obs]
+    for a in res.objectives[:-1]:
+        states.append(env.step(int(a))[0])
+    env.step(int(res.objectives[-1]))
+    np.testing.assert_array_equal(np.stack(states), np.stack(seen))
+    np.testing.assert_array_equal(env.replay.engine.start, res.start)
+    # rewards per epoch: the definition over the recorded boundaries, as the env reports them
+    env.reset()
+    rewards = [env.step(int(a))[1] for a in res.objectives]
+    np.testing.assert_allclose(res.epoch_rewards(), rewards, rtol=1e-12)
+    agg = res.aggregates()
+    assert agg.height == n + 1 and agg["u_cpu"].null_count() == 1
+
+
+def test_a_switching_replay_differs_from_both_fixed_objectives(small):
+    u, w = replay_objectives(small, CAP, U), replay_objectives(small, CAP, W)
+    mixed = replay_objectives(small, CAP, lambda s: U if s[3] > 0.3 else W)
+    assert not np.array_equal(mixed.start, u.start) and not np.array_equal(mixed.start, w.start)
+    assert np.isfinite(mixed.metrics()["mean_wait"][0])
+
+
+def test_horizon_and_bad_objectives(small):
+    base = replay_objectives(small, CAP, W)
+    longer = replay_objectives(small, CAP, W, horizon_s=(len(base.objectives) + 10) * 3600)
+    assert len(longer.objectives) == len(base.objectives) + 10
+    np.testing.assert_array_equal(longer.start, base.start)
+    assert (longer.epoch_rewards()[-10:] == 4.0).all()  # idle epochs: empty queue
+    with pytest.raises(ValueError, match="index"):
+        replay_objectives(small, CAP, 2)
+    with pytest.raises(ValueError, match="controller chose"):
+        replay_objectives(small, CAP, lambda s: 7)
+
+
+def test_batch_policy_adapts_a_batched_policy():
+    one = batch_policy(lambda states: np.array([states.shape[0] - 1 + int(states[0, 0] > 0)]))
+    assert one(np.zeros(N_FEATURES, np.float32)) == 0 and one(np.ones(N_FEATURES, np.float32)) == 1
+
+
+def test_replay_evaluator_scores_a_policy(warehouse):
+    from models.simulator.controller_eval import make_replay_evaluator
+
+    req = TupleRequest(CLUSTER, None, datetime(1996, 10, 18, tzinfo=timezone.utc), datetime(1996, 10, 19, tzinfo=timezone.utc))
+    evaluate = make_replay_evaluator(warehouse, req)
+    always_w = evaluate(lambda s: np.full(len(s), W))
+    always_u = evaluate(lambda s: np.full(len(s), U))
+    for out in (always_w, always_u):
+        assert np.isfinite(out["score"]) and out["score"] <= 4.0
+        assert out["epochs"] >= 24 and out["share_U"] + out["share_W"] == pytest.approx(1.0)
+        assert 0 < out["util_cpu"] <= 1 and out["max_wait_s"] >= out["mean_wait_s"] >= 0
+    assert always_u["share_U"] == 1.0 and always_w["share_W"] == 1.0
+    again = evaluate(lambda s: np.full(len(s), W))
+    assert {k: v for k, v in again.items() if k != "wall_s"} == {k: v for k, v in always_w.items() if k != "wall_s"}
+    # the score is the mean reward of the window's 24 epochs of the replay the fixed-W validation sees
+    from models.simulator.controller_eval import replay_summary
+    from models.simulator.env import load_replay_window
+
+    wl, cap = load_replay_window(warehouse, CLUSTER, req.window_from, req.window_to)
+    res = replay_objectives(wl, cap, W, horizon_s=24 * 3600)
+    assert replay_summary(res, 24)["score"] == pytest.approx(always_w["score"])
+    assert always_w["score"] == pytest.approx(float(res.epoch_rewards()[:24].mean()))
+
+
+def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
+    """`metapilot train --sources as-run,replay`: the dataset holds both sources, the checkpoint is
+    chosen by replay score, and the card records the replay metrics."""
+    from typer.testing import CliRunner
+
+    from metapilot.cli import app
+    from warehouse.db import connect
+
+    db = tmp_path / "w.duckdb"
+    con = connect(db)
+    load_warehouse(con)
+    con.close()
+    r = CliRunner().invoke(app, ["train", "--cluster", CLUSTER, "--train-from", TRAIN[0], "--train-to", TRAIN[1],
+                                 "--sources", "as-run,replay", "--steps", "60", "--fqe-steps", "10", "--baselines", "",
+                                 "--no-progress", "--db", str(db)])
+    assert r.exit_code == 0, r.output
+    con = connect(db, read_only=True)
+    (path,) = con.execute("SELECT path FROM policies").fetchone()
+    by_source = dict(con.execute("SELECT source, count(*) FROM mdp_transitions GROUP BY 1").fetchall())
+    con.close()
+    assert by_source["as-run"] == 72 + 18 and by_source["replay"] == 7 * 2 * (72 + 18)  # train + validation windows
+    card = json.loads((Path(path) / "model_card.json").read_text())
+    assert np.isfinite(card["replay"]["score"]) and 0 <= card["replay"]["share_U"] <= 1
