@@ -71,9 +71,9 @@ def test_gymnasium_check_env(workload):
     assert env.observation_space.shape == (N_FEATURES,) and env.observation_space.dtype == np.float32
 
 
-@pytest.mark.parametrize("objective, rule, fit_first", [(W, "FCFS", False), (U, "LAF", True)])
+@pytest.mark.parametrize("objective, rule, fit_first", [(W, "FCFS", False), (U, "SJF", False)])
 def test_a_fixed_objective_is_its_engine(workload, objective, rule, fit_first):
-    """Fixed W = FCFS + EASY; fixed U = LAF + EASY with fit-first: the same schedule, job by job,
+    """Fixed W = FCFS + EASY; fixed U = SJF + EASY: the same schedule, job by job,
     whatever the epoch length."""
     ref = simulate(workload, CAP, rule, "easy", fit_first=fit_first)
     for epoch_s in (3600, 600):
@@ -89,7 +89,7 @@ def test_a_fixed_objective_is_its_engine(workload, objective, rule, fit_first):
 
 
 def test_the_objectives_differ_here(workload):
-    u = simulate(workload, CAP, "LAF", "easy", fit_first=True)
+    u = simulate(workload, CAP, "SJF", "easy")
     w = simulate(workload, CAP, "FCFS", "easy")
     assert not np.array_equal(u.start, w.start)
 

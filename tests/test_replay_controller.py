@@ -87,8 +87,8 @@ def test_fixed_w_is_fcfs_easy_on_the_whole_year(kth):
     assert res.objective_schedule() == [{"from_epoch": 0, "epochs": len(res.objectives), "objective": "W"}]
 
 
-def test_fixed_u_is_laf_easy_fit_first_on_the_whole_year(kth):
-    ref = simulate(kth, CAP, "LAF", "easy", fit_first=True)
+def test_fixed_u_is_sjf_easy_on_the_whole_year(kth):
+    ref = simulate(kth, CAP, "SJF", "easy")
     res = replay_objectives(kth, CAP, U, epoch_s=1800)
     np.testing.assert_array_equal(res.start, ref.start)
     np.testing.assert_array_equal(res.end, ref.end)
