@@ -51,18 +51,24 @@ CHILD = r"""
 import json, resource, sys, time
 from pathlib import Path
 mode, path, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
-t0 = time.perf_counter()
+import polars as pl
+if mode != "polars":
+    from warehouse.db import connect
+    from warehouse.ingest import IngestOptions, ingest_file
+t0 = time.perf_counter()  # imports excluded on both sides: the work itself is measured
 if mode == "polars":
-    import polars as pl
-    if fmt == "swf":
-        df = pl.read_csv(path, has_header=False, comment_prefix=";", separator="\t", new_columns=["line"], quote_char=None)
-        df = df.select(pl.col("line").str.strip_chars().str.split_exact(" ", 1))  # whitespace-separated: one pass to split
+    if fmt == "swf":  # whitespace-separated with variable padding: lines, then 18 numeric columns
+        lines = pl.read_csv(path, has_header=False, comment_prefix=";", separator="\x01", quote_char=None,
+                            new_columns=["line"])
+        s = lines["line"].str.replace_all("\t", " ", literal=True).str.replace_all("    ", " ", literal=True)
+        while s.str.contains("  ", literal=True).any():  # literal replaces: much faster than a regex
+            s = s.str.replace_all("  ", " ", literal=True)
+        df = (s.str.strip_chars().str.split_exact(" ", 17).struct.unnest()
+              .select(pl.all().cast(pl.Float64, strict=False)))
     else:
         df = pl.read_csv(path, has_header=False, separator="|", quote_char=None, infer_schema_length=0, truncate_ragged_lines=True)
     rows = df.height
 else:
-    from warehouse.db import connect
-    from warehouse.ingest import IngestOptions, ingest_file
     con = connect(sys.argv[4])
     con.execute("SET memory_limit = '1GB'")
     rep = ingest_file(con, Path(path), IngestOptions(), bytes(32))
@@ -103,10 +109,10 @@ def main() -> None:
         curie_plain = tmp / "curie.swf"
         with gzip.open(CURIE, "rb") as f:
             curie_plain.write_bytes(f.read())
-        for name, path, fmt in (("CEA-Curie SWF (312,826 jobs)", CURIE, "swf"),
+        for name, path, fmt in (("CEA-Curie SWF (312,826 jobs)", curie_plain, "swf"),
                                 (f"sacct 26 fields, {args.lines:,} lines", big, "sacct")):
             ing = run_child("ingest", path, fmt, tmp / f"{fmt}.duckdb")
-            pol = run_child("polars", curie_plain if fmt == "swf" else path, fmt, tmp / "x.duckdb")
+            pol = run_child("polars", path, fmt, tmp / "x.duckdb")
             rows.append((name, ing, pol))
     lines = ["| input | jobs | ingest s | jobs/s | polars read s | ratio | peak RSS MiB |", "|---|---:|---:|---:|---:|---:|---:|"]
     for name, ing, pol in rows:
@@ -117,9 +123,11 @@ def main() -> None:
     if args.write:
         section = (f"## Ingest\n\nCommand: `.venv/bin/python bench/bench_ingest.py --lines {args.lines} --write {args.write}`  \n"
                    f"Machine: {machine()}  \nDate: {time.strftime('%Y-%m-%d')}\n\n"
-                   "End to end = detect, parse, GX validation, keyed hashing, load into DuckDB, merge, bookkeeping, "
-                   "one transaction (fresh process, `memory_limit` 1 GB). Polars read = `pl.read_csv` of the same "
-                   "(decompressed) file into a frame. Ratio = ingest / polars read.\n\n" + table + "\n")
+                   "End to end = hash the file, detect, parse, validate with the GX suite, keyed hashing, stage, load "
+                   "into DuckDB, merge check, bookkeeping, one transaction (fresh process, `memory_limit` 1 GB; "
+                   "Python imports excluded on both sides). Polars read = `pl.read_csv` of the same uncompressed "
+                   "file into a frame (SWF: its 18 whitespace-separated fields as numeric columns; sacct: its 26 `|` fields as strings). Ratio = ingest / polars read. "
+                   "Open XDMoD's shredder, the tool operators use today, parses line by line into MySQL.\n\n" + table + "\n")
         _replace_section(args.write, "## Ingest", section)
 
 
