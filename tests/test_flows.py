@@ -142,3 +142,29 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     assert con.execute("SELECT policy_id FROM published_policies").fetchall() == [(out["policy_id"],)]
     con.close()
     assert Path(out["report"]["files"]["html"]).exists() and Path(out["published"]).exists()
+
+
+def test_ingest_command_with_fields_in_another_order_and_a_multibyte_delimiter(tmp_path):
+    """`metapilot ingest --delimiter D --fields ...` on real pozidriv lines re-ordered and re-joined."""
+    import gzip
+
+    from typer.testing import CliRunner
+
+    from metapilot.cli import app
+    from warehouse.db import connect
+
+    names = ("jobid,jobidraw,cluster,partition,qos,account,group,gid,user,uid,submit,eligible,start,end,elapsed,"
+             "exitcode,state,nnodes,ncpus,reqcpus,reqmem,reqtres,alloctres,timelimit,nodelist,jobname").split(",")
+    order = [16, 0, 10, 12, 13, 18, 17, 3, 23, 20, 8, 1, 2, 4, 5, 6, 7, 9, 11, 14, 15, 19, 21, 22, 24, 25]
+    with gzip.open(POZIDRIV, "rt") as f:
+        rows = [next(f).rstrip("\n").split("|") for _ in range(200)]
+    log = tmp_path / "reordered.txt"
+    log.write_text("".join("¦".join(r[i] for i in order) + "\n" for r in rows), encoding="utf-8")
+    db = str(tmp_path / "m.duckdb")
+    res = CliRunner().invoke(app, ["ingest", str(log), "--delimiter", "¦", "--fields", ",".join(names[i] for i in order),
+                                   "--db", db])
+    assert res.exit_code == 0, res.output
+    con = connect(db, read_only=True)
+    got = con.execute("SELECT job_id, state, alloc_cpus, partition FROM jobs ORDER BY source_line").fetchall()
+    con.close()
+    assert got == [(r[0], r[16].split(" ")[0], int(r[18]) if r[24] != "None assigned" else None, r[3]) for r in rows]
