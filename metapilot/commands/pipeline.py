@@ -46,16 +46,16 @@ def pipeline_cmd(
 
 
 def _print_validation(db, validation_id: str) -> None:
-    from metapilot.console import print_frame
-    from warehouse.db import connect, query_frame
+    """The held-out comparison, as `metapilot validate` prints it (winners and verdict)."""
+    from metapilot.commands.validate import print_validation
+    from warehouse.db import connect
+    from warehouse.validation_store import load_validation
 
     con = connect(db, read_only=True)
     try:
-        df = query_frame(con, "SELECT contender, wait_mean_s, wait_p95_s, wait_max_s, bsld_mean, util_cpu, util_cpu_backlog, status "
-                              "FROM validations WHERE validation_id = ? ORDER BY wait_mean_s NULLS LAST", [validation_id])
+        print_validation(load_validation(con, validation_id))
     finally:
         con.close()
-    print_frame(df, limit=30, title="Held-out replay validation")
 
 
 def register(app: typer.Typer) -> None:
