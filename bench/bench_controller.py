@@ -135,20 +135,26 @@ def main() -> None:
     n_jobs = load_kth(con)
 
     t0 = time.perf_counter()
-    splits = build_dataset(con, CLUSTER, *TRAIN, *VALID, config=DatasetConfig())
+    dcfg = DatasetConfig(sources=("as-run", "replay"))
+    splits = build_dataset(con, CLUSTER, *TRAIN, *VALID, config=dcfg)
     t_dataset = time.perf_counter() - t0
-    n_epochs = splits.train.height + splits.validation.height
-    acts = splits.train["action"].value_counts().sort("action")["count"].to_list()
+    asrun = splits.train.filter(pl.col("source") == "as-run")
+    n_epochs = asrun.height + splits.validation.filter(pl.col("source") == "as-run").height
+    acts = asrun["action"].value_counts().sort("action")["count"].to_list()
 
-    # the MDPDataset of 5 sources' worth of tuples (what the replay rollouts will add): conversion cost
-    many = pl.concat([splits.train.with_columns(pl.lit(f"b{i}").alias("behaviour_policy")) for i in range(5)])
     t0 = time.perf_counter()
-    to_mdp_dataset(many)
+    to_mdp_dataset(splits.train)
     t_mdp = time.perf_counter() - t0
 
+    from models.controller.dataset import TupleRequest
+    from models.simulator.controller_eval import make_replay_evaluator
+
+    evaluator = make_replay_evaluator(con, TupleRequest(CLUSTER, None, splits.valid_window[0], splits.valid_window[1],
+                                                        dcfg.state, dcfg.reward, 0))
     cfg = TrainConfig(n_steps=steps, n_steps_per_epoch=max(1, steps // 10), show_progress=True)
     t0 = time.perf_counter()
-    result = train_policy(splits.train, splits.validation, cfg, log=lambda m: print(m, flush=True))
+    result = train_policy(splits.train, splits.validation, cfg, replay_evaluator=evaluator,
+                          log=lambda m: print(m, flush=True))
     t_train = time.perf_counter() - t0
     art = publish(result, splits, db=db, cluster=CLUSTER, con=con)
 
@@ -188,13 +194,14 @@ def main() -> None:
 work; training uses one torch thread; load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end:
 p99 figures move with it), {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Data: KTH-SP2 normalised
 ({n_jobs:,} jobs, 100 processors), train {TRAIN[0][:10]}..{TRAIN[1][:10]}, validation {VALID[0][:10]}..{VALID[1][:10]},
-hourly epochs; as-run tuples only (the replay rollouts are not plugged in yet).
+hourly epochs; tuples from the as-run history and from replay rollouts (7 behaviour policies x 2 seeds);
+checkpoint chosen by replay on the validation window (score: mean reward per epoch).
 
 | stage | figure |
 |---|---|
-| as-run tuples, train + validation ({n_epochs:,} epochs: aggregates, queues, action inference) | {t_dataset:.2f} s |
-| inferred actions in training (U / W) | {acts[0]:,} / {acts[1] if len(acts) > 1 else 0:,} |
-| d3rlpy MDPDataset of 5 x {splits.train.height:,} tuples | {t_mdp:.2f} s |
+| dataset build, train + validation: as-run ({n_epochs:,} epochs: aggregates, queues, action inference) + replay rollouts; {splits.train.height + splits.validation.height:,} tuples | {t_dataset:.2f} s |
+| inferred as-run actions in training (U / W) | {acts[0]:,} / {acts[1] if len(acts) > 1 else 0:,} |
+| d3rlpy MDPDataset of {splits.train.height:,} training tuples | {t_mdp:.2f} s |
 | `train_policy`, CLI defaults ({steps:,} steps, FQE {cfg.fqe_steps:,} steps x {len(result.candidates)} checkpoints + 3 baselines) | {t_train:.0f} s |
 | per 10k gradient steps: {', '.join(f'{k} {v:.1f} s' for k, v in per10k.items())} | |
 | FQE, all checkpoints of {cfg.algorithm} | {s.get(f'ope_{cfg.algorithm}_checkpoints', 0):.1f} s |

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import platform
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from bench.common import machine, write_section  # noqa: E402
 SHARED = (REPO / ".." / "shared" / "data").resolve()
 CURIE = SHARED / "swf" / "CEA-Curie-2011-2.1-cln.swf.gz"
 POZIDRIV = SHARED / "slurm" / "xdmod-reference" / "pozidriv.log.gz"
@@ -86,16 +87,6 @@ def run_child(mode: str, path: Path, fmt: str, db: Path) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def machine() -> str:
-    try:
-        model = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        model = platform.processor()
-    import os
-
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=5_000_000)
@@ -128,18 +119,7 @@ def main() -> None:
                    "Python imports excluded on both sides). Polars read = `pl.read_csv` of the same uncompressed "
                    "file into a frame (SWF: its 18 whitespace-separated fields as numeric columns; sacct: its 26 `|` fields as strings). Ratio = ingest / polars read. "
                    "Open XDMoD's shredder, the tool operators use today, parses line by line into MySQL.\n\n" + table + "\n")
-        _replace_section(args.write, "## Ingest", section)
-
-
-def _replace_section(path: Path, heading: str, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    start = text.find(heading + "\n")
-    if start >= 0:
-        nxt = text.find("\n## ", start + len(heading))
-        text = text[:start] + section + (text[nxt + 1:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    path.write_text(text)
+        write_section("Ingest", section, args.write)
 
 
 if __name__ == "__main__":
