@@ -16,7 +16,6 @@ Writes docs/benchmarks.md under the "Controller" heading (other sections are kep
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
 import platform
 import re
@@ -48,32 +47,12 @@ VALID = ("1997-06-01T00:00:00", "1997-08-29T00:00:00")
 
 
 def load_kth(con) -> int:
-    """The normalised KTH-SP2 trace as canonical jobs + its capacity (100 processors)."""
-    rows, start = [], 0
-    with gzip.open(KTH, "rt") as fh:
-        for line in fh:
-            if line.startswith(";"):
-                if "UnixStartTime" in line:
-                    start = int(line.split(":", 1)[1])
-                continue
-            f = line.split()
-            if len(f) >= 18:
-                rows.append([int(float(x)) for x in f[:9]])
-    a = np.array(rows, dtype=np.int64)
-    ts = lambda s: (pl.Series(s) * 1_000_000).cast(pl.Datetime("us", "UTC"))  # noqa: E731
-    submit = start + a[:, 1]
-    jobs = pl.DataFrame({
-        "cluster": CLUSTER, "job_id": a[:, 0].astype(str), "source_format": "swf", "source_file_id": "bench",
-        "partition": "batch", "state": "COMPLETED", "submit_time": ts(submit), "start_time": ts(submit + a[:, 2]),
-        "end_time": ts(submit + a[:, 2] + a[:, 3]), "wait_s": a[:, 2], "run_s": a[:, 3], "timelimit_s": a[:, 8],
-        "req_cpus": a[:, 7], "alloc_cpus": a[:, 4], "ingested_at": datetime.now(timezone.utc),
-    })
-    con.register("_j", jobs.to_arrow())
-    con.execute("INSERT INTO jobs BY NAME SELECT * FROM _j")
-    con.unregister("_j")
-    con.execute("INSERT INTO capacity (cluster, partition, valid_from, nodes, cores, gpus, source) VALUES "
-                "($c, '*', TIMESTAMPTZ '1996-01-01 00:00:00+00', 100, 100, 0, 'swf-header')", {"c": CLUSTER})
-    return jobs.height
+    """The normalised KTH-SP2 trace through the real loader (capacity: its header, 100 processors)."""
+    from warehouse.ingest import IngestOptions, ingest_file
+
+    rep = ingest_file(con, KTH, IngestOptions(cluster=CLUSTER), bytes(32))
+    assert rep.outcome == "loaded", rep.message
+    return rep.jobs_written
 
 
 def pct(x: np.ndarray, q: float) -> float:

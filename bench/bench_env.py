@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 import time
 from datetime import datetime, timezone
@@ -32,7 +31,8 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_controller import CLUSTER, KTH, TRAIN, VALID, load_kth  # noqa: E402
-from bench_simulator import machine, read_swf  # noqa: E402
+from bench.common import DOC, machine, write_section  # noqa: E402
+from bench_simulator import read_swf  # noqa: E402
 from models.controller.dataset import TupleRequest  # noqa: E402
 from models.controller.objectives import OBJECTIVES, U, W  # noqa: E402
 from models.controller.replay import replay_objectives  # noqa: E402
@@ -47,7 +47,6 @@ from transforms.state import FEATURE_NAMES  # noqa: E402
 from transforms.workload import normalise  # noqa: E402
 from warehouse.db import connect_memory  # noqa: E402
 
-DOC = REPO / "docs" / "benchmarks.md"
 UTC = timezone.utc
 WAIT_MAX = FEATURE_NAMES.index("wait_max")
 
@@ -232,8 +231,6 @@ def main() -> None:
         print(r)
 
     load = " ".join(f"{x:.1f}" for x in __import__("os").getloadavg())
-    u = next(r for r in span if r["name"].startswith("fixed U"))
-    wr = next(r for r in span if r["name"].startswith("fixed W"))
     text = [
         "## Environment",
         "",
@@ -276,19 +273,11 @@ def main() -> None:
         *verdict(span),
     ]
     if not args.no_write:
-        write_section("\n".join(text))
+        write_section("Environment", "\n".join(text))
         print(f"wrote {DOC}")
     else:
         print("\n".join(text))
 
-
-def write_section(text: str) -> None:
-    """Replace (or append) the '## Environment' section of docs/benchmarks.md."""
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    old = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(r"^## Environment\n.*?(?=^## |\Z)", re.S | re.M)
-    new = pattern.sub(lambda _: text + "\n", old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text + "\n"
-    DOC.write_text(new)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,7 @@ Writes the table to docs/benchmarks.md under the "Simulator" heading (other sect
 from __future__ import annotations
 
 import argparse
-import gzip
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -34,7 +32,9 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import machine  # noqa: E402
 from models.simulator import BASELINES, Capacity, simulate, warm_up  # noqa: E402
+from transforms.parsers import ParseOptions, parse_jobs  # noqa: E402
 from transforms.workload import Workload, normalise  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
@@ -46,25 +46,9 @@ WINDOW = 50_000
 
 
 def read_swf(path: Path) -> pl.DataFrame:
-    """Canonical-like rows from an SWF file (fields 1-9; -1 unknown), one pool (partition ignored)."""
-    rows, start = [], 0
-    with gzip.open(path, "rt") as fh:
-        for line in fh:
-            if line.startswith(";"):
-                if "UnixStartTime" in line:
-                    start = int(line.split(":", 1)[1])
-                continue
-            f = line.split()
-            if len(f) >= 18:
-                rows.append([int(float(x)) for x in f[:9]])
-    a = np.array(rows, dtype=np.int64)
-    ts = lambda s: (pl.Series(s) * 1_000_000).cast(pl.Datetime("us", "UTC"))  # noqa: E731
-    known = lambda c: pl.Series(a[:, c]).set(pl.Series(a[:, c] < 0), None)  # noqa: E731
-    return pl.DataFrame({
-        "job_id": a[:, 0].astype(str), "submit_time": ts(a[:, 1] + start),
-        "start_time": ts(a[:, 1] + np.maximum(a[:, 2], 0) + start),
-        "run_s": known(3), "timelimit_s": known(8), "req_cpus": known(7), "alloc_cpus": known(4),
-    }).with_columns(pl.when(pl.Series(a[:, 2]) < 0).then(None).otherwise(pl.col("start_time")).alias("start_time"))
+    """Canonical rows of an SWF trace through MetaPilot's own parser (partition numbers kept; the
+    capacity used here is one whole-cluster pool, so every job lands in it)."""
+    return parse_jobs(path, ParseOptions(fmt="swf"))
 
 
 def timed(w: Workload, cap: Capacity, policy: str, backfill: str, repeat: int) -> dict:
@@ -103,17 +87,6 @@ def cold_compile_seconds() -> float:
         code = "from models.simulator import warm_up; print(warm_up())"
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
         return float(out.stdout.strip().splitlines()[-1])
-
-
-def machine() -> str:
-    model = platform.processor() or "unknown CPU"
-    try:
-        info = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        m = re.search(r"Model name:\s*(.+)", info)
-        model = m.group(1).strip() if m else model
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return f"{model}, {os.cpu_count()} cores (shared), Python {platform.python_version()}"
 
 
 def fmt(x: float, digits: int = 0) -> str:

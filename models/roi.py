@@ -187,7 +187,7 @@ def roi_from_validation(table: pl.DataFrame, config: RoiConfig, controller: str 
     rows = {r["contender"]: r for r in ok.iter_rows(named=True)}
     if controller not in rows:
         note = table.filter(pl.col("contender") == controller)["note"].to_list()
-        raise ValueError(f"the controller was not replayed in this validation"
+        raise ValueError("the controller was not replayed in this validation"
                          + (f" ({note[0]})" if note and note[0] else ""))
     c = rows[controller]
     first = table.row(0, named=True)

@@ -14,12 +14,11 @@ import pytest
 from controller_fixtures import CLUSTER, load_warehouse
 from models.controller.asrun import infer_actions, kendall_tau_b
 from models.controller.dataset import (
-    NS_COLS, S_COLS, DatasetConfig, build_dataset, dataset_hash, load_tuples, store_tuples, to_episodes,
+    NS_COLS, S_COLS, DatasetConfig, build_dataset, dataset_hash, load_tuples, to_episodes,
     to_mdp_dataset, tuples_from_aggregates,
 )
 from models.controller.objectives import OBJECTIVES, U, W, queue_order
 from transforms.asrun_state import asrun_aggregates, to_epoch_s
-from transforms.reward import reward_from_aggregates
 from transforms.state import state_from_frame
 
 TRAIN = ("1996-10-15T00:00:00", "1996-10-18T00:00:00")
@@ -323,8 +322,6 @@ def test_advise_for_a_time_and_a_state(trained, warehouse):
 
 def test_cli_advise_json_without_d3rlpy_or_prefect(trained, tmp_path):
     """`metapilot advise` in a fresh process: correct answer, and neither d3rlpy nor Prefect loaded."""
-    import duckdb
-
     from controller_fixtures import load_warehouse as load
     from models.controller.artifact import register
     from warehouse.db import connect

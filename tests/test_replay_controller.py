@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,25 +30,10 @@ METRIC_COLS = ["jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_
 
 
 def read_kth(path: Path = KTH) -> pl.DataFrame:
-    """The whole KTH-SP2 sample (SWF fields 1-9, -1 unknown) as canonical-like rows."""
-    rows, start = [], 0
-    with gzip.open(path, "rt") as fh:
-        for line in fh:
-            if line.startswith(";"):
-                if "UnixStartTime" in line:
-                    start = int(line.split(":", 1)[1])
-                continue
-            f = line.split()
-            if len(f) >= 18:
-                rows.append([int(float(x)) for x in f[:9]])
-    a = np.array(rows, dtype=np.int64)
-    ts = lambda s: (pl.Series(s) * 1_000_000).cast(pl.Datetime("us", "UTC"))  # noqa: E731
-    known = lambda c: pl.Series(a[:, c]).set(pl.Series(a[:, c] < 0), None)  # noqa: E731
-    return pl.DataFrame({
-        "job_id": a[:, 0].astype(str), "submit_time": ts(a[:, 1] + start),
-        "start_time": ts(a[:, 1] + np.maximum(a[:, 2], 0) + start),
-        "run_s": known(3), "timelimit_s": known(8), "req_cpus": known(7), "alloc_cpus": known(4),
-    })
+    """The whole KTH-SP2 sample as canonical rows, through MetaPilot's SWF parser."""
+    from transforms.parsers import ParseOptions, parse_jobs
+
+    return parse_jobs(path, ParseOptions(fmt="swf"))
 
 
 @pytest.fixture(scope="module")

@@ -113,3 +113,10 @@ def _chunk_parser(fmt: str, head: list[str], opts: ParseOptions):
                  if k in {f.name for f in dataclasses.fields(cfg)}}
     cfg = dataclasses.replace(cfg, **overrides)
     return lambda chunk: parse_sacct_chunk(chunk, cfg)
+
+
+def parse_jobs(path: str | Path, opts: ParseOptions | None = None) -> pl.DataFrame:
+    """Every job row of a file as one canonical frame (no warehouse): for benchmarks, tests and
+    one-off analyses of a trace. Quarantined lines are left out; use `iter_parse` to see them."""
+    frames = [res.jobs for res, _ in iter_parse(path, opts or ParseOptions())]
+    return pl.concat(frames) if frames else empty_jobs()

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
 from metapilot.config import SQL_DIR, db_path
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def apply_ddl(con: duckdb.DuckDBPyConnection) -> None:
