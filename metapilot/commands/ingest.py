@@ -21,9 +21,10 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
         v = r.get("validation") or {}
         vtxt = "" if not v else ("ok" if v.get("success") else f"{v.get('failed_rows', 0)} rows failed")
         style = {"failed": "red", "skipped": "dim"}.get(r["outcome"], "")
+        counts = ("lines_read", "rows_loaded", "jobs_written", "rows_merged", "rows_quarantined", "lines_skipped")
+        shown = [f"{r[c]:,}" if r["outcome"] == "loaded" else "" for c in counts]  # skipped: loaded before
         t.add_row(r["path"].split("/")[-1], r["outcome"], r.get("format") or "", r.get("cluster") or "",
-                  f"{r['lines_read']:,}", f"{r['rows_loaded']:,}", f"{r['jobs_written']:,}", f"{r['rows_merged']:,}",
-                  f"{r['rows_quarantined']:,}", f"{r['lines_skipped']:,}", vtxt, f"{r['seconds']:.2f}", style=style)
+                  *shown, vtxt, f"{r['seconds']:.2f}", style=style)
         failed += r["outcome"] == "failed"
     console.print(t)
     for r in reports:
