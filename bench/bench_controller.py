@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import re
 import subprocess
 import sys
 import tempfile
@@ -32,6 +30,8 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.common import machine, write_section  # noqa: E402
+
 from models.controller.advice import Advisor  # noqa: E402
 from models.controller.artifact import load_policy, publish  # noqa: E402
 from models.controller.dataset import DatasetConfig, build_dataset, observations, to_mdp_dataset  # noqa: E402
@@ -40,7 +40,6 @@ from warehouse.db import connect  # noqa: E402
 
 KTH = next(p for p in (REPO / "tests" / "data" / "reference" / "KTH-SP2.normalised.swf.gz",
                        REPO.parent / "shared" / "data" / "reference" / "KTH-SP2.normalised.swf.gz") if p.exists())
-DOC = REPO / "docs" / "benchmarks.md"
 CLUSTER = "kth-sp2"
 TRAIN = ("1996-09-23T00:00:00", "1997-06-01T00:00:00")
 VALID = ("1997-06-01T00:00:00", "1997-08-29T00:00:00")
@@ -161,16 +160,14 @@ def main() -> None:
 
     s = result.seconds
     per10k = {k[4:]: v * 10_000 / (steps if k[4:] != "bc" else max(1, steps // 2)) for k, v in s.items() if k.startswith("fit_")}
-    cpu = next((ln.split(":", 1)[1].strip() for ln in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-                if ln.startswith("Model name")), platform.processor())
     rows = [result.chosen, *result.baselines.values()]
     ope = "\n".join(
         f"| {r.name}{' (published)' if r is result.chosen else ''} | {r.fqe_value:,.1f} | {r.fqe_initial_value:,.1f} | "
         f"{r.action_share_u:.2f} | {r.behaviour_match:.2f} |" for r in rows)
     text = f"""## Controller
 
-`{' '.join(['.venv/bin/python', 'bench/bench_controller.py'] + sys.argv[1:])}` on {cpu}, 2 cores (shared with other
-work; training uses one torch thread; load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end:
+`{' '.join(['.venv/bin/python', 'bench/bench_controller.py'] + sys.argv[1:])}` on {machine()} (training
+uses one torch thread; load average {load_start[0]:.1f} at the start, {os.getloadavg()[0]:.1f} at the end:
 p99 figures move with it), {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Data: KTH-SP2 normalised
 ({n_jobs:,} jobs, 100 processors), train {TRAIN[0][:10]}..{TRAIN[1][:10]}, validation {VALID[0][:10]}..{VALID[1][:10]},
 hourly epochs; tuples from the as-run history and from replay rollouts (7 behaviour policies x 2 seeds);
@@ -203,11 +200,7 @@ cluster-year < 10 min on 2 cores. Policy `{art.policy_id}`.
 """
     print(text)
     if not args.no_write:
-        DOC.parent.mkdir(parents=True, exist_ok=True)
-        old = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
-        pattern = re.compile(r"^## Controller\n.*?(?=^## |\Z)", re.S | re.M)
-        new = pattern.sub(lambda _: text + "\n", old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text + "\n"
-        DOC.write_text(new)
+        write_section("Controller", text)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import machine  # noqa: E402
+from bench.common import machine, write_section  # noqa: E402
 from models.simulator import BASELINES, Capacity, simulate, warm_up  # noqa: E402
 from transforms.parsers import ParseOptions, parse_jobs  # noqa: E402
 from transforms.workload import Workload, normalise  # noqa: E402
@@ -40,7 +39,6 @@ from transforms.workload import Workload, normalise  # noqa: E402
 SHARED = REPO.parent / "shared" / "data"
 KTH = REPO / "tests" / "data" / "reference" / "KTH-SP2.normalised.swf.gz"
 CURIE = SHARED / "swf" / "CEA-Curie-2011-2.1-cln.swf.gz"
-DOC = REPO / "docs" / "benchmarks.md"
 PREFIXES = (10_000, 20_000, 50_000, 100_000, 200_000, 300_000)
 WINDOW = 50_000
 
@@ -174,16 +172,8 @@ def main() -> None:
     text = "\n".join(section)
     print("\n" + text)
     if not args.no_write:
-        write_section(text)
+        write_section("Simulator", text)
 
-
-def write_section(text: str) -> None:
-    """Replace (or append) the '## Simulator' section of docs/benchmarks.md."""
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    old = DOC.read_text() if DOC.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(r"^## Simulator\n.*?(?=^## |\Z)", re.S | re.M)
-    new = pattern.sub(lambda _: text + "\n", old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + text + "\n"
-    DOC.write_text(new)
 
 
 if __name__ == "__main__":
