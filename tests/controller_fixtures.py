@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 SWF = Path(__file__).parent / "data" / "kth_sp2_days22-25.swf"
 UNIX_START = 843480031
@@ -56,3 +57,14 @@ def load_warehouse(con, jobs: pl.DataFrame | None = None, cores: int = 100) -> p
         {"c": CLUSTER, "n": cores},
     )
     return jobs
+
+
+@pytest.fixture(scope="module")
+def warehouse():
+    """An in-memory warehouse holding the KTH-SP2 slice and its capacity, one per test module."""
+    from warehouse.db import connect_memory
+
+    con = connect_memory()
+    load_warehouse(con)
+    yield con
+    con.close()

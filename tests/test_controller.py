@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from controller_fixtures import CLUSTER, load_warehouse
+from controller_fixtures import CLUSTER, load_warehouse, warehouse  # noqa: F401  (module-scoped fixture)
 from models.controller.asrun import infer_actions, kendall_tau_b
 from models.controller.dataset import (
     NS_COLS, S_COLS, DatasetConfig, build_dataset, dataset_hash, load_tuples, to_episodes,
@@ -82,16 +82,6 @@ def test_infer_actions_by_hand():
 
 
 # --- tuples ------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def warehouse():
-    from warehouse.db import connect_memory
-
-    con = connect_memory()
-    load_warehouse(con)
-    yield con
-    con.close()
 
 
 def test_asrun_tuples_reconcile_with_epochs(warehouse):

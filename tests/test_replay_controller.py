@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from controller_fixtures import CLUSTER, load_warehouse, read_swf
+from controller_fixtures import CLUSTER, load_warehouse, read_swf, warehouse  # noqa: F401  (module-scoped fixture)
 from models.controller.dataset import TupleRequest
 from models.controller.objectives import OBJECTIVES, U, W
 from models.controller.replay import ObjectiveReplayResult, batch_policy, replay_objectives
@@ -45,16 +45,6 @@ def kth() -> Workload:
 @pytest.fixture(scope="module")
 def small() -> Workload:
     return normalise(read_swf(), START)
-
-
-@pytest.fixture(scope="module")
-def warehouse():
-    from warehouse.db import connect_memory
-
-    con = connect_memory()
-    load_warehouse(con)
-    yield con
-    con.close()
 
 
 def test_fixed_w_is_fcfs_easy_on_the_whole_year(kth):

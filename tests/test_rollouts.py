@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from controller_fixtures import CLUSTER, load_warehouse
+from controller_fixtures import CLUSTER, warehouse  # noqa: F401  (module-scoped fixture)
 from models.controller.dataset import (
     NS_COLS, S_COLS, SOURCES, DatasetConfig, TupleRequest, build_dataset, build_tuples, to_episodes,
 )
@@ -22,16 +22,6 @@ from transforms.state import state_from_frame
 UTC = timezone.utc
 REQ = TupleRequest(CLUSTER, None, datetime(1996, 10, 15, tzinfo=UTC), datetime(1996, 10, 18, tzinfo=UTC), seed=3)
 N = 72  # hourly epochs in three days
-
-
-@pytest.fixture(scope="module")
-def warehouse():
-    from warehouse.db import connect_memory
-
-    con = connect_memory()
-    load_warehouse(con)
-    yield con
-    con.close()
 
 
 @pytest.fixture(scope="module")
