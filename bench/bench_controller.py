@@ -30,13 +30,18 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.common import machine, write_section  # noqa: E402
+from metapilot.models.controller.advice import Advisor  # noqa: E402
+from metapilot.models.controller.artifact import load_policy, publish  # noqa: E402
+from metapilot.models.controller.dataset import (  # noqa: E402
+    DatasetConfig,
+    build_dataset,
+    observations,
+    to_mdp_dataset,
+)
+from metapilot.models.controller.train import TrainConfig, train_policy  # noqa: E402
+from metapilot.warehouse.db import connect  # noqa: E402
 
-from models.controller.advice import Advisor  # noqa: E402
-from models.controller.artifact import load_policy, publish  # noqa: E402
-from models.controller.dataset import DatasetConfig, build_dataset, observations, to_mdp_dataset  # noqa: E402
-from models.controller.train import TrainConfig, train_policy  # noqa: E402
-from warehouse.db import connect  # noqa: E402
+from bench.common import machine, write_section  # noqa: E402
 
 KTH = next(p for p in (REPO / "tests" / "data" / "reference" / "KTH-SP2.normalised.swf.gz",
                        REPO.parent / "shared" / "data" / "reference" / "KTH-SP2.normalised.swf.gz") if p.exists())
@@ -47,7 +52,7 @@ VALID = ("1997-06-01T00:00:00", "1997-08-29T00:00:00")
 
 def load_kth(con) -> int:
     """The normalised KTH-SP2 trace through the real loader (capacity: its header, 100 processors)."""
-    from warehouse.ingest import IngestOptions, ingest_file
+    from metapilot.warehouse.ingest import IngestOptions, ingest_file
 
     rep = ingest_file(con, KTH, IngestOptions(cluster=CLUSTER), bytes(32))
     assert rep.outcome == "loaded", rep.message
@@ -124,8 +129,8 @@ def main() -> None:
     to_mdp_dataset(splits.train)
     t_mdp = time.perf_counter() - t0
 
-    from models.controller.dataset import TupleRequest
-    from models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.controller.dataset import TupleRequest
+    from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
     evaluator = make_replay_evaluator(con, TupleRequest(CLUSTER, None, splits.valid_window[0], splits.valid_window[1],
                                                         dcfg.state, dcfg.reward, 0))

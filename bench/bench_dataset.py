@@ -27,9 +27,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args()
-    from models.controller.dataset import DatasetConfig, build_dataset
-    from warehouse.db import connect
-    from warehouse.ingest import IngestOptions, ingest_file
+    from metapilot.models.controller.dataset import DatasetConfig, build_dataset
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.ingest import IngestOptions, ingest_file
 
     with tempfile.TemporaryDirectory() as tmp:
         con = connect(Path(tmp) / "curie.duckdb")

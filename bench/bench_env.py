@@ -31,21 +31,29 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
 from bench_controller import CLUSTER, KTH, TRAIN, VALID, load_kth  # noqa: E402
-from bench.common import DOC, machine, write_section  # noqa: E402
 from bench_simulator import read_swf  # noqa: E402
-from models.controller.dataset import TupleRequest  # noqa: E402
-from models.controller.objectives import OBJECTIVES, U, W  # noqa: E402
-from models.controller.replay import replay_objectives  # noqa: E402
-from models.simulator import Capacity, Engine, simulate, warm_up  # noqa: E402
-from models.simulator.controller_eval import backlog_epoch_utilisation, make_replay_evaluator  # noqa: E402
-from models.simulator.engine import EASY  # noqa: E402
-from models.simulator.env import SETTINGS, ObjectiveSwitchingEnv  # noqa: E402
-from models.simulator.policies import policy_code  # noqa: E402
-from models.simulator.rollouts import DEFAULT_CONFIG, behaviours, replay_source  # noqa: E402
-from models.validation import backlog_utilisation  # noqa: E402
-from transforms.state import FEATURE_NAMES  # noqa: E402
-from transforms.workload import normalise  # noqa: E402
-from warehouse.db import connect_memory  # noqa: E402
+from metapilot.models.controller.dataset import TupleRequest  # noqa: E402
+from metapilot.models.controller.objectives import OBJECTIVES, U, W  # noqa: E402
+from metapilot.models.controller.replay import replay_objectives  # noqa: E402
+from metapilot.models.simulator import Capacity, Engine, simulate, warm_up  # noqa: E402
+from metapilot.models.simulator.controller_eval import (  # noqa: E402
+    backlog_epoch_utilisation,
+    make_replay_evaluator,
+)
+from metapilot.models.simulator.engine import EASY  # noqa: E402
+from metapilot.models.simulator.env import SETTINGS, ObjectiveSwitchingEnv  # noqa: E402
+from metapilot.models.simulator.policies import policy_code  # noqa: E402
+from metapilot.models.simulator.rollouts import (  # noqa: E402
+    DEFAULT_CONFIG,
+    behaviours,
+    replay_source,
+)
+from metapilot.models.validation import backlog_utilisation  # noqa: E402
+from metapilot.transforms.state import FEATURE_NAMES  # noqa: E402
+from metapilot.transforms.workload import normalise  # noqa: E402
+from metapilot.warehouse.db import connect_memory  # noqa: E402
+
+from bench.common import DOC, machine, write_section  # noqa: E402
 
 UTC = timezone.utc
 WAIT_MAX = FEATURE_NAMES.index("wait_max")
@@ -106,7 +114,7 @@ def rollout_costs(con) -> dict:
     t0 = time.perf_counter()
     tup = replay_source(con, req)
     t_replay = time.perf_counter() - t0
-    from models.controller.asrun import asrun_tuples
+    from metapilot.models.controller.asrun import asrun_tuples
 
     t0 = time.perf_counter()
     asrun = asrun_tuples(con, CLUSTER, req.window_from, req.window_to)

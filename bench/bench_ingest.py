@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from bench.common import machine, write_section  # noqa: E402
+
 SHARED = (REPO / ".." / "shared" / "data").resolve()
 CURIE = SHARED / "swf" / "CEA-Curie-2011-2.1-cln.swf.gz"
 POZIDRIV = SHARED / "slurm" / "xdmod-reference" / "pozidriv.log.gz"
@@ -54,8 +55,8 @@ from pathlib import Path
 mode, path, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
 import polars as pl
 if mode != "polars":
-    from warehouse.db import connect
-    from warehouse.ingest import IngestOptions, ingest_file
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.ingest import IngestOptions, ingest_file
 t0 = time.perf_counter()  # imports excluded on both sides: the work itself is measured
 if mode == "polars":
     if fmt == "swf":  # whitespace-separated with variable padding: lines, then 18 numeric columns

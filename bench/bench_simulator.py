@@ -31,10 +31,11 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from metapilot.models.simulator import BASELINES, Capacity, simulate, warm_up  # noqa: E402
+from metapilot.transforms.parsers import ParseOptions, parse_jobs  # noqa: E402
+from metapilot.transforms.workload import Workload, normalise  # noqa: E402
+
 from bench.common import machine, write_section  # noqa: E402
-from models.simulator import BASELINES, Capacity, simulate, warm_up  # noqa: E402
-from transforms.parsers import ParseOptions, parse_jobs  # noqa: E402
-from transforms.workload import Workload, normalise  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "data"
 KTH = REPO / "tests" / "data" / "reference" / "KTH-SP2.normalised.swf.gz"

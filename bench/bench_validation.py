@@ -21,8 +21,8 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from transforms.canonical import conform  # noqa: E402
-from transforms.validation import validate_jobs  # noqa: E402
+from metapilot.transforms.canonical import conform  # noqa: E402
+from metapilot.transforms.validation import validate_jobs  # noqa: E402
 
 
 def synthetic(n: int, seed: int = 0) -> pl.DataFrame:

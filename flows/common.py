@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from metapilot.config import beside_db, db_path
+from metapilot.ground.paths import beside_db, db_path
 
 TRANSIENT_MARKERS = ("Could not set lock", "database is locked", "Conflicting lock", "Resource temporarily unavailable",
                      "Connection refused", "timed out")

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from metapilot.flows.ingest import ingest_flow
+from metapilot.flows.pipeline import choose_cluster
+from metapilot.flows.stages import (
+    build_dataset_flow,
+    publish_flow,
+    train_flow,
+    validate_flow,
+    weekly_report_flow,
+)
 from prefect import flow
-
-from flows.ingest import ingest_flow
-from flows.pipeline import choose_cluster
-from flows.stages import build_dataset_flow, publish_flow, train_flow, validate_flow, weekly_report_flow
 
 
 @dataclass(frozen=True)
@@ -28,12 +33,12 @@ class Schedules:
 def retrain_flow(cluster: str | None = None, db: str | None = None, steps: int = 5000,
                  seeds: tuple[int, ...] = (0, 1, 2), dask: str | None = None) -> dict:
     """Monthly: learn on the latest history, validate on the newest held-out weeks, publish."""
-    from transforms.windows import split_history
+    from metapilot.transforms.windows import split_history
 
     cluster, first, last = choose_cluster(db, cluster)
     train, valid, test = split_history(first, last)
     build_dataset_flow(cluster, train, valid, db=db)
-    from flows.stages import with_runner
+    from metapilot.flows.stages import with_runner
 
     policy_id = with_runner(train_flow, dask)(cluster, train, valid, db=db, seeds=tuple(seeds), steps=steps)
     validation_id = validate_flow(policy_id, db=db, start=test[0], end=test[1])
@@ -43,8 +48,9 @@ def retrain_flow(cluster: str | None = None, db: str | None = None, steps: int =
 @flow(name="weekly_report_all")
 def weekly_report_all_flow(db: str | None = None, cluster: str | None = None) -> list[dict]:
     """Monday: the last complete week's report for each cluster (or the one named)."""
-    from metapilot.config import sql_text
-    from warehouse.db import connect, query_frame
+    from metapilot.warehouse.db import connect, query_frame
+
+    from metapilot.ground.paths import sql_text
 
     con = connect(db)
     try:

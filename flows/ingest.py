@@ -4,13 +4,18 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from metapilot.flows.common import is_transient, warehouse_writer
+from metapilot.warehouse.db import connect
+from metapilot.warehouse.ingest import (
+    FileReport,
+    IngestOptions,
+    expand_paths,
+    infer_missing_capacity,
+    ingest_file,
+)
+from metapilot.warehouse.secret import load_or_create_secret
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
-
-from flows.common import is_transient, warehouse_writer
-from warehouse.db import connect
-from warehouse.ingest import FileReport, IngestOptions, expand_paths, infer_missing_capacity, ingest_file
-from warehouse.secret import load_or_create_secret
 
 
 @task(name="ingest-file", cache_policy=NONE, retries=2, retry_delay_seconds=2, retry_condition_fn=is_transient)

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from metapilot.flows.ingest import ingest_flow
+from metapilot.flows.stages import (
+    build_dataset_flow,
+    publish_flow,
+    train_flow,
+    validate_flow,
+    weekly_report_flow,
+    with_runner,
+)
 from prefect import flow, get_run_logger
-
-from flows.ingest import ingest_flow
-from flows.stages import build_dataset_flow, publish_flow, train_flow, validate_flow, weekly_report_flow, with_runner
 
 
 def choose_cluster(db: str | None, cluster: str | None):
     """The cluster to learn from (the one asked for, else the longest usable history) and its span."""
-    from metapilot.config import sql_text
-    from warehouse.db import connect, query_frame
+    from metapilot.warehouse.db import connect, query_frame
+
+    from metapilot.ground.paths import sql_text
 
     con = connect(db)
     try:
@@ -31,7 +38,7 @@ def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None =
                   steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc", "dqn", "bcq"),
                   sources: tuple[str, ...] = ("as-run", "replay")) -> dict:
     """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
-    from transforms.windows import split_history
+    from metapilot.transforms.windows import split_history
 
     log = get_run_logger()
     ingest = ingest_flow(list(paths), db=db)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from metapilot.flows.common import data_fingerprint, is_transient, warehouse_writer
+from metapilot.flows.runners import task_runner
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
-from flows.common import data_fingerprint, is_transient, warehouse_writer
-from flows.runners import task_runner
-from metapilot.version import code_version
+from metapilot.ground.version import code_version
 
 
 def _key_dataset(ctx, p) -> str:
@@ -27,8 +27,8 @@ def _key_dataset(ctx, p) -> str:
 def build_dataset_task(db: str | None, cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
                        sources: tuple[str, ...], fingerprint: str) -> dict:
     """Tuples of the train and validation windows, stored in `mdp_transitions`; returns a summary."""
-    from models.controller.dataset import DatasetConfig, build_dataset
-    from warehouse.db import connect
+    from metapilot.models.controller.dataset import DatasetConfig, build_dataset
+    from metapilot.warehouse.db import connect
 
     with warehouse_writer(db, log=get_run_logger().info):
         con = connect(db)
@@ -43,7 +43,7 @@ def build_dataset_task(db: str | None, cluster: str, train: tuple[datetime, date
 @flow(name="build_dataset")
 def build_dataset_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
                        db: str | None = None, sources: tuple[str, ...] = ("as-run", "replay")) -> dict:
-    from warehouse.db import connect
+    from metapilot.warehouse.db import connect
 
     con = connect(db)
     try:
@@ -59,7 +59,7 @@ def build_dataset_flow(cluster: str, train: tuple[datetime, datetime], valid: tu
 @task(name="train-seed", cache_policy=NONE)
 def train_seed_task(splits, config, evaluator):
     """One seed's training run (pure compute: no warehouse access, so it can run on any worker)."""
-    from models.controller.train import train_policy
+    from metapilot.models.controller.train import train_policy
 
     return train_policy(splits.train, splits.validation, config, replay_evaluator=evaluator)
 
@@ -77,10 +77,14 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
                baselines: tuple[str, ...] = ("bc", "dqn", "bcq")) -> str:
     """Train one policy per seed in parallel, keep the best by replay score (else OPE), write its
     artifact and registry row; returns the policy id."""
-    from models.controller.artifact import publish
-    from models.controller.dataset import DatasetConfig, TupleRequest, build_dataset
-    from models.controller.train import TrainConfig
-    from warehouse.db import connect
+    from metapilot.models.controller.artifact import publish
+    from metapilot.models.controller.dataset import (
+        DatasetConfig,
+        TupleRequest,
+        build_dataset,
+    )
+    from metapilot.models.controller.train import TrainConfig
+    from metapilot.warehouse.db import connect
 
     log = get_run_logger()
     con = connect(db)
@@ -89,7 +93,7 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
         splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1], config=cfg, store=False)
         evaluator = None
         try:
-            from models.simulator.controller_eval import make_replay_evaluator
+            from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
             evaluator = make_replay_evaluator(con, TupleRequest(cluster, None, valid[0], valid[1], cfg.state, cfg.reward, 0))
         except ModuleNotFoundError:
@@ -121,8 +125,8 @@ def train_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[date
                seeds: tuple[int, ...] = (0, 1), steps: int = 3000, dask: str | None = None,
                baselines: tuple[str, ...] = ("bc", "dqn", "bcq"), sources: tuple[str, ...] = ("as-run", "replay")) -> str:
     """Multi-seed offline training (parallel tasks: threads here, Dask when configured)."""
-    from models.controller.artifact import find_policy
-    from warehouse.db import connect
+    from metapilot.models.controller.artifact import find_policy
+    from metapilot.warehouse.db import connect
 
     con = connect(db)
     try:
@@ -147,8 +151,8 @@ def _key_validate(ctx, p) -> str:
 @task(name="validate-policy", cache_key_fn=_key_validate, persist_result=True, result_serializer="json",
       retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def validate_task(db: str | None, policy_id: str, start: datetime | None, end: datetime | None, fingerprint: str) -> str:
-    from models.validation import run_validation
-    from warehouse.db import connect
+    from metapilot.models.validation import run_validation
+    from metapilot.warehouse.db import connect
 
     with warehouse_writer(db, log=get_run_logger().info):
         con = connect(db)
@@ -162,8 +166,8 @@ def validate_task(db: str | None, policy_id: str, start: datetime | None, end: d
 def validate_flow(policy_id: str, db: str | None = None, start: datetime | None = None,
                   end: datetime | None = None) -> str:
     """Replay the held-out window under the controller, fixed U/W, the 21 baselines and as-run."""
-    from warehouse.db import connect
-    from warehouse.validation_store import policy_row
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.validation_store import policy_row
 
     con = connect(db)
     try:
@@ -175,8 +179,8 @@ def validate_flow(policy_id: str, db: str | None = None, start: datetime | None 
 
 @task(name="promote-policy", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> str:
-    from warehouse.db import connect
-    from warehouse.publish_store import promote
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import promote
 
     with warehouse_writer(db, log=get_run_logger().info):
         con = connect(db)
@@ -199,10 +203,11 @@ def publish_flow(policy_id: str, validation_id: str | None = None, db: str | Non
 
 @task(name="weekly-report", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def report_task(db: str | None, cluster: str, week: str | None, policy_id: str | None) -> dict:
-    from metapilot.config import beside_db
-    from models.reporting import build_report, score_recommendations
-    from models.reporting.data import last_complete_week
-    from warehouse.db import connect
+    from metapilot.models.reporting import build_report, score_recommendations
+    from metapilot.models.reporting.data import last_complete_week
+    from metapilot.warehouse.db import connect
+
+    from metapilot.ground.paths import beside_db
 
     with warehouse_writer(db, log=get_run_logger().info):
         con = connect(db)
@@ -221,8 +226,8 @@ def weekly_report_flow(cluster: str, week: str | None = None, db: str | None = N
                        policy_id: str | None = None) -> dict:
     """Write the weekly report (HTML, Markdown, JSON) and publish it as a Prefect artifact."""
     if policy_id is None:
-        from warehouse.db import connect
-        from warehouse.publish_store import current_policy
+        from metapilot.warehouse.db import connect
+        from metapilot.warehouse.publish_store import current_policy
 
         con = connect(db)
         try:

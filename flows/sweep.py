@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from metapilot.flows.runners import task_runner
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
-
-from flows.runners import task_runner
 
 
 @task(name="replay-baseline", cache_policy=NONE, retries=1)
 def replay_baseline(workload, capacity, policy: str, backfill: str) -> dict:
     """One replay; returns plain data (overall row, weekly rows, counters) so any worker can run it."""
-    from models.simulator import simulate
+    from metapilot.models.simulator import simulate
 
     res = simulate(workload, capacity, policy, backfill)
     return {"policy": policy, "backfill": backfill, "overall": res.metrics(), "weekly": res.weekly(),
@@ -24,10 +23,10 @@ def replay_baseline(workload, capacity, policy: str, backfill: str) -> dict:
 def baseline_sweep_flow(cluster: str, db: str | None = None, start: datetime | None = None,
                         end: datetime | None = None, partition: str | None = None) -> list[str]:
     """Replay the window under the 21 baselines in parallel and store every run; returns run ids."""
-    from models.simulator import BASELINES, Capacity
-    from transforms.workload import normalise
-    from warehouse.db import connect
-    from warehouse.sim_store import load_capacity, load_window, store_run
+    from metapilot.models.simulator import BASELINES, Capacity
+    from metapilot.transforms.workload import normalise
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.sim_store import load_capacity, load_window, store_run
 
     con = connect(db)
     try:

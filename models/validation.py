@@ -29,9 +29,8 @@ import polars as pl
 
 if TYPE_CHECKING:
     import duckdb
-
-    from models.simulator import Capacity, SimResult
-    from transforms.workload import Workload
+    from metapilot.models.simulator import Capacity, SimResult
+    from metapilot.transforms.workload import Workload
 
 CONTROLLER = "MetaPilot"
 FIXED_U = "fixed-U"
@@ -167,7 +166,7 @@ def asrun_result(workload: Workload, capacity: Capacity, jobs: pl.DataFrame) -> 
 
     `jobs` are the canonical rows the workload was normalised from (`job_id`, `submit_time`,
     `start_time`); jobs are matched on (job id, submit time)."""
-    from models.simulator import SimResult
+    from metapilot.models.simulator import SimResult
 
     origin_us = int(workload.window_start.timestamp() * 1_000_000)
     secs = lambda c: ((pl.col(c).cast(pl.Datetime("us", "UTC")).dt.epoch("us") - origin_us).cast(pl.Float64) / 1e6)  # noqa: E731
@@ -495,7 +494,7 @@ def policy_state_fn(policy: Any) -> StatePolicy:
 def load_objective_replay() -> tuple[ObjectiveReplay | None, str | None]:
     """The objective-switching replay (`models.controller.replay.replay_objectives`), or why not."""
     try:
-        from models.controller.replay import replay_objectives
+        from metapilot.models.controller.replay import replay_objectives
     except ImportError as e:
         return None, f"the objective-switching replay is not available yet (models.controller.replay.replay_objectives: {e})"
     return replay_objectives, None
@@ -505,7 +504,7 @@ def load_controller(policy: dict, db: str | Path | None) -> tuple[StatePolicy | 
     """The published policy as state -> action, its epoch length, or why it cannot be used. The
     loader verifies the artifact's checksums (and the registry's hash of them) first."""
     try:
-        from models.controller.artifact import find_policy, load_policy
+        from metapilot.models.controller.artifact import find_policy, load_policy
     except ImportError as e:
         return None, None, f"cannot load policies (models.controller.artifact: {e})"
     try:
@@ -537,10 +536,10 @@ def run_validation(
     `replay` (default: models.controller.replay.replay_objectives) and `controller_fn` (default:
     the published policy, checksums verified) can be injected; a missing one makes the contenders
     that need it `unavailable`, with the reason, instead of failing the validation."""
-    from models.simulator import BASELINES, Capacity, simulate
-    from transforms.workload import normalise
-    from warehouse.sim_store import load_capacity, load_window
-    from warehouse.validation_store import policy_row, store_validation
+    from metapilot.models.simulator import BASELINES, Capacity, simulate
+    from metapilot.transforms.workload import normalise
+    from metapilot.warehouse.sim_store import load_capacity, load_window
+    from metapilot.warehouse.validation_store import policy_row, store_validation
 
     say = log or (lambda _msg: None)
     policy = policy_row(con, policy_id)
@@ -578,7 +577,7 @@ def run_validation(
         except Exception as e:  # noqa: BLE001 - the hook belongs to another module: report, do not abort
             return unavailable(name, kind, f"the objective replay failed: {type(e).__name__}: {e}")
 
-    from models.controller.objectives import OBJECTIVES
+    from metapilot.models.controller.objectives import OBJECTIVES
 
     contenders.append(objective_run(CONTROLLER, "controller", controller_fn, why_replay or why_ctrl))
     for i, name in enumerate(OBJECTIVES):

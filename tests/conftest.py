@@ -22,7 +22,7 @@ def prefect_harness():
     import tempfile
 
     os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = tempfile.mkdtemp(prefix="metapilot-prefect-results-")
-    import flows  # noqa: F401  (quiet, offline Prefect defaults)
+    import metapilot.flows  # noqa: F401  (quiet, offline Prefect defaults)
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
@@ -36,7 +36,7 @@ def site_key() -> bytes:
 
 @pytest.fixture
 def mem_con():
-    from warehouse.db import connect_memory
+    from metapilot.warehouse.db import connect_memory
 
     con = connect_memory()
     yield con

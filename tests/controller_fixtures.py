@@ -62,7 +62,7 @@ def load_warehouse(con, jobs: pl.DataFrame | None = None, cores: int = 100) -> p
 @pytest.fixture(scope="module")
 def warehouse():
     """An in-memory warehouse holding the KTH-SP2 slice and its capacity, one per test module."""
-    from warehouse.db import connect_memory
+    from metapilot.warehouse.db import connect_memory
 
     con = connect_memory()
     load_warehouse(con)

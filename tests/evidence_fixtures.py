@@ -27,13 +27,13 @@ POLICY_ID = "kth-test-policy"
 def kth_warehouse(path: Path | None = None):
     """Warehouse (in memory, or the file `path`) with the whole KTH-SP2 sample (28,476 jobs,
     100 cores from the SWF header)."""
-    from warehouse.db import connect, connect_memory
-    from warehouse.ingest import IngestOptions, ingest_file
+    from metapilot.warehouse.db import connect, connect_memory
+    from metapilot.warehouse.ingest import IngestOptions, ingest_file
 
     con = connect_memory() if path is None else connect(path)
     rep = ingest_file(con, KTH, IngestOptions(), bytes(range(32)))
     assert rep.outcome == "loaded", rep.message
-    from warehouse.ingest import infer_missing_capacity
+    from metapilot.warehouse.ingest import infer_missing_capacity
 
     infer_missing_capacity(con)  # a no-op here: the SWF header gives the capacity
     return con
@@ -53,9 +53,9 @@ def insert_policy(con, policy_id: str = POLICY_ID, train_from: datetime = TRAIN_
 def stub_replay_objectives(workload, capacity, objective_per_epoch, epoch_s: int = 3600):
     """Stand-in with the real hook's signature: U ~ LAF+EASY, W = FCFS+EASY, switched per epoch on
     the engine; a callable gets the SPEC §7 state of each epoch boundary (transforms.state)."""
-    from models.simulator import SimResult
-    from models.simulator.engine import Engine
-    from transforms.state import state_from_aggregates
+    from metapilot.models.simulator import SimResult
+    from metapilot.models.simulator.engine import Engine
+    from metapilot.transforms.state import state_from_aggregates
 
     rules = {0: "LAF", 1: "FCFS"}
     t0 = time.perf_counter()
@@ -97,7 +97,7 @@ QUEUE_LEN_THRESHOLD = float(np.log10(6) / 3)  # the queue_len feature of 5 queue
 
 def stub_controller(state: np.ndarray) -> int:
     """Wait-first (W) when more than 5 jobs queue, utilisation-first (U) otherwise."""
-    from transforms.state import FEATURE_NAMES
+    from metapilot.transforms.state import FEATURE_NAMES
 
     state = np.asarray(state).reshape(-1)
     return int(state[FEATURE_NAMES.index("queue_len")] > QUEUE_LEN_THRESHOLD + 1e-6)
@@ -110,9 +110,8 @@ def write_test_artifact(root: Path, policy_id: str) -> tuple[Path, str]:
     import json
 
     import torch
-
-    from models.controller.artifact import FILES, SUMS, sha256_file
-    from transforms.state import FEATURE_NAMES, StateConfig
+    from metapilot.models.controller.artifact import FILES, SUMS, sha256_file
+    from metapilot.transforms.state import FEATURE_NAMES, StateConfig
 
     qi = FEATURE_NAMES.index("queue_len")
 
@@ -137,7 +136,7 @@ def write_test_artifact(root: Path, policy_id: str) -> tuple[Path, str]:
 def objective_replay():
     """The real objective-switching replay when it exists, else the stub: (function, is_real)."""
     try:
-        from models.controller.replay import replay_objectives
+        from metapilot.models.controller.replay import replay_objectives
     except ImportError:
         return stub_replay_objectives, False
     return replay_objectives, True

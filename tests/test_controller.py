@@ -10,16 +10,23 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from controller_fixtures import CLUSTER, load_warehouse, warehouse  # noqa: F401  (module-scoped fixture)
-from models.controller.asrun import infer_actions, kendall_tau_b
-from models.controller.dataset import (
-    NS_COLS, S_COLS, DatasetConfig, build_dataset, dataset_hash, load_tuples, to_episodes,
-    to_mdp_dataset, tuples_from_aggregates,
+from metapilot.models.controller.asrun import infer_actions, kendall_tau_b
+from metapilot.models.controller.dataset import (
+    NS_COLS,
+    S_COLS,
+    DatasetConfig,
+    build_dataset,
+    dataset_hash,
+    load_tuples,
+    to_episodes,
+    to_mdp_dataset,
+    tuples_from_aggregates,
 )
-from models.controller.objectives import OBJECTIVES, U, W, queue_order
-from transforms.asrun_state import asrun_aggregates, to_epoch_s
-from transforms.state import state_from_frame
+from metapilot.models.controller.objectives import OBJECTIVES, U, W, queue_order
+from metapilot.transforms.asrun_state import to_epoch_s
+from metapilot.transforms.state import state_from_frame
+from metapilot.warehouse.asrun_queries import asrun_aggregates
 
 TRAIN = ("1996-10-15T00:00:00", "1996-10-18T00:00:00")
 REPO = Path(__file__).resolve().parents[1]
@@ -85,7 +92,7 @@ def test_infer_actions_by_hand():
 
 
 def test_asrun_tuples_reconcile_with_epochs(warehouse):
-    from models.controller.asrun import asrun_tuples
+    from metapilot.models.controller.asrun import asrun_tuples
 
     tup = asrun_tuples(warehouse, CLUSTER, *TRAIN)
     agg = asrun_aggregates(warehouse, CLUSTER, *TRAIN)
@@ -118,7 +125,7 @@ def test_tuples_from_aggregates_checks_lengths(warehouse):
 
 
 def test_dataset_store_split_and_mix(warehouse):
-    from models.controller import dataset as ds
+    from metapilot.models.controller import dataset as ds
 
     # a fake second source, as the simulator's rollouts will register one
     def replay(con, req):
@@ -158,7 +165,7 @@ def test_dataset_store_split_and_mix(warehouse):
 
 
 def test_episodes_and_mdp_dataset(warehouse):
-    from models.controller.asrun import asrun_tuples
+    from metapilot.models.controller.asrun import asrun_tuples
 
     tup = asrun_tuples(warehouse, CLUSTER, *TRAIN)
     split = pl.concat([tup.head(30), tup.tail(20)])  # a gap: two episodes
@@ -191,8 +198,8 @@ FAST = dict(n_steps=300, n_steps_per_epoch=100, fqe_steps=100, show_progress=Fal
 
 @pytest.fixture(scope="module")
 def trained(warehouse, tmp_path_factory):
-    from models.controller.artifact import publish
-    from models.controller.train import TrainConfig, train_policy
+    from metapilot.models.controller.artifact import publish
+    from metapilot.models.controller.train import TrainConfig, train_policy
 
     splits = build_dataset(warehouse, CLUSTER, *TRAIN)
     result = train_policy(splits.train, splits.validation, TrainConfig(**FAST, baselines=("bc", "dqn", "bcq")))
@@ -212,9 +219,9 @@ def test_training_reports_ope_and_baselines(trained):
 
 
 def test_artifact_round_trip(trained, warehouse):
-    from models.controller.artifact import SUMS, load_d3rlpy, load_policy
-    from models.controller.dataset import observations
-    from models.controller.train import q_values
+    from metapilot.models.controller.artifact import SUMS, load_d3rlpy, load_policy
+    from metapilot.models.controller.dataset import observations
+    from metapilot.models.controller.train import q_values
 
     splits, result, art, _ = trained
     files = sorted(p.name for p in art.folder.iterdir())
@@ -247,7 +254,11 @@ def test_model_weights_load_without_pickle(trained):
 def test_tampered_artifact_is_refused(trained, tmp_path):
     import shutil
 
-    from models.controller.artifact import ArtifactIntegrityError, load_policy, verify
+    from metapilot.models.controller.artifact import (
+        ArtifactIntegrityError,
+        load_policy,
+        verify,
+    )
 
     _, _, art, _ = trained
     copy = tmp_path / art.policy_id
@@ -266,7 +277,7 @@ def test_tampered_artifact_is_refused(trained, tmp_path):
     card = json.loads((copy / "model_card.json").read_text())
     card["ope"]["chosen"]["fqe_value"] = 1e9
     (copy / "model_card.json").write_text(json.dumps(card))
-    from models.controller.artifact import _write_sums
+    from metapilot.models.controller.artifact import _write_sums
 
     _write_sums(copy)
     verify(copy)  # self-consistent...
@@ -275,8 +286,12 @@ def test_tampered_artifact_is_refused(trained, tmp_path):
 
 
 def test_same_seed_same_policy(warehouse):
-    from models.controller.artifact import weights_digest
-    from models.controller.train import TrainConfig, module_states, train_policy
+    from metapilot.models.controller.artifact import weights_digest
+    from metapilot.models.controller.train import (
+        TrainConfig,
+        module_states,
+        train_policy,
+    )
 
     splits = build_dataset(warehouse, CLUSTER, *TRAIN, store=False)
     cfg = TrainConfig(**(FAST | {"n_steps": 200, "max_candidates": 2}), baselines=())
@@ -291,7 +306,7 @@ def test_same_seed_same_policy(warehouse):
 
 
 def test_advise_for_a_time_and_a_state(trained, warehouse):
-    from models.controller.advice import Advisor, state_from_json
+    from metapilot.models.controller.advice import Advisor, state_from_json
 
     splits, result, art, db = trained
     adv = Advisor(art.policy_id, db, art.sums_sha256)
@@ -313,8 +328,8 @@ def test_advise_for_a_time_and_a_state(trained, warehouse):
 def test_cli_advise_json_without_d3rlpy_or_prefect(trained, tmp_path):
     """`metapilot advise` in a fresh process: correct answer, and neither d3rlpy nor Prefect loaded."""
     from controller_fixtures import load_warehouse as load
-    from models.controller.artifact import register
-    from warehouse.db import connect
+    from metapilot.models.controller.artifact import register
+    from metapilot.warehouse.db import connect
 
     splits, result, art, db = trained
     con = connect(db)
@@ -341,10 +356,10 @@ def test_cli_advise_json_without_d3rlpy_or_prefect(trained, tmp_path):
 
 
 def test_cli_dataset_writes_parquet(tmp_path):
+    from metapilot.warehouse.db import connect
     from typer.testing import CliRunner
 
     from metapilot.cli import app
-    from warehouse.db import connect
 
     db = tmp_path / "w.duckdb"
     con = connect(db)
@@ -360,11 +375,11 @@ def test_cli_dataset_writes_parquet(tmp_path):
 
 
 def test_cli_train_publishes_and_registers(tmp_path):
+    from metapilot.models.controller.artifact import load_policy
+    from metapilot.warehouse.db import connect
     from typer.testing import CliRunner
 
     from metapilot.cli import app
-    from models.controller.artifact import load_policy
-    from warehouse.db import connect
 
     db = tmp_path / "w.duckdb"
     con = connect(db)

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from transforms.detect import detect_format
-from transforms.lines import read_head
+from metapilot.transforms.detect import detect_format
+from metapilot.transforms.lines import read_head
 
 TESTS = Path(__file__).parent / "data"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"

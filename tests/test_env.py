@@ -11,20 +11,33 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import polars as pl
 import pytest
-from gymnasium.utils.env_checker import check_env
-
 from controller_fixtures import read_swf
-from models.controller.dataset import tuples_from_aggregates
-from models.controller.objectives import OBJECTIVES, U, W
-from models.simulator import Capacity, simulate
-from models.simulator.env import (
-    A, EpochReplay, ObjectiveSwitchingEnv, StateEncoder, _definition_state, _probe_aggregates, capacity_totals,
-    definition_reward, epoch_reward, fast_reward_ok, observation_bounds,
+from gymnasium.utils.env_checker import check_env
+from metapilot.models.controller.dataset import tuples_from_aggregates
+from metapilot.models.controller.objectives import OBJECTIVES, U, W
+from metapilot.models.simulator import Capacity, simulate
+from metapilot.models.simulator.env import (
+    A,
+    EpochReplay,
+    ObjectiveSwitchingEnv,
+    StateEncoder,
+    _definition_state,
+    _probe_aggregates,
+    capacity_totals,
+    definition_reward,
+    epoch_reward,
+    fast_reward_ok,
+    observation_bounds,
 )
-from transforms.asrun_state import asrun_aggregates
-from transforms.reward import RewardConfig
-from transforms.state import AGGREGATES, N_FEATURES, StateConfig, state_from_frame
-from transforms.workload import Workload, normalise
+from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.state import (
+    AGGREGATES,
+    N_FEATURES,
+    StateConfig,
+    state_from_frame,
+)
+from metapilot.transforms.workload import Workload, normalise
+from metapilot.warehouse.asrun_queries import asrun_aggregates
 
 START = datetime(1996, 10, 15, tzinfo=timezone.utc)  # midnight before the first job (12:03): none at t = 0
 CAP = Capacity.single(100)

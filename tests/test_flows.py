@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 @pytest.fixture(scope="module")
 def kth_db(tmp_path_factory):
     """A warehouse holding KTH-SP2, ingested through the flow once for the module."""
-    from flows.ingest import ingest_flow
+    from metapilot.flows.ingest import ingest_flow
 
     db = str(tmp_path_factory.mktemp("kth") / "m.duckdb")
     reports = ingest_flow([str(KTH)], db=db)
@@ -29,8 +29,8 @@ def kth_db(tmp_path_factory):
 
 
 def test_ingest_flow_second_run_skips_what_the_first_loaded(tmp_path):
-    from flows.ingest import ingest_flow
-    from warehouse.db import connect
+    from metapilot.flows.ingest import ingest_flow
+    from metapilot.warehouse.db import connect
 
     landing = tmp_path / "landing"
     landing.mkdir()
@@ -47,9 +47,9 @@ def test_ingest_flow_second_run_skips_what_the_first_loaded(tmp_path):
 
 
 def test_transient_failure_is_retried_and_the_warehouse_stays_consistent(tmp_path, monkeypatch):
-    import warehouse.ingest as ing
-    from flows.ingest import ingest_flow
-    from warehouse.db import connect
+    import metapilot.warehouse.ingest as ing
+    from metapilot.flows.ingest import ingest_flow
+    from metapilot.warehouse.db import connect
 
     real = ing.ingest_file
     calls = {"n": 0}
@@ -63,7 +63,7 @@ def test_transient_failure_is_retried_and_the_warehouse_stays_consistent(tmp_pat
             raise OSError("IO Error: Could not set lock on file: Conflicting lock is held")
         return real(con, path, opts, key)
 
-    monkeypatch.setattr("flows.ingest.ingest_file", flaky)
+    monkeypatch.setattr("metapilot.flows.ingest.ingest_file", flaky)
     db = str(tmp_path / "m.duckdb")
     reports = ingest_flow([str(POZIDRIV)], db=db)
     assert calls["n"] == 2 and reports[0]["outcome"] == "loaded"
@@ -74,7 +74,7 @@ def test_transient_failure_is_retried_and_the_warehouse_stays_consistent(tmp_pat
 
 
 def test_schedules_load_from_code_and_prefect_yaml():
-    from flows.deployments import deployments
+    from metapilot.flows.deployments import deployments
 
     deps = {d.name: d for d in deployments("/tmp/landing")}
     assert {n: d.schedules[0].schedule.cron for n, d in deps.items()} == {
@@ -91,8 +91,8 @@ def test_schedules_load_from_code_and_prefect_yaml():
 def test_dataset_flow_is_cached_by_input(kth_db, monkeypatch):
     from datetime import datetime, timezone
 
-    import models.controller.dataset as ds
-    from flows.stages import build_dataset_flow
+    import metapilot.models.controller.dataset as ds
+    from metapilot.flows.stages import build_dataset_flow
 
     real = ds.build_dataset
     calls = []
@@ -108,8 +108,8 @@ def test_dataset_flow_is_cached_by_input(kth_db, monkeypatch):
 def test_baseline_sweep_on_a_local_dask_cluster_of_two_workers(kth_db):
     from datetime import datetime, timezone
 
-    from flows.sweep import run_sweep
-    from warehouse.db import connect
+    from metapilot.flows.sweep import run_sweep
+    from metapilot.warehouse.db import connect
 
     utc = timezone.utc
     ids = run_sweep("KTH-SP2", db=kth_db, dask="local:2", start=datetime(1996, 10, 7, tzinfo=utc),
@@ -125,8 +125,8 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     """Every stage on real data (one KTH-SP2 quarter), with few training steps."""
     import gzip
 
-    from flows.pipeline import pipeline_flow
-    from warehouse.db import connect
+    from metapilot.flows.pipeline import pipeline_flow
+    from metapilot.warehouse.db import connect
 
     small = tmp_path / "kth-quarter.swf"
     with gzip.open(KTH, "rt") as f:
@@ -148,10 +148,10 @@ def test_ingest_command_with_fields_in_another_order_and_a_multibyte_delimiter(t
     """`metapilot ingest --delimiter D --fields ...` on real pozidriv lines re-ordered and re-joined."""
     import gzip
 
+    from metapilot.warehouse.db import connect
     from typer.testing import CliRunner
 
     from metapilot.cli import app
-    from warehouse.db import connect
 
     names = ("jobid,jobidraw,cluster,partition,qos,account,group,gid,user,uid,submit,eligible,start,end,elapsed,"
              "exitcode,state,nnodes,ncpus,reqcpus,reqmem,reqtres,alloctres,timelimit,nodelist,jobname").split(",")

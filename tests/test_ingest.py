@@ -11,7 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples" / "logs"
-from warehouse.ingest import IngestOptions, ingest_file, ingest_paths, infer_missing_capacity
+from metapilot.warehouse.ingest import (
+    IngestOptions,
+    infer_missing_capacity,
+    ingest_file,
+    ingest_paths,
+)
 
 POZIDRIV = SAMPLES / "slurm" / "pozidriv.log.gz"
 KTH = SAMPLES / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -99,7 +104,7 @@ def test_truncated_gzip_leaves_warehouse_unchanged(mem_con, site_key, tmp_path):
 
 
 def test_crash_midway_rolls_back(mem_con, site_key, monkeypatch):
-    import warehouse.ingest as ing
+    import metapilot.warehouse.ingest as ing
 
     real = ing.validate_jobs
     calls = {"n": 0}
@@ -161,7 +166,7 @@ def test_inferred_capacity_is_marked(mem_con, site_key):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(blob=st.binary(max_size=3000), template=st.sampled_from(["sacct", "swf", "pbs", "raw"]))
 def test_garbage_never_crashes_and_every_line_is_accounted(tmp_path_factory, site_key, blob, template):
-    from warehouse.db import connect_memory
+    from metapilot.warehouse.db import connect_memory
 
     con = connect_memory()
     prefix = {

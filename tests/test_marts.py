@@ -13,8 +13,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from warehouse.db import apply_ddl, connect_memory
+from metapilot.warehouse.db import apply_ddl, connect_memory
 
 DATA = Path(__file__).resolve().parent / "data"
 POZIDRIV = DATA / "slurm" / "xdmod-reference" / "pozidriv.log.gz"
@@ -717,7 +716,7 @@ def test_pozidriv_wait_by_size_adds_up(pozidriv):
 
 def test_pozidriv_through_the_sacct_parser_equals_xdmod():
     """End to end with the project's sacct parser (skipped until transforms.sacct provides it)."""
-    sacct = pytest.importorskip("transforms.sacct")
+    sacct = pytest.importorskip("metapilot.transforms.sacct")
     if not (hasattr(sacct, "sniff_sacct") and hasattr(sacct, "parse_sacct_chunk")):
         pytest.skip("transforms.sacct has no sniff_sacct / parse_sacct_chunk yet")
     with gzip.open(POZIDRIV, "rt", encoding="utf-8") as f:

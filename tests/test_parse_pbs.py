@@ -10,10 +10,9 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
-from transforms.lines import iter_line_chunks
-from transforms.pbs import parse_pbs_chunk
+from metapilot.transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
+from metapilot.transforms.lines import iter_line_chunks
+from metapilot.transforms.pbs import parse_pbs_chunk
 
 DATA = Path(__file__).parent / "data" / "pbs"
 TZ = "America/New_York"

@@ -18,10 +18,9 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
-from transforms.lines import iter_line_chunks, read_head
-from transforms.sacct import (
+from metapilot.transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
+from metapilot.transforms.lines import iter_line_chunks, read_head
+from metapilot.transforms.sacct import (
     HPC_COST_SIM_FIELDS,
     XDMOD_FIELDS,
     SacctConfig,

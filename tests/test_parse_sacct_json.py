@@ -10,9 +10,8 @@ from pathlib import Path
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from transforms.canonical import PARSED_SCHEMA, ParseResult
-from transforms.sacct_json import parse_sacct_json
+from metapilot.transforms.canonical import PARSED_SCHEMA, ParseResult
+from metapilot.transforms.sacct_json import parse_sacct_json
 
 JSON_DIR = Path(__file__).resolve().parent / "data" / "slurm" / "sacct-json"
 

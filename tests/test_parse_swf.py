@@ -9,10 +9,13 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
-from transforms.lines import iter_line_chunks, read_head
-from transforms.swf import parse_swf_chunk, parse_swf_header, swf_count_warning
+from metapilot.transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
+from metapilot.transforms.lines import iter_line_chunks, read_head
+from metapilot.transforms.swf import (
+    parse_swf_chunk,
+    parse_swf_header,
+    swf_count_warning,
+)
 
 DATA = Path(__file__).parent / "data" / "swf"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "swf"

@@ -10,15 +10,18 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from controller_fixtures import CLUSTER, load_warehouse, read_swf, warehouse  # noqa: F401  (module-scoped fixture)
-from models.controller.dataset import TupleRequest
-from models.controller.objectives import OBJECTIVES, U, W
-from models.controller.replay import ObjectiveReplayResult, batch_policy, replay_objectives
-from models.simulator import Capacity, simulate
-from models.simulator.env import ObjectiveSwitchingEnv
-from transforms.state import N_FEATURES
-from transforms.workload import Workload, normalise
+from metapilot.models.controller.dataset import TupleRequest
+from metapilot.models.controller.objectives import OBJECTIVES, U, W
+from metapilot.models.controller.replay import (
+    ObjectiveReplayResult,
+    batch_policy,
+    replay_objectives,
+)
+from metapilot.models.simulator import Capacity, simulate
+from metapilot.models.simulator.env import ObjectiveSwitchingEnv
+from metapilot.transforms.state import N_FEATURES
+from metapilot.transforms.workload import Workload, normalise
 
 REPO = Path(__file__).resolve().parents[1]
 KTH = REPO / "samples" / "logs" / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -31,7 +34,7 @@ METRIC_COLS = ["jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_
 
 def read_kth(path: Path = KTH) -> pl.DataFrame:
     """The whole KTH-SP2 sample as canonical rows, through MetaPilot's SWF parser."""
-    from transforms.parsers import ParseOptions, parse_jobs
+    from metapilot.transforms.parsers import ParseOptions, parse_jobs
 
     return parse_jobs(path, ParseOptions(fmt="swf"))
 
@@ -129,7 +132,7 @@ def test_batch_policy_adapts_a_batched_policy():
 
 
 def test_replay_evaluator_scores_a_policy(warehouse):
-    from models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
     req = TupleRequest(CLUSTER, None, datetime(1996, 10, 18, tzinfo=timezone.utc), datetime(1996, 10, 19, tzinfo=timezone.utc))
     evaluate = make_replay_evaluator(warehouse, req)
@@ -143,10 +146,12 @@ def test_replay_evaluator_scores_a_policy(warehouse):
     again = evaluate(lambda s: np.full(len(s), W))
     assert {k: v for k, v in again.items() if k != "wall_s"} == {k: v for k, v in always_w.items() if k != "wall_s"}
     # the score is the mean reward of the window's 24 epochs of the replay the fixed-W validation sees
-    from models.simulator.controller_eval import replay_summary
-    from models.simulator.env import load_replay_window
+    from metapilot.models.simulator.controller_eval import replay_summary
+    from metapilot.models.simulator.capacity import Capacity
+    from metapilot.warehouse.sim_store import load_replay_window
 
-    wl, cap = load_replay_window(warehouse, CLUSTER, req.window_from, req.window_to)
+    wl, rows = load_replay_window(warehouse, CLUSTER, req.window_from, req.window_to)
+    cap = Capacity.from_rows(rows)
     res = replay_objectives(wl, cap, W, horizon_s=24 * 3600)
     assert replay_summary(res, 24)["score"] == pytest.approx(always_w["score"])
     assert always_w["score"] == pytest.approx(float(res.epoch_rewards()[:24].mean()))
@@ -155,10 +160,10 @@ def test_replay_evaluator_scores_a_policy(warehouse):
 def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
     """`metapilot train --sources as-run,replay`: the dataset holds both sources, the checkpoint is
     chosen by replay score, and the card records the replay metrics."""
+    from metapilot.warehouse.db import connect
     from typer.testing import CliRunner
 
     from metapilot.cli import app
-    from warehouse.db import connect
 
     db = tmp_path / "w.duckdb"
     con = connect(db)

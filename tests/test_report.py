@@ -11,17 +11,26 @@ from html.parser import HTMLParser
 import numpy as np
 import polars as pl
 import pytest
-
 from evidence_fixtures import (
-    CLUSTER, POLICY_ID, insert_policy, kth_warehouse, objective_replay, stub_controller, write_test_artifact,
+    CLUSTER,
+    POLICY_ID,
+    insert_policy,
+    kth_warehouse,
+    objective_replay,
+    stub_controller,
+    write_test_artifact,
 )
-from models.reporting import build_report, publish_markdown_artifact, score_recommendations
-from models.reporting.data import last_complete_week, parse_week
-from models.reporting.render import SECTIONS, fmt_duration, fmt_int, fmt_pct
-from models.roi import RoiConfig
-from models.validation import run_validation
-from warehouse.db import query_frame
-from warehouse.validation_store import load_validation, store_recommendations
+from metapilot.models.reporting import (
+    build_report,
+    publish_markdown_artifact,
+    score_recommendations,
+)
+from metapilot.models.reporting.data import last_complete_week, parse_week
+from metapilot.models.reporting.render import SECTIONS, fmt_duration, fmt_int, fmt_pct
+from metapilot.models.roi import RoiConfig
+from metapilot.models.validation import run_validation
+from metapilot.warehouse.db import query_frame
+from metapilot.warehouse.validation_store import load_validation, store_recommendations
 
 UTC = timezone.utc
 WEEK = "1996-W44"

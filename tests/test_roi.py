@@ -7,9 +7,16 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 import pytest
-
-from models.roi import RoiConfig, RoiInputs, assumptions, compute_roi, load_roi_config, roi_from_validation, roi_rows
-from models.validation import Contender, comparison_table
+from metapilot.models.roi import (
+    RoiConfig,
+    RoiInputs,
+    assumptions,
+    compute_roi,
+    load_roi_config,
+    roi_from_validation,
+    roi_rows,
+)
+from metapilot.models.validation import Contender, comparison_table
 
 UTC = timezone.utc
 
@@ -140,11 +147,17 @@ def test_config_from_toml_and_options(tmp_path):
 
 def test_roi_command(tmp_path):
     """`metapilot roi --validation ID` on a stored validation with the controller replayed."""
+    from evidence_fixtures import (
+        POLICY_ID,
+        insert_policy,
+        kth_warehouse,
+        objective_replay,
+        stub_controller,
+    )
+    from metapilot.models.validation import run_validation
     from typer.testing import CliRunner
 
-    from evidence_fixtures import POLICY_ID, insert_policy, kth_warehouse, objective_replay, stub_controller
     from metapilot.cli import app
-    from models.validation import run_validation
 
     db = tmp_path / "w.duckdb"
     con = kth_warehouse(db)

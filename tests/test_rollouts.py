@@ -7,17 +7,33 @@ from datetime import datetime, timezone
 import numpy as np
 import polars as pl
 import pytest
-
 from controller_fixtures import CLUSTER, warehouse  # noqa: F401  (module-scoped fixture)
-from models.controller.dataset import (
-    NS_COLS, S_COLS, SOURCES, DatasetConfig, TupleRequest, build_dataset, build_tuples, to_episodes,
+from metapilot.models.controller.dataset import (
+    NS_COLS,
+    S_COLS,
+    SOURCES,
+    DatasetConfig,
+    TupleRequest,
+    build_dataset,
+    build_tuples,
+    to_episodes,
 )
-from models.controller.objectives import OBJECTIVES, U, W
-from models.controller.replay import replay_objectives
-from models.simulator.env import EpochReplay, aggregates_frame, load_replay_window
-from models.simulator.rollouts import RolloutConfig, behaviours, replay_source, rollout
-from transforms.reward import reward_from_aggregates
-from transforms.state import state_from_frame
+from metapilot.models.controller.objectives import OBJECTIVES, U, W
+from metapilot.models.controller.replay import replay_objectives
+from metapilot.models.simulator.env import (
+    EpochReplay,
+    aggregates_frame,
+)
+from metapilot.models.simulator.capacity import Capacity
+from metapilot.warehouse.sim_store import load_replay_window
+from metapilot.models.simulator.rollouts import (
+    RolloutConfig,
+    behaviours,
+    replay_source,
+    rollout,
+)
+from metapilot.transforms.reward import reward_from_aggregates
+from metapilot.transforms.state import state_from_frame
 
 UTC = timezone.utc
 REQ = TupleRequest(CLUSTER, None, datetime(1996, 10, 15, tzinfo=UTC), datetime(1996, 10, 18, tzinfo=UTC), seed=3)
@@ -71,8 +87,8 @@ def test_tuples_reconcile_with_the_replay(warehouse, tuples):
     aggregates, rewards from the queue at each epoch's end and the epoch's utilisation."""
     traj = tuples.filter((pl.col("behaviour_policy") == "hold-6") & (pl.col("seed") == 3)).sort("epoch_start")
     actions = traj["action"].to_numpy()
-    wl, cap = load_replay_window(warehouse, CLUSTER, REQ.window_from, REQ.window_to)
-    rows, used = rollout(EpochReplay(wl, cap), actions)
+    wl, cap_rows = load_replay_window(warehouse, CLUSTER, REQ.window_from, REQ.window_to)
+    rows, used = rollout(EpochReplay(wl, Capacity.from_rows(cap_rows)), actions)
     agg = aggregates_frame(rows, used, 3600)
     np.testing.assert_array_equal(traj.select(S_COLS).to_numpy(), state_from_frame(agg)[:-1])
     nxt, cur = agg.tail(N), agg.head(N)
@@ -112,12 +128,13 @@ def test_a_partition_window_and_the_env_from_the_warehouse(warehouse):
     validation does; the env can be built straight from a warehouse window."""
     from dataclasses import replace
 
-    from models.simulator.env import ObjectiveSwitchingEnv
+    from metapilot.models.simulator.env import ObjectiveSwitchingEnv
 
     part = replay_source(warehouse, replace(REQ, partition="batch"), RolloutConfig(seeds=1, random=True, hold_epochs=(),
                                                                                     epsilons=()))
     assert set(part["partition"]) == {"batch"} and part.height == N
-    env = ObjectiveSwitchingEnv.from_warehouse(warehouse, CLUSTER, REQ.window_from, REQ.window_to, partition="batch")
+    wl, cap_rows = load_replay_window(warehouse, CLUSTER, REQ.window_from, REQ.window_to, "batch")
+    env = ObjectiveSwitchingEnv(wl, Capacity.from_rows(cap_rows), partition="batch")
     obs, info = env.reset()
     assert info["cap_cpu"] == 100 and env.step(W)[4]["epoch"] == 1
     with pytest.raises(ValueError, match="capacity"):

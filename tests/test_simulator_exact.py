@@ -6,10 +6,13 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 import pytest
-
-from models.simulator import Capacity, Engine, simulate
-from test_workload import KTH_NORMALISED, REFERENCE, read_swf_frame  # the tiny SWF reader
-from transforms.workload import Workload, normalise
+from metapilot.models.simulator import Capacity, Engine, simulate
+from metapilot.transforms.workload import Workload, normalise
+from test_workload import (  # the tiny SWF reader
+    KTH_NORMALISED,
+    REFERENCE,
+    read_swf_frame,
+)
 
 KTH_CAP = Capacity.single(100)
 

@@ -13,10 +13,9 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from models.simulator import BASELINES, Capacity, Engine, simulate
-from models.simulator.policies import POLICIES, policy_code, score
-from transforms.workload import Workload
+from metapilot.models.simulator import BASELINES, Capacity, Engine, simulate
+from metapilot.models.simulator.policies import POLICIES, policy_code, score
+from metapilot.transforms.workload import Workload
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,9 +11,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-
-from models.simulator import BASELINES, Capacity, Engine, simulate
-from transforms.workload import Workload
+from metapilot.models.simulator import BASELINES, Capacity, Engine, simulate
+from metapilot.transforms.workload import Workload
 
 
 def workload(*jobs: tuple, partitions: tuple = (None,)) -> Workload:

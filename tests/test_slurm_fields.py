@@ -8,8 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-
-from transforms import slurm_fields as sf
+from metapilot.transforms import slurm_fields as sf
 
 DATA = Path(__file__).resolve().parent / "data"
 XDMOD = DATA / "slurm" / "xdmod-unit"

@@ -8,10 +8,10 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+from metapilot.warehouse.db import connect
 from typer.testing import CliRunner
 
 from metapilot.cli import app
-from warehouse.db import connect
 
 UTC = timezone.utc
 

@@ -9,16 +9,27 @@ from datetime import datetime, timezone
 import numpy as np
 import polars as pl
 import pytest
+from controller_fixtures import CLUSTER, load_warehouse, read_swf
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from controller_fixtures import CLUSTER, load_warehouse, read_swf
-from metapilot.config import SQL_DIR
-from transforms.asrun_state import aggregates_at, asrun_aggregates, capacity_at, to_epoch_s
-from transforms.reward import RewardConfig, reward_from_aggregates, utilisation
-from transforms.state import (
-    AGGREGATES, FEATURE_NAMES, FEATURES, N_FEATURES, StateConfig, local_seconds, state_from_aggregates,
+from metapilot.transforms.asrun_state import capacity_at, to_epoch_s
+from metapilot.transforms.reward import (
+    RewardConfig,
+    reward_from_aggregates,
+    utilisation,
 )
+from metapilot.transforms.state import (
+    AGGREGATES,
+    FEATURE_NAMES,
+    FEATURES,
+    N_FEATURES,
+    StateConfig,
+    local_seconds,
+    state_from_aggregates,
+)
+from metapilot.warehouse.asrun_queries import aggregates_at, asrun_aggregates
+
+from metapilot.ground.paths import SQL_DIR
 
 T0 = to_epoch_s("2024-01-01T00:00:00")  # a Monday, 00:00 UTC
 

@@ -17,9 +17,19 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from transforms.canonical import PARSED_SCHEMA, SLURM_STATES, conform, empty_jobs
-from transforms.validation import SUITE_PATH, SuiteError, ValidationOutcome, load_suite, validate_jobs
+from metapilot.transforms.canonical import (
+    PARSED_SCHEMA,
+    SLURM_STATES,
+    conform,
+    empty_jobs,
+)
+from metapilot.transforms.validation import (
+    SUITE_PATH,
+    SuiteError,
+    ValidationOutcome,
+    load_suite,
+    validate_jobs,
+)
 
 SUITE = json.loads(SUITE_PATH.read_text())
 ROW_LEVEL = [e for e in SUITE["expectations"] if not e["type"].startswith("expect_table_")]
@@ -123,7 +133,7 @@ def same_outcome(a: ValidationOutcome, b: ValidationOutcome) -> None:
 
 
 def test_suite_is_a_gx_suite_in_step_with_the_canonical_record():
-    from transforms.parsers import FORMATS
+    from metapilot.transforms.parsers import FORMATS
 
     suite = load_suite()  # imports GX quietly first
     import great_expectations as gx

@@ -10,19 +10,35 @@ from datetime import timedelta
 import numpy as np
 import polars as pl
 import pytest
-
 from evidence_fixtures import (
-    CLUSTER, POLICY_ID, TRAIN_FROM, TRAIN_TO, VALID_TO, insert_policy, kth_warehouse, objective_replay,
-    stub_controller, write_test_artifact,
+    CLUSTER,
+    POLICY_ID,
+    TRAIN_FROM,
+    TRAIN_TO,
+    VALID_TO,
+    insert_policy,
+    kth_warehouse,
+    objective_replay,
+    stub_controller,
+    write_test_artifact,
 )
-from models.simulator import BASELINES, Capacity, simulate
-from models.validation import (
-    AS_RUN, CONTROLLER, FIXED_U, FIXED_W, METRICS, baseline_name, bootstrap_mean_ci, controller_differences,
-    run_validation, verdict, winners,
+from metapilot.models.simulator import BASELINES, Capacity, simulate
+from metapilot.models.validation import (
+    AS_RUN,
+    CONTROLLER,
+    FIXED_U,
+    FIXED_W,
+    METRICS,
+    baseline_name,
+    bootstrap_mean_ci,
+    controller_differences,
+    run_validation,
+    verdict,
+    winners,
 )
-from transforms.workload import normalise
-from warehouse.sim_store import load_capacity, load_window
-from warehouse.validation_store import load_validation
+from metapilot.transforms.workload import normalise
+from metapilot.warehouse.sim_store import load_capacity, load_window
+from metapilot.warehouse.validation_store import load_validation
 
 REPLAY, REAL_REPLAY = objective_replay()
 REPLAY_ID = "real-replay" if REAL_REPLAY else "stub-replay"
@@ -198,8 +214,8 @@ def test_backlog_utilisation_by_hand():
     EASY backfills C at 5: backlog [0, 10) (B waits), used 1 x 10 + 1 x 5 = 15 of 2 x 10 -> 0.75.
     No backfilling: C waits until 20: backlog [0, 20), used 1 x 10 (A) + 2 x 10 (B) = 30 of 40 -> 0.75.
     Nobody waits (4 cores): None."""
-    from models.validation import backlog_utilisation
-    from transforms.workload import Workload
+    from metapilot.models.validation import backlog_utilisation
+    from metapilot.transforms.workload import Workload
 
     w = Workload.from_arrays(submit=[0, 0, 5], run=[10, 10, 5], cores=[1, 2, 1])
     easy = simulate(w, Capacity.single(2), "FCFS", "easy")
@@ -233,7 +249,7 @@ def test_verdict_is_plain(val):
 
 
 def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
-    import models.validation as mv
+    import metapilot.models.validation as mv
 
     monkeypatch.setattr(mv, "load_objective_replay", lambda: (None, "the objective-switching replay is not built"))
     vid = run_validation(wh, POLICY_ID, TRAIN_TO, TRAIN_TO + timedelta(days=7))
@@ -268,8 +284,8 @@ def test_published_policy_drives_the_controller(wh, tmp_path):
 
 
 def test_window_notes_and_errors(wh):
-    from models.validation import choose_window
-    from warehouse.validation_store import policy_row
+    from metapilot.models.validation import choose_window
+    from metapilot.warehouse.validation_store import policy_row
 
     row = policy_row(wh, POLICY_ID)
     w = choose_window(wh, row)

@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
-from transforms.workload import Workload, normalise
+from metapilot.transforms.workload import Workload, normalise
 
 DATA = Path(__file__).resolve().parent / "data"
 REFERENCE = DATA / "reference"

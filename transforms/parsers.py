@@ -12,9 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-
-from transforms.canonical import ParseResult, empty_jobs, empty_quarantine, quarantine_rows
-from transforms.lines import CHUNK_BYTES, iter_line_chunks, open_binary, read_head
+from metapilot.transforms.canonical import (
+    ParseResult,
+    empty_jobs,
+    empty_quarantine,
+    quarantine_rows,
+)
+from metapilot.transforms.lines import (
+    CHUNK_BYTES,
+    iter_line_chunks,
+    open_binary,
+    read_head,
+)
 
 FORMATS = ("sacct", "sacct-json", "pbs", "swf")
 
@@ -45,7 +54,7 @@ def _with_bad_lines(res: ParseResult, bad: pl.DataFrame) -> ParseResult:
 
 
 def _resolve_format(path: Path, opts: ParseOptions, head: list[str]) -> str:
-    from transforms.detect import detect_format
+    from metapilot.transforms.detect import detect_format
 
     if opts.fmt != "auto":
         if opts.fmt not in FORMATS:
@@ -70,7 +79,7 @@ def iter_parse(path: str | Path, opts: ParseOptions) -> Iterator[tuple[ParseResu
     fmt = _resolve_format(path, opts, head)
     opts.detected = fmt
     if fmt == "sacct-json":
-        from transforms.sacct_json import parse_sacct_json
+        from metapilot.transforms.sacct_json import parse_sacct_json
 
         with open_binary(path) as f:
             text = f.read().decode("utf-8", errors="replace")
@@ -83,7 +92,7 @@ def iter_parse(path: str | Path, opts: ParseOptions) -> Iterator[tuple[ParseResu
         n_jobs += res.jobs.height
         yield _with_bad_lines(res, chunk.bad), chunk.lines
     if fmt == "swf":
-        from transforms.swf import parse_swf_header, swf_count_warning
+        from metapilot.transforms.swf import parse_swf_header, swf_count_warning
 
         warning = swf_count_warning(parse_swf_header(head), n_jobs)
         if warning:
@@ -93,15 +102,15 @@ def iter_parse(path: str | Path, opts: ParseOptions) -> Iterator[tuple[ParseResu
 def _chunk_parser(fmt: str, head: list[str], opts: ParseOptions):
     """A function chunk -> ParseResult for a line-oriented format, configured from the file's head."""
     if fmt == "swf":
-        from transforms.swf import parse_swf_chunk, parse_swf_header
+        from metapilot.transforms.swf import parse_swf_chunk, parse_swf_header
 
         header = parse_swf_header(head)
         return lambda chunk: parse_swf_chunk(chunk, header, opts.cluster)
     if fmt == "pbs":
-        from transforms.pbs import parse_pbs_chunk
+        from metapilot.transforms.pbs import parse_pbs_chunk
 
         return lambda chunk: parse_pbs_chunk(chunk, opts.cluster, opts.timezone)
-    from transforms.sacct import sniff_sacct, parse_sacct_chunk
+    from metapilot.transforms.sacct import parse_sacct_chunk, sniff_sacct
 
     cfg = sniff_sacct(head, opts.delimiter, opts.fields)
     if cfg is None:

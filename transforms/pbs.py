@@ -44,8 +44,13 @@ import re
 from zoneinfo import ZoneInfo
 
 import polars as pl
-
-from transforms.canonical import ParseResult, conform, empty_jobs, empty_quarantine, quarantine_rows
+from metapilot.transforms.canonical import (
+    ParseResult,
+    conform,
+    empty_jobs,
+    empty_quarantine,
+    quarantine_rows,
+)
 
 _STAMP = r"^\d{2}/\d{2}/\d{4} \d{2}:\d{2}:\d{2}$"
 NON_JOB_TYPES = ("B", "F", "K", "k", "L", "U", "Y")

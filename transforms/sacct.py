@@ -19,9 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
-
-from transforms import slurm_fields as sf
-from transforms.canonical import ENDED_STATES, ParseResult, conform, empty_jobs, empty_quarantine
+from metapilot.transforms import slurm_fields as sf
+from metapilot.transforms.canonical import (
+    ENDED_STATES,
+    ParseResult,
+    conform,
+    empty_jobs,
+    empty_quarantine,
+)
 
 # Open XDMoD's headerless 26 fields (its Slurm shredder, current versions).
 XDMOD_FIELDS: list[str] = [

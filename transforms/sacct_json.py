@@ -13,10 +13,15 @@ import json
 from typing import Any
 
 import polars as pl
-
-from transforms import slurm_fields as sf
-from transforms.canonical import UTC_TS, ParseResult, conform, empty_jobs, quarantine_rows
-from transforms.sacct import NEVER_RAN_NODES, dedupe_jobs, finish_job_times
+from metapilot.transforms import slurm_fields as sf
+from metapilot.transforms.canonical import (
+    UTC_TS,
+    ParseResult,
+    conform,
+    empty_jobs,
+    quarantine_rows,
+)
+from metapilot.transforms.sacct import NEVER_RAN_NODES, dedupe_jobs, finish_job_times
 
 NO_VAL = 0xFFFFFFFE  # Slurm's "not set" for 32-bit fields; INFINITE is one more
 _RAW_MAX = 65536  # characters of an unusable document kept in quarantine

@@ -8,8 +8,7 @@ never a sentinel: the parsers decide which nulls are worth a quarantine row or a
 from __future__ import annotations
 
 import polars as pl
-
-from transforms.canonical import SLURM_STATES, UTC_TS
+from metapilot.transforms.canonical import SLURM_STATES, UTC_TS
 
 SACCT_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 

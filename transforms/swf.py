@@ -28,8 +28,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 import polars as pl
-
-from transforms.canonical import ParseResult, conform, empty_quarantine, quarantine_rows
+from metapilot.transforms.canonical import (
+    ParseResult,
+    conform,
+    empty_quarantine,
+    quarantine_rows,
+)
 
 SWF_FIELDS: tuple[str, ...] = (
     "job", "submit", "wait", "run", "alloc_procs", "avg_cpu", "used_mem_kb", "req_procs",

@@ -37,10 +37,12 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import polars as pl
 
+from metapilot.ground.paths import REPO_ROOT
+
 if TYPE_CHECKING:  # importing GX costs ~2.5 s: only when validation actually runs
     import great_expectations as gx
 
-SUITE_PATH = Path(__file__).resolve().parents[1] / "warehouse" / "expectations" / "jobs.json"
+SUITE_PATH = REPO_ROOT / "warehouse" / "expectations" / "jobs.json"
 SUITE_NAME = "metapilot_jobs"
 FAILED_SCHEMA: dict[str, pl.DataType] = {"source_line": pl.Int64, "reason": pl.Utf8}
 

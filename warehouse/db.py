@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from metapilot.config import SQL_DIR, db_path
+from metapilot.ground.paths import SQL_DIR, db_path
 
 if TYPE_CHECKING:
     import polars as pl
@@ -22,7 +22,7 @@ def apply_ddl(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def connect(db: str | Path | None = None, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Connect to the warehouse at `db` (see `metapilot.config.db_path`).
+    """Connect to the warehouse at `db` (see `metapilot.ground.paths.db_path`).
 
     Read-only connections refuse a missing database with an error that says what to run.
     """

@@ -9,11 +9,11 @@ and is reported with the line it happened at and what to do.
 from __future__ import annotations
 
 import glob
+import json
 import queue
+import re
 import tempfile
 import threading
-import json
-import re
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,13 +23,13 @@ from pathlib import Path
 
 import duckdb
 import polars as pl
+from metapilot.transforms.canonical import ParseResult
+from metapilot.transforms.parsers import ParseOptions, UnknownFormatError, iter_parse
+from metapilot.transforms.privacy import pseudonymise
+from metapilot.transforms.validation import validate_jobs
 
-from metapilot.config import sql_statements, sql_text
-from metapilot.files import sha256_file
-from transforms.canonical import ParseResult
-from transforms.parsers import ParseOptions, UnknownFormatError, iter_parse
-from transforms.privacy import pseudonymise
-from transforms.validation import validate_jobs
+from metapilot.ground.files import sha256_file
+from metapilot.ground.paths import sql_statements, sql_text
 
 
 class IngestError(Exception):

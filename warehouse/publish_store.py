@@ -9,7 +9,7 @@ from pathlib import Path
 
 import duckdb
 
-from metapilot.config import beside_db
+from metapilot.ground.paths import beside_db
 
 
 def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str | None, verdict: str | None,

@@ -6,7 +6,7 @@ import os
 import secrets
 from pathlib import Path
 
-from metapilot.config import db_path
+from metapilot.ground.paths import db_path
 
 
 def secret_path(db: str | Path | None = None) -> Path:

@@ -8,10 +8,12 @@ from datetime import datetime, timezone
 
 import duckdb
 import polars as pl
+from metapilot.warehouse.db import query_frame
 
-from metapilot.config import sql_text
-from metapilot.version import code_version
-from warehouse.db import query_frame
+from metapilot.ground.paths import sql_text
+from metapilot.ground.version import code_version
+from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
+from metapilot.transforms.workload import Workload, normalise
 
 
 def load_window(con: duckdb.DuckDBPyConnection, cluster: str, start: datetime | None = None,
@@ -28,6 +30,23 @@ def load_capacity(con: duckdb.DuckDBPyConnection, cluster: str, at: datetime | N
         raise LookupError(f"no capacity known for cluster {cluster!r}: ingest its logs or load a config with "
                           f"`metapilot capacity --config clusters.toml` (clusters with jobs: {', '.join(known) or 'none'})")
     return rows
+
+
+def load_replay_window(con: duckdb.DuckDBPyConnection, cluster: str, window_from: TimeLike, window_to: TimeLike,
+                       partition: str | None = None) -> tuple[Workload, pl.DataFrame]:
+    """Jobs submitted in the window (normalised, time zero = window start) and the capacity rows
+    in force at its start: the partition's own pool, else the whole cluster's (as validation does).
+    The simulator takes both as they are (`Capacity.from_rows`)."""
+    start = datetime.fromtimestamp(to_epoch_s(window_from), tz=timezone.utc)
+    end = datetime.fromtimestamp(to_epoch_s(window_to), tz=timezone.utc)
+    jobs = load_window(con, cluster, start, end, partition)
+    rows = load_capacity(con, cluster, start)
+    if partition is not None:
+        own = rows.filter(pl.col("partition") == partition)
+        rows = own if own.height else rows.filter(pl.col("partition") == "*")
+        if rows.height == 0:
+            raise LookupError(f"no capacity for partition {partition!r} of {cluster} (nor for '*')")
+    return normalise(jobs, start), rows
 
 
 def store_run(con: duckdb.DuckDBPyConnection, *, cluster: str, partition: str | None, window_from: datetime | None,

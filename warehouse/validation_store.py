@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 
 import duckdb
 import polars as pl
+from metapilot.warehouse.db import query_frame
 
-from metapilot.version import code_version
-from warehouse.db import query_frame
+from metapilot.ground.version import code_version
 
 VALIDATION_COLUMNS: tuple[str, ...] = (
     "validation_id", "policy_id", "contender", "wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s",

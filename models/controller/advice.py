@@ -1,7 +1,7 @@
 """Advice from a published policy: the recommended objective for a moment or a given state.
 
 The hot path: verified TorchScript policy (loaded once), the state of one epoch boundary from the
-warehouse (`transforms.asrun_state.aggregates_at`, the same SQL as the training tuples), one
+warehouse (`warehouse.asrun_queries.aggregates_at`, the same SQL as the training tuples), one
 forward pass. No d3rlpy, no Prefect.
 """
 
@@ -12,10 +12,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-
-from models.controller.artifact import ScriptedPolicy, find_policy, load_policy
-from models.controller.objectives import OBJECTIVES, action_meanings
-from transforms.state import AGGREGATES, FEATURE_NAMES, N_FEATURES, state_from_aggregates
+from metapilot.models.controller.artifact import (
+    ScriptedPolicy,
+    find_policy,
+    load_policy,
+)
+from metapilot.models.controller.objectives import OBJECTIVES, action_meanings
+from metapilot.transforms.state import (
+    AGGREGATES,
+    FEATURE_NAMES,
+    N_FEATURES,
+    state_from_aggregates,
+)
 
 
 @dataclass
@@ -77,8 +85,9 @@ class Advisor:
 
     def state_at(self, con, at) -> np.ndarray:
         """The state of the policy's cluster at `at` (the as-run aggregates of that boundary)."""
-        from transforms.asrun_state import aggregates_at, to_epoch_s
-        from transforms.state import state_from_frame
+        from metapilot.transforms.asrun_state import to_epoch_s
+        from metapilot.transforms.state import state_from_frame
+        from metapilot.warehouse.asrun_queries import aggregates_at
 
         part = None if self.partition == "*" else self.partition
         agg = aggregates_at(con, self.cluster, np.array([to_epoch_s(at)]), partition=part, config=self.policy.state_config)

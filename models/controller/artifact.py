@@ -32,12 +32,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from metapilot.models.controller.objectives import (
+    OBJECTIVE_SPECS,
+    OBJECTIVES,
+    action_meanings,
+)
+from metapilot.transforms.state import (
+    AGGREGATES,
+    FEATURE_NAMES,
+    N_FEATURES,
+    StateConfig,
+    feature_table,
+)
 
-from metapilot.config import beside_db
-from metapilot.files import sha256_file
-from metapilot.version import code_version
-from models.controller.objectives import OBJECTIVES, OBJECTIVE_SPECS, action_meanings
-from transforms.state import AGGREGATES, FEATURE_NAMES, N_FEATURES, StateConfig, feature_table
+from metapilot.ground.files import sha256_file
+from metapilot.ground.paths import beside_db
+from metapilot.ground.version import code_version
 
 SUMS = "SHA256SUMS"
 FILES = ("policy.pt", "model.pt", "d3rlpy_config.json", "model_card.json")
@@ -148,7 +158,7 @@ def _write_sums(folder: Path) -> str:
 def build_card(result, splits, *, policy_id: str, cluster: str, partition: str | None, created_at: datetime,
                dataset_sha256: str, replay: dict | None) -> dict:
     """The model card (SPEC §9) as a plain dict."""
-    from models.controller.dataset import window_days
+    from metapilot.models.controller.dataset import window_days
 
     cfg = result.config
     st = splits.train
@@ -251,9 +261,8 @@ def publish(
     (re-publishing replaces the folder and the row).
     """
     import torch
-
-    from models.controller.dataset import dataset_hash
-    from models.controller.train import module_states
+    from metapilot.models.controller.dataset import dataset_hash
+    from metapilot.models.controller.train import module_states
 
     created_at = created_at or datetime.now(timezone.utc)
     states = module_states(result.algo)
@@ -405,9 +414,8 @@ def load_policy(folder: str | Path, expected_sums_sha256: str | None = None) -> 
 def load_d3rlpy(folder: str | Path, device: str = "cpu", expected_sums_sha256: str | None = None):
     """Verify the folder and rebuild the d3rlpy algorithm from its config and weights."""
     import torch
-
-    from models.controller.d3 import import_d3rlpy
-    from models.controller.train import load_module_states
+    from metapilot.models.controller.d3 import import_d3rlpy
+    from metapilot.models.controller.train import load_module_states
 
     folder = Path(folder)
     verify(folder, expected_sums_sha256)

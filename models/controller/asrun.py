@@ -15,11 +15,12 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import polars as pl
-
-from models.controller.objectives import OBJECTIVES, W, sort_keys
-from transforms.asrun_state import TimeLike, asrun_aggregates, asrun_queues, epoch_grid
-from transforms.reward import RewardConfig
-from transforms.state import StateConfig
+from metapilot.models.controller.objectives import OBJECTIVES, W, sort_keys
+from metapilot.models.controller.tuples import tuples_from_aggregates
+from metapilot.transforms.asrun_state import TimeLike, epoch_grid
+from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.state import StateConfig
+from metapilot.warehouse.asrun_queries import asrun_aggregates, asrun_queues
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def infer_actions(
 ) -> pl.DataFrame:
     """One row per epoch of `grid`: epoch_start, tau_<objective>..., n_started, action, inferred.
 
-    `queues` from `transforms.asrun_state.asrun_queues`; `aggregates` gives the free resources at
+    `queues` from `warehouse.asrun_queries.asrun_queues`; `aggregates` gives the free resources at
     each boundary (cap_* - used_*). Loops over epochs (not jobs), each one vectorised.
     """
     n = len(grid)
@@ -130,8 +131,6 @@ def asrun_tuples(
     capacity: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """The as-run tuples of a window: one per epoch, source 'as-run', with the inferred actions."""
-    from models.controller.dataset import tuples_from_aggregates
-
     agg = asrun_aggregates(con, cluster, window_from, window_to, partition=partition,
                            config=state_config, capacity=capacity)
     grid = epoch_grid(window_from, window_to, state_config.epoch_s)

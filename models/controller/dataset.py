@@ -13,121 +13,33 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
 import duckdb
 import numpy as np
 import polars as pl
-
-from models.controller.objectives import OBJECTIVES
-from transforms.asrun_state import TimeLike, query_pl, to_epoch_s
-from transforms.reward import RewardConfig, reward_from_aggregates
-from transforms.state import FEATURE_NAMES, FEATURES, N_FEATURES, StateConfig, state_from_frame
-
-UTC = pl.Datetime("us", "UTC")
-S_COLS: tuple[str, ...] = tuple(f"s_{n}" for n in FEATURE_NAMES)
-NS_COLS: tuple[str, ...] = tuple(f"ns_{n}" for n in FEATURE_NAMES)
-KEY_COLS: tuple[str, ...] = ("cluster", "partition", "window_from", "window_to", "epoch_start", "epoch_s",
-                             "source", "behaviour_policy", "seed", "state_spec")
-TUPLE_SCHEMA: dict[str, pl.DataType] = (
-    {"cluster": pl.Utf8, "partition": pl.Utf8, "window_from": UTC, "window_to": UTC, "epoch_start": UTC,
-     "epoch_s": pl.Int64, "source": pl.Utf8, "behaviour_policy": pl.Utf8, "seed": pl.Int64, "state_spec": pl.Utf8}
-    | {c: pl.Float32 for c in S_COLS}
-    | {"action": pl.Int32, "reward": pl.Float64}
-    | {c: pl.Float32 for c in NS_COLS}
-    | {"terminal": pl.Boolean}
+from metapilot.models.controller.asrun import asrun_tuples
+from metapilot.models.controller.objectives import OBJECTIVES
+from metapilot.models.controller.tuples import (  # noqa: F401  (re-exported: the dataset's vocabulary)
+    KEY_COLS,
+    NS_COLS,
+    S_COLS,
+    TRAJECTORY_KEYS,
+    TUPLE_COLUMNS,
+    TUPLE_SCHEMA,
+    UTC,
+    as_utc,
+    conform_exprs,
+    conform_tuples,
+    state_spec,
+    tuples_from_aggregates,
 )
-TUPLE_COLUMNS: tuple[str, ...] = tuple(TUPLE_SCHEMA)
-TRAJECTORY_KEYS: tuple[str, ...] = ("cluster", "partition", "window_from", "source", "behaviour_policy", "seed")
-
-
-def state_spec(state_config: StateConfig, reward_config: RewardConfig) -> str:
-    """Short hash of what a tuple's numbers mean: features, their normalisation, configs, actions."""
-    doc = {
-        "features": [[f.name, f.normalisation] for f in FEATURES],
-        "state": state_config.to_dict(),
-        "reward": reward_config.to_dict(),
-        "actions": list(OBJECTIVES),
-    }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _ts(t: TimeLike) -> datetime:
-    return datetime.fromtimestamp(to_epoch_s(t), tz=timezone.utc)
-
-
-def tuples_from_aggregates(
-    aggregates: pl.DataFrame,
-    actions: np.ndarray,
-    *,
-    cluster: str,
-    partition: str | None,
-    window_from: TimeLike,
-    window_to: TimeLike,
-    source: str,
-    behaviour_policy: str,
-    seed: int | None,
-    state_config: StateConfig = StateConfig(),
-    reward_config: RewardConfig = RewardConfig(),
-    terminal_last: bool = False,
-) -> pl.DataFrame:
-    """Tuples of one trajectory from its aggregates at n + 1 consecutive boundaries and n actions.
-
-    Row k: s = state(boundary k), action k, reward of epoch k (queue at boundary k + 1, utilisation
-    `u_*` of row k), ns = state(boundary k + 1). The env's rollouts call this with the aggregates
-    they track, exactly as the as-run path does.
-    """
-    n = aggregates.height - 1
-    actions = np.asarray(actions, dtype=np.int64)
-    if n < 1 or actions.shape != (n,):
-        raise ValueError(f"need n + 1 boundaries for n actions: got {aggregates.height} boundaries, {actions.shape} actions")
-    if actions.min() < 0 or actions.max() >= len(OBJECTIVES):
-        raise ValueError(f"actions must be indices into {OBJECTIVES}")
-    states = state_from_frame(aggregates, state_config)
-    cur, nxt = aggregates.head(n), aggregates.tail(n)
-    rewards = reward_from_aggregates(
-        queue_len_end=nxt["queue_len"].to_numpy(), wait_mean_end_s=nxt["wait_mean_s"].to_numpy(),
-        u_cpu=cur["u_cpu"].to_numpy(), u_gpu=cur["u_gpu"].to_numpy(), u_mem=cur["u_mem"].to_numpy(),
-        cap_gpu=cur["cap_gpu"].to_numpy(), cap_mem=cur["cap_mem"].to_numpy(), config=reward_config,
-    )
-    terminal = np.zeros(n, dtype=bool)
-    terminal[-1] = terminal_last
-    frame = pl.DataFrame(
-        {
-            "epoch_start": (cur["epoch_start"].to_numpy().astype(np.int64) * 1_000_000),
-            **{c: states[:n, i] for i, c in enumerate(S_COLS)},
-            "action": actions.astype(np.int32),
-            "reward": rewards,
-            **{c: states[1:, i] for i, c in enumerate(NS_COLS)},
-            "terminal": terminal,
-        }
-    ).with_columns(pl.col("epoch_start").cast(UTC))
-    return frame.with_columns(
-        pl.lit(cluster).alias("cluster"),
-        pl.lit(partition or "*").alias("partition"),
-        pl.lit(_ts(window_from)).cast(UTC).alias("window_from"),
-        pl.lit(_ts(window_to)).cast(UTC).alias("window_to"),
-        pl.lit(int(state_config.epoch_s)).cast(pl.Int64).alias("epoch_s"),
-        pl.lit(source).alias("source"),
-        pl.lit(behaviour_policy).alias("behaviour_policy"),
-        pl.lit(seed, dtype=pl.Int64).alias("seed"),
-        pl.lit(state_spec(state_config, reward_config)).alias("state_spec"),
-    ).select(conform_exprs())
-
-
-def conform_exprs() -> list[pl.Expr]:
-    return [pl.col(c).cast(t) for c, t in TUPLE_SCHEMA.items()]
-
-
-def conform_tuples(frame: pl.DataFrame) -> pl.DataFrame:
-    """Check a source's frame has every tuple column, and cast/order it."""
-    missing = [c for c in TUPLE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"tuple frame lacks columns {missing}")
-    return frame.select(conform_exprs())
-
+from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
+from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.state import N_FEATURES, StateConfig
+from metapilot.warehouse.asrun_queries import query_pl
 
 # --- sources ---------------------------------------------------------------------------------
 
@@ -150,15 +62,13 @@ class TupleSource(Protocol):
 
 
 def _asrun_source(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> pl.DataFrame:
-    from models.controller.asrun import asrun_tuples
-
     return asrun_tuples(con, request.cluster, request.window_from, request.window_to,
                         partition=request.partition, state_config=request.state, reward_config=request.reward)
 
 
 SOURCES: dict[str, TupleSource] = {"as-run": _asrun_source}
 # Sources living in other packages: importing the module must call `register_source(name, fn)`.
-SOURCE_MODULES: dict[str, str] = {"replay": "models.simulator.rollouts"}
+SOURCE_MODULES: dict[str, str] = {"replay": "metapilot.models.simulator.rollouts"}
 
 
 def register_source(name: str, source: TupleSource) -> None:
@@ -181,7 +91,7 @@ def build_tuples(con: duckdb.DuckDBPyConnection, request: TupleRequest, sources:
             raise KeyError(f"unknown tuple source {name!r}; registered: {sorted(SOURCES)}")
         frames.append(conform_tuples(SOURCES[name](con, request)))
     out = pl.concat(frames) if frames else pl.DataFrame(schema=TUPLE_SCHEMA)
-    lo, hi = _ts(request.window_from), _ts(request.window_to)
+    lo, hi = as_utc(request.window_from), as_utc(request.window_to)
     bad = out.filter((pl.col("epoch_start") < lo) | (pl.col("epoch_start") >= hi)).height
     if bad:
         raise ValueError(f"{bad} tuples outside the window {lo} .. {hi}: a source leaked across the time split")
@@ -232,10 +142,10 @@ def load_tuples(
     params: dict = {"cluster": cluster, "partition": partition or "*"}
     if epochs_from is not None:
         q += " AND epoch_start >= $lo"
-        params["lo"] = _ts(epochs_from)
+        params["lo"] = as_utc(epochs_from)
     if epochs_to is not None:
         q += " AND epoch_start < $hi"
-        params["hi"] = _ts(epochs_to)
+        params["hi"] = as_utc(epochs_to)
     if spec is not None:
         q += " AND state_spec = $spec"
         params["spec"] = spec
@@ -309,7 +219,7 @@ def default_validation_window(
     if end - t1 < epoch_s:
         return None
     end = t1 + ((end - t1) // epoch_s) * epoch_s
-    return _ts(t1), _ts(end)
+    return as_utc(t1), as_utc(end)
 
 
 def build_dataset(
@@ -331,7 +241,7 @@ def build_dataset(
     """
     spec = state_spec(config.state, config.reward)
     notes: list[str] = []
-    train_w = (_ts(train_from), _ts(train_to))
+    train_w = (as_utc(train_from), as_utc(train_to))
     if valid_from is None and valid_to is None:
         valid_w = default_validation_window(con, cluster, train_from, train_to, config.validation_share, config.state.epoch_s)
         if valid_w is None:
@@ -339,7 +249,7 @@ def build_dataset(
     else:
         if valid_from is None or valid_to is None:
             raise ValueError("give both --valid-from and --valid-to, or neither")
-        valid_w = (_ts(valid_from), _ts(valid_to))
+        valid_w = (as_utc(valid_from), as_utc(valid_to))
         if valid_w[0] < train_w[1]:
             raise ValueError(f"validation window starts {valid_w[0]} before training ends {train_w[1]}: the split must be by time")
 
@@ -449,7 +359,7 @@ def to_mdp_dataset(frame: pl.DataFrame, fast_sampling: bool = True):
     instead of d3rlpy's per-transition Python loop (same distribution, ~3 ms less per step on
     2 cores; the global numpy RNG that `d3rlpy.seed` sets drives it).
     """
-    from models.controller.d3 import import_d3rlpy
+    from metapilot.models.controller.d3 import import_d3rlpy
 
     import_d3rlpy()
     from d3rlpy.constants import ActionSpace

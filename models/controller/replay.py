@@ -16,14 +16,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
-
-from models.controller.objectives import OBJECTIVE_SPECS, OBJECTIVES
-from models.simulator import SimResult
-from models.simulator.capacity import Capacity
-from models.simulator.env import EpochReplay, StateEncoder, aggregates_frame
-from transforms.reward import RewardConfig, reward_from_aggregates
-from transforms.state import N_FEATURES, StateConfig
-from transforms.workload import Workload
+from metapilot.models.controller.objectives import OBJECTIVE_SPECS, OBJECTIVES
+from metapilot.models.simulator import SimResult
+from metapilot.models.simulator.capacity import Capacity
+from metapilot.models.simulator.env import EpochReplay, StateEncoder, aggregates_frame
+from metapilot.transforms.reward import RewardConfig, reward_from_aggregates
+from metapilot.transforms.state import N_FEATURES, StateConfig
+from metapilot.transforms.workload import Workload
 
 StatePolicy = Callable[[np.ndarray], int]
 

@@ -20,10 +20,14 @@ from typing import Any, Callable
 
 import numpy as np
 import polars as pl
-
-from models.controller.d3 import import_d3rlpy
-from models.controller.dataset import S_COLS, observations, to_episodes, to_mdp_dataset
-from models.controller.objectives import OBJECTIVES, U
+from metapilot.models.controller.d3 import import_d3rlpy
+from metapilot.models.controller.dataset import (
+    S_COLS,
+    observations,
+    to_episodes,
+    to_mdp_dataset,
+)
+from metapilot.models.controller.objectives import OBJECTIVES, U
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
 ReplayEvaluator = Callable[[PolicyFn], dict[str, float]]
@@ -136,7 +140,12 @@ def _scaler_stats(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def make_algo(name: str, config: TrainConfig, mean: np.ndarray, std: np.ndarray):
     """A d3rlpy algorithm object (not yet built) for `name` with the shared settings."""
     import_d3rlpy()
-    from d3rlpy.algos import DiscreteBCConfig, DiscreteBCQConfig, DiscreteCQLConfig, DoubleDQNConfig
+    from d3rlpy.algos import (
+        DiscreteBCConfig,
+        DiscreteBCQConfig,
+        DiscreteCQLConfig,
+        DoubleDQNConfig,
+    )
     from d3rlpy.models import VectorEncoderFactory
     from d3rlpy.preprocessing import MultiplyRewardScaler, StandardObservationScaler
 

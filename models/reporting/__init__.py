@@ -2,7 +2,7 @@
 print-friendly), report.md and report.json for one cluster and ISO week, and publishes the
 Markdown as a Prefect artifact when it runs inside a flow.
 
-    from models.reporting import build_report
+    from metapilot.models.reporting import build_report
     info = build_report(con, "KTH-SP2", "1997-W10", "warehouse/reports")
 """
 
@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import duckdb
-
-    from models.roi import RoiConfig
+    from metapilot.models.roi import RoiConfig
 
 
 def publish_markdown_artifact(md: str, key: str | None = None, description: str | None = None) -> Any:
@@ -44,8 +43,8 @@ def build_report(con: duckdb.DuckDBPyConnection, cluster: str, week: str | None,
                  roi_config: RoiConfig | None = None, generated_at: datetime | None = None) -> dict:
     """Write `<out_dir>/<cluster>/<week>/report.{html,md,json}` (week None: the last complete week
     in the data) and return the report data, with `files` naming what was written."""
-    from models.reporting.data import collect, last_complete_week
-    from models.reporting.render import render_html, render_markdown
+    from metapilot.models.reporting.data import collect, last_complete_week
+    from metapilot.models.reporting.render import render_html, render_markdown
 
     week = week or last_complete_week(con, cluster)
     report = collect(con, cluster, week, roi_config=roi_config, generated_at=generated_at)
@@ -72,13 +71,12 @@ def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: 
 
     import numpy as np
     import polars as pl
-
-    from models.controller.artifact import find_policy, load_policy
-    from models.controller.objectives import OBJECTIVES
-    from models.reporting.data import parse_week
-    from transforms.asrun_state import asrun_aggregates
-    from transforms.state import state_from_frame
-    from warehouse.validation_store import policy_row, store_recommendations
+    from metapilot.models.controller.artifact import find_policy, load_policy
+    from metapilot.models.controller.objectives import OBJECTIVES
+    from metapilot.models.reporting.data import parse_week
+    from metapilot.transforms.state import state_from_frame
+    from metapilot.warehouse.asrun_queries import asrun_aggregates
+    from metapilot.warehouse.validation_store import policy_row, store_recommendations
 
     row = policy_row(con, policy_id)
     folder = Path(row["path"]) if row.get("path") and Path(row["path"]).is_dir() else find_policy(policy_id, db)

@@ -11,9 +11,9 @@ from typing import Any
 
 import duckdb
 import polars as pl
+from metapilot.warehouse.db import query_frame
 
-from metapilot.config import sql_text
-from warehouse.db import query_frame
+from metapilot.ground.paths import sql_text
 
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
 WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$")
@@ -76,7 +76,7 @@ def rows(df: pl.DataFrame) -> list[dict]:
 def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_config=None,
             generated_at: datetime | None = None) -> dict:
     """Every number of the report for `cluster` and ISO `week`, as plain data."""
-    from metapilot.version import code_version
+    from metapilot.ground.version import code_version
 
     week_start = parse_week(week)
     p = {"cluster": cluster, "week_start": week_start}
@@ -137,7 +137,7 @@ def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: d
 
 
 def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
-    from models.validation import shown_metrics, verdict, winners
+    from metapilot.models.validation import shown_metrics, verdict, winners
 
     table = report_sql(con, "latest_validation", cluster=cluster) if _has_table(con, "validations") else pl.DataFrame()
     if table.height == 0:
@@ -164,7 +164,7 @@ def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
 
 
 def _roi(validation: dict, roi_config) -> dict:
-    from models.roi import RoiConfig, assumptions, roi_from_validation
+    from metapilot.models.roi import RoiConfig, assumptions, roi_from_validation
 
     cfg = roi_config or RoiConfig()
     out = {"config": cfg.to_dict()}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 
-from models.reporting import plots
+from metapilot.models.reporting import plots
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("glance", "Week at a glance"),
@@ -148,7 +148,7 @@ def size_table(report: dict) -> tuple[list[str], list[list[str]]]:
 
 def validation_table(report: dict) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Contender rows; each cell is (text, is_winner_of_its_column)."""
-    from models.validation import METRIC_BY_COLUMN
+    from metapilot.models.validation import METRIC_BY_COLUMN
 
     v = report["validation"]
     metrics = [METRIC_BY_COLUMN[c] for c in v["metrics"]]
@@ -168,7 +168,7 @@ def validation_table(report: dict) -> tuple[list[str], list[list[tuple[str, bool
 
 
 def diffs_table(report: dict) -> tuple[list[str], list[list[str]]]:
-    from models.validation import METRIC_BY_COLUMN, interval_word
+    from metapilot.models.validation import METRIC_BY_COLUMN, interval_word
 
     head = ["measure", "compared with", "MetaPilot", "reference", "difference", "weekly 95% CI", "weeks", "reading"]
     body = []
@@ -186,7 +186,7 @@ def diffs_table(report: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def roi_table(report: dict) -> tuple[list[str], list[list[str]]]:
-    from models.roi import RoiResult, roi_rows
+    from metapilot.models.roi import RoiResult, roi_rows
 
     results = [RoiResult.from_dict(r) for r in report["roi"]["results"]]
     head = ["", *[f"vs {r.reference_kind}" for r in results]]

@@ -18,12 +18,16 @@ from collections.abc import Callable
 
 import duckdb
 import numpy as np
-
-from models.controller.dataset import TupleRequest
-from models.controller.objectives import OBJECTIVES
-from models.controller.replay import ObjectiveReplayResult, batch_policy, replay_objectives
-from models.simulator.env import load_replay_window
-from transforms.asrun_state import epoch_grid
+from metapilot.models.controller.dataset import TupleRequest
+from metapilot.models.controller.objectives import OBJECTIVES
+from metapilot.models.controller.replay import (
+    ObjectiveReplayResult,
+    batch_policy,
+    replay_objectives,
+)
+from metapilot.models.simulator.capacity import Capacity
+from metapilot.transforms.asrun_state import epoch_grid
+from metapilot.warehouse.sim_store import load_replay_window
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
 
@@ -70,8 +74,9 @@ def replay_summary(result: ObjectiveReplayResult, window_epochs: int | None = No
 
 def make_replay_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> Callable[[PolicyFn], dict[str, float]]:
     """An evaluator of candidate policies on the request's (validation) window."""
-    workload, capacity = load_replay_window(con, request.cluster, request.window_from, request.window_to,
-                                            request.partition)
+    workload, rows = load_replay_window(con, request.cluster, request.window_from, request.window_to,
+                                      request.partition)
+    capacity = Capacity.from_rows(rows)
     e = int(request.state.epoch_s)
     n = len(epoch_grid(request.window_from, request.window_to, e))
 

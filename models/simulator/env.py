@@ -38,24 +38,32 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timezone
 from typing import Any
 
 import gymnasium as gym
 import numba as nb
 import numpy as np
 import polars as pl
-
-from models.controller.objectives import OBJECTIVE_SPECS, OBJECTIVES, W
-from models.simulator.capacity import WHOLE_CLUSTER, Capacity
-from models.simulator.engine import EXCLUDED, Engine, backfill_code
-from models.simulator.policies import policy_code
-from transforms.asrun_state import to_epoch_s
-from transforms.reward import RewardConfig, reward_from_aggregates, utilisation
-from transforms.state import (
-    AGGREGATES, LOG_COUNT_SCALE, LOG_TIME_SCALE, N_FEATURES, RATIO_CLIP, StateConfig, state_from_aggregates,
+from metapilot.models.controller.objectives import OBJECTIVE_SPECS, OBJECTIVES, W
+from metapilot.models.simulator.capacity import WHOLE_CLUSTER, Capacity
+from metapilot.models.simulator.engine import EXCLUDED, Engine, backfill_code
+from metapilot.models.simulator.policies import policy_code
+from metapilot.transforms.asrun_state import to_epoch_s
+from metapilot.transforms.reward import (
+    RewardConfig,
+    reward_from_aggregates,
+    utilisation,
 )
-from transforms.workload import Workload
+from metapilot.transforms.state import (
+    AGGREGATES,
+    LOG_COUNT_SCALE,
+    LOG_TIME_SCALE,
+    N_FEATURES,
+    RATIO_CLIP,
+    StateConfig,
+    state_from_aggregates,
+)
+from metapilot.transforms.workload import Workload
 
 # Index of each aggregate in the vectors `boundary_aggregates` returns (AGGREGATES order).
 A = {name: i for i, name in enumerate(AGGREGATES)}
@@ -503,34 +511,8 @@ class ObjectiveSwitchingEnv(gym.Env):
         info.update(u_cpu=float(u[0]), u_gpu=float(u[1]), u_mem=float(u[2]), epoch=rp.k, objective=OBJECTIVES[a])
         return obs, float(reward), bool(terminated), truncated, info
 
-    @classmethod
-    def from_warehouse(cls, con, cluster: str, window_from, window_to, *, partition: str | None = None,
-                       **kwargs: Any) -> ObjectiveSwitchingEnv:
-        """The env over the jobs of a warehouse window (`load_replay_window`)."""
-        workload, capacity = load_replay_window(con, cluster, window_from, window_to, partition)
-        return cls(workload, capacity, partition=partition, **kwargs)
-
-
-def load_replay_window(con, cluster: str, window_from, window_to,
-                       partition: str | None = None) -> tuple[Workload, Capacity]:
-    """Jobs submitted in the window (normalised, time zero = window start) and the capacity in
-    force at its start: the partition's own pool, else the whole cluster's (as validation does)."""
-    from transforms.workload import normalise
-    from warehouse.sim_store import load_capacity, load_window
-
-    start = datetime.fromtimestamp(to_epoch_s(window_from), tz=timezone.utc)
-    end = datetime.fromtimestamp(to_epoch_s(window_to), tz=timezone.utc)
-    jobs = load_window(con, cluster, start, end, partition)
-    rows = load_capacity(con, cluster, start)
-    if partition is not None:
-        own = rows.filter(pl.col("partition") == partition)
-        rows = own if own.height else rows.filter(pl.col("partition") == WHOLE_CLUSTER)
-        if rows.height == 0:
-            raise LookupError(f"no capacity for partition {partition!r} of {cluster} (nor for '*')")
-    return normalise(jobs, start), Capacity.from_rows(rows)
-
 
 __all__ = [
     "ObjectiveSwitchingEnv", "EpochReplay", "StateEncoder", "aggregates_dict", "aggregates_frame",
-    "capacity_totals", "epoch_reward", "load_replay_window", "objective_settings", "observation_bounds",
+    "capacity_totals", "epoch_reward", "objective_settings", "observation_bounds",
 ]

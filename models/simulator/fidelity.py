@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from metapilot.models.simulator import SimResult
 from scipy import stats
-
-from models.simulator import SimResult
 
 
 def fidelity(result: SimResult, jobs: pl.DataFrame) -> pl.DataFrame:

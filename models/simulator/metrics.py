@@ -9,13 +9,33 @@ week for weekly figures; it is null where the capacity is 0 or unknown (GPUs, me
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import polars as pl
+from metapilot.models.simulator.capacity import Capacity
+from metapilot.transforms.workload import Workload
 
-if TYPE_CHECKING:
-    from models.simulator import SimResult
+
+class SimResult(Protocol):
+    """What the metrics read of a replay (`result.SimResult`, which imports this module)."""
+
+    workload: Workload
+    capacity: Capacity
+    policy: str
+    backfill: str
+    start: np.ndarray
+    end: np.ndarray
+    pool: np.ndarray
+    cannot_fit: np.ndarray
+    wall_s: float
+    counters: dict[str, int]
+
+    @property
+    def wait(self) -> np.ndarray: ...
+
+    @property
+    def replayed(self) -> np.ndarray: ...
 
 BSLD_BOUND = 10.0
 RESOURCES = ("cores", "gpus", "mem")

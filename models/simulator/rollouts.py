@@ -27,11 +27,21 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import polars as pl
-
-from models.controller.dataset import TUPLE_SCHEMA, TupleRequest, register_source, tuples_from_aggregates
-from models.controller.objectives import OBJECTIVES
-from models.simulator.env import N_AGG, EpochReplay, aggregates_frame, load_replay_window
-from transforms.asrun_state import epoch_grid
+from metapilot.models.controller.dataset import (
+    TUPLE_SCHEMA,
+    TupleRequest,
+    register_source,
+    tuples_from_aggregates,
+)
+from metapilot.models.controller.objectives import OBJECTIVES
+from metapilot.models.simulator.env import (
+    N_AGG,
+    EpochReplay,
+    aggregates_frame,
+)
+from metapilot.models.simulator.capacity import Capacity
+from metapilot.transforms.asrun_state import epoch_grid
+from metapilot.warehouse.sim_store import load_replay_window
 
 Behaviour = Callable[[int, np.random.Generator], np.ndarray]
 
@@ -111,8 +121,9 @@ def replay_source(con: duckdb.DuckDBPyConnection, request: TupleRequest, config:
     """Tuples of the request's window from replay rollouts under every behaviour x seed."""
     config = config or _config
     try:
-        workload, capacity = load_replay_window(con, request.cluster, request.window_from, request.window_to,
-                                                request.partition)
+        workload, rows = load_replay_window(con, request.cluster, request.window_from, request.window_to,
+                                          request.partition)
+        capacity = Capacity.from_rows(rows)
     except LookupError as e:
         raise ValueError(str(e)) from None
     e = int(request.state.epoch_s)

@@ -20,10 +20,10 @@ def serve_cmd(
     """
     from pathlib import Path
 
-    from flows.common import configure_prefect_storage
+    from metapilot.flows.common import configure_prefect_storage
 
     configure_prefect_storage(db)
-    from flows.deployments import Schedules, deployments
+    from metapilot.flows.deployments import Schedules, deployments
 
     Path(landing).mkdir(parents=True, exist_ok=True)
     deps = deployments(str(Path(landing).resolve()), db, Schedules(timezone=timezone))

@@ -11,7 +11,7 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
     """Print one line per file and the totals; return the number of failed files."""
     from rich.table import Table
 
-    from metapilot.console import console
+    from metapilot.cli.console import console
 
     t = Table(title="Ingest")
     for col in ("file", "outcome", "format", "cluster", "lines", "loaded", "jobs", "merged", "quarantined", "skipped", "valid.", "s"):
@@ -54,12 +54,12 @@ def ingest_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Ingest accounting logs into the warehouse; every line is loaded, merged, quarantined or skipped."""
-    from flows.common import configure_prefect_storage
+    from metapilot.flows.common import configure_prefect_storage
 
     configure_prefect_storage(db)
-    from flows.ingest import ingest_flow
-    from metapilot.config import db_path
-    from warehouse.ingest import IngestOptions
+    from metapilot.flows.ingest import ingest_flow
+    from metapilot.ground.paths import db_path
+    from metapilot.warehouse.ingest import IngestOptions
 
     opts = IngestOptions(cluster=cluster, fmt=fmt, timezone=timezone, delimiter=delimiter,
                          fields=[f.strip() for f in fields.split(",")] if fields else None, keep_names=keep_names)

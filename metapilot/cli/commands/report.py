@@ -16,19 +16,19 @@ def report_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
     """Write report.html, report.md and report.json for one cluster and week."""
-    from metapilot.config import beside_db
-    from metapilot.console import console
-    from models.reporting import build_report
-    from models.reporting.data import last_complete_week
-    from models.roi import load_roi_config
-    from warehouse.db import connect
+    from metapilot.cli.console import console
+    from metapilot.ground.paths import beside_db
+    from metapilot.models.reporting import build_report
+    from metapilot.models.reporting.data import last_complete_week
+    from metapilot.models.roi import load_roi_config
+    from metapilot.warehouse.db import connect
 
     try:
         cfg = load_roi_config(roi_config or beside_db(db, "roi.toml"))
         con = connect(db, read_only=policy is None)
         week = week or last_complete_week(con, cluster)
         if policy is not None:
-            from models.reporting import score_recommendations
+            from metapilot.models.reporting import score_recommendations
 
             n = score_recommendations(con, policy, week, db=db)
             console.print(f"scored {n} epochs of {week} with policy {policy}")
@@ -40,8 +40,8 @@ def report_cmd(
 
 
 def _summary(report: dict) -> None:
-    from metapilot.console import console
-    from models.reporting.render import headline
+    from metapilot.cli.console import console
+    from metapilot.models.reporting.render import headline
 
     console.print(f"[bold]{report['cluster']} {report['week']}[/bold] "
                   f"({report['week_start'][:10]} .. {report['week_end'][:10]})")

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from transforms.windows import parse_utc as _ts
+from metapilot.transforms.windows import parse_utc as _ts
 
 
 def simulate_cmd(
@@ -24,11 +24,11 @@ def simulate_cmd(
     """Replay the real workload under a scheduling policy; print and store the metrics."""
     import polars as pl
 
-    from metapilot.console import console, print_frame
-    from models.simulator import BASELINES, Capacity, simulate
-    from transforms.workload import normalise
-    from warehouse.db import connect
-    from warehouse.sim_store import load_capacity, load_window, store_run
+    from metapilot.cli.console import console, print_frame
+    from metapilot.models.simulator import BASELINES, Capacity, simulate
+    from metapilot.transforms.workload import normalise
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.sim_store import load_capacity, load_window, store_run
 
     con = connect(db)
     w_from, w_to = _ts(start), _ts(end)
@@ -60,7 +60,7 @@ def simulate_cmd(
         if jobs_out and not all_baselines:
             _write_jobs(result, jobs_out)
         if fidelity and not all_baselines:
-            from models.simulator.fidelity import fidelity as fid
+            from metapilot.models.simulator.fidelity import fidelity as fid
 
             print_frame(fid(result, jobs), title=f"Fidelity: {cluster}, logged waits vs replay")
     table = pl.concat(summaries)

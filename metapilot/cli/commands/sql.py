@@ -24,7 +24,7 @@ def sql_cmd(
     """Run a read-only SQL query against the warehouse."""
     import duckdb
 
-    from warehouse.db import connect
+    from metapilot.warehouse.db import connect
 
     try:
         con = connect(db, read_only=True)
@@ -45,7 +45,7 @@ def sql_cmd(
     elif fmt is OutputFormat.json:
         sys.stdout.write(df.write_json() + "\n")
     else:
-        from metapilot.console import print_frame
+        from metapilot.cli.console import print_frame
 
         print_frame(df, limit=limit)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from transforms.windows import parse_utc as _ts
+from metapilot.transforms.windows import parse_utc as _ts
 
 
 def validate_cmd(
@@ -20,10 +20,10 @@ def validate_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
     """Held-out replay validation of a controller policy against every fixed contender and the real history."""
-    from metapilot.console import console
-    from models.validation import run_validation
-    from warehouse.db import connect
-    from warehouse.validation_store import load_validation
+    from metapilot.cli.console import console
+    from metapilot.models.validation import run_validation
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.validation_store import load_validation
 
     con = connect(db)
     try:
@@ -40,8 +40,8 @@ def print_validation(v) -> None:
     import polars as pl
     from rich.table import Table
 
-    from metapilot.console import console
-    from models.validation import fmt_value, shown_metrics, verdict, winners
+    from metapilot.cli.console import console
+    from metapilot.models.validation import fmt_value, shown_metrics, verdict, winners
 
     t = v.table
     meta = v.meta

@@ -17,10 +17,10 @@ def _register() -> None:
     import importlib
     import pkgutil
 
-    from metapilot import commands
+    from metapilot.cli import commands
 
     for mod in pkgutil.iter_modules(commands.__path__):
-        m = importlib.import_module(f"metapilot.commands.{mod.name}")
+        m = importlib.import_module(f"metapilot.cli.commands.{mod.name}")
         register = getattr(m, "register", None)
         if register is not None:
             register(app)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import subprocess
 
-from metapilot.config import REPO_ROOT
+from metapilot.ground.paths import REPO_ROOT
 
 __version__ = "0.1.0"
 

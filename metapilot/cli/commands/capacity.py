@@ -12,11 +12,14 @@ def capacity_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
     """Show cluster capacity (config, SWF header or inferred peak), optionally loading a config first."""
-    from metapilot.console import print_frame
-    from warehouse.db import connect
+    from metapilot.cli.console import print_frame
+    from metapilot.warehouse.db import connect
 
     if config:
-        from warehouse.capacity import read_capacity_config, store_capacity_config
+        from metapilot.warehouse.capacity import (
+            read_capacity_config,
+            store_capacity_config,
+        )
 
         con = connect(db)
         n = store_capacity_config(con, read_capacity_config(config))

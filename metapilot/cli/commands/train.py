@@ -8,7 +8,7 @@ import typer
 
 # A module the simulator side may provide: `make_replay_evaluator(con, request) -> ReplayEvaluator`
 # (see models/controller/train.py). When importable, checkpoints are chosen by replay score.
-REPLAY_EVALUATOR_MODULE = "models.simulator.controller_eval"
+REPLAY_EVALUATOR_MODULE = "metapilot.models.simulator.controller_eval"
 
 
 def _replay_evaluator(con, request):
@@ -45,13 +45,17 @@ def train_cmd(
     """Train DiscreteCQL (+ BC, DQN, BCQ baselines), pick the checkpoint by OPE, publish the artifact."""
     import polars as pl
 
-    from metapilot.console import console, print_frame
-    from models.controller.artifact import publish
-    from models.controller.dataset import DatasetConfig, TupleRequest, build_dataset
-    from models.controller.train import TrainConfig, train_policy
-    from transforms.reward import RewardConfig
-    from transforms.state import StateConfig
-    from warehouse.db import connect
+    from metapilot.cli.console import console, print_frame
+    from metapilot.models.controller.artifact import publish
+    from metapilot.models.controller.dataset import (
+        DatasetConfig,
+        TupleRequest,
+        build_dataset,
+    )
+    from metapilot.models.controller.train import TrainConfig, train_policy
+    from metapilot.transforms.reward import RewardConfig
+    from metapilot.transforms.state import StateConfig
+    from metapilot.warehouse.db import connect
 
     dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name), reward=RewardConfig(),
                          sources=tuple(s.strip() for s in sources.split(",") if s.strip()), seed=seed)

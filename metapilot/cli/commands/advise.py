@@ -30,8 +30,12 @@ def advise_cmd(
     import time
     from datetime import datetime, timezone
 
-    from models.controller.advice import Advisor, registry_sums, state_from_json
-    from models.controller.artifact import ArtifactIntegrityError
+    from metapilot.models.controller.advice import (
+        Advisor,
+        registry_sums,
+        state_from_json,
+    )
+    from metapilot.models.controller.artifact import ArtifactIntegrityError
 
     if at is not None and state_json is not None:
         typer.echo("error: give --at or --state-json, not both", err=True)
@@ -41,14 +45,14 @@ def advise_cmd(
     expected = None
     try:
         if state_json is None:
-            from warehouse.db import connect
+            from metapilot.warehouse.db import connect
 
             con = connect(db, read_only=True)
         else:
-            from metapilot.config import db_path
+            from metapilot.ground.paths import db_path
 
             if db_path(db).exists():
-                from warehouse.db import connect
+                from metapilot.warehouse.db import connect
 
                 con = connect(db, read_only=True)
         if con is not None:

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from metapilot.config import REPO_ROOT
+from metapilot.ground.paths import REPO_ROOT
 
 DEFAULT_SAMPLES = REPO_ROOT / "samples" / "logs"
 
@@ -23,13 +23,13 @@ def pipeline_cmd(
     """Ingest, build the dataset, train, validate, publish and report: prints where everything is."""
     import time
 
-    from flows.common import configure_prefect_storage
+    from metapilot.flows.common import configure_prefect_storage
 
     configure_prefect_storage(db)
-    from flows.pipeline import pipeline_flow
-    from metapilot.commands.ingest import print_ingest_summary
-    from metapilot.config import beside_db, db_path
-    from metapilot.console import console
+    from metapilot.cli.commands.ingest import print_ingest_summary
+    from metapilot.cli.console import console
+    from metapilot.flows.pipeline import pipeline_flow
+    from metapilot.ground.paths import beside_db, db_path
 
     t0 = time.perf_counter()
     out = pipeline_flow([str(p) for p in (paths or [DEFAULT_SAMPLES])], db=db, cluster=cluster,
@@ -47,9 +47,9 @@ def pipeline_cmd(
 
 def _print_validation(db, validation_id: str) -> None:
     """The held-out comparison, as `metapilot validate` prints it (winners and verdict)."""
-    from metapilot.commands.validate import print_validation
-    from warehouse.db import connect
-    from warehouse.validation_store import load_validation
+    from metapilot.cli.commands.validate import print_validation
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.validation_store import load_validation
 
     con = connect(db, read_only=True)
     try:

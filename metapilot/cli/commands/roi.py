@@ -19,11 +19,11 @@ def roi_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
     """Recovered core/GPU-hours, wait-hours saved, max-wait reduction, earlier completion, and payback."""
-    from metapilot.config import beside_db
-    from metapilot.console import console
-    from models.roi import load_roi_config, roi_from_validation
-    from warehouse.db import connect
-    from warehouse.validation_store import load_validation
+    from metapilot.cli.console import console
+    from metapilot.ground.paths import beside_db
+    from metapilot.models.roi import load_roi_config, roi_from_validation
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.validation_store import load_validation
 
     try:
         cfg = load_roi_config(config or beside_db(db, "roi.toml"), cost_per_core_hour=cost_per_core_hour,
@@ -41,8 +41,8 @@ def roi_cmd(
 def print_roi(results, meta: dict) -> None:
     from rich.table import Table
 
-    from metapilot.console import console
-    from models.roi import assumptions, roi_rows
+    from metapilot.cli.console import console
+    from metapilot.models.roi import assumptions, roi_rows
 
     table = Table(title=f"ROI of the controller: {meta['cluster']}, validation window "
                         f"{meta['window_from']:%Y-%m-%d} .. {meta['window_to']:%Y-%m-%d}")

@@ -26,12 +26,17 @@ def dataset_cmd(
     """Derive state/action/reward tuples (SPEC §7), store them in mdp_transitions, export Parquet."""
     import json
 
-    from metapilot.config import beside_db
-    from metapilot.console import console
-    from models.controller.dataset import DatasetConfig, build_dataset, dataset_hash, export_parquet
-    from transforms.reward import RewardConfig
-    from transforms.state import StateConfig
-    from warehouse.db import connect
+    from metapilot.cli.console import console
+    from metapilot.ground.paths import beside_db
+    from metapilot.models.controller.dataset import (
+        DatasetConfig,
+        build_dataset,
+        dataset_hash,
+        export_parquet,
+    )
+    from metapilot.transforms.reward import RewardConfig
+    from metapilot.transforms.state import StateConfig
+    from metapilot.warehouse.db import connect
 
     cfg = DatasetConfig(
         state=StateConfig(epoch_s=epoch, long_tail_s=long_tail, timezone=timezone_name),

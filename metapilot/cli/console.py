@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import polars as pl
 from rich.console import Console
 from rich.table import Table
-
-import sys
 
 # Wide enough for summary tables when output is piped or logged (rich assumes 80 columns then).
 console = Console() if sys.stdout.isatty() else Console(width=200)

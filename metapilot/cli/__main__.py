@@ -1,0 +1,3 @@
+from metapilot.cli.app import app
+
+app()
