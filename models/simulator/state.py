@@ -1,0 +1,130 @@
+"""The replay's data as flat numpy arrays (`Jobs`, `Pools`, `State`), shared by all compiled code.
+
+State lives in plain numpy arrays grouped in NamedTuples so that the compiled functions can be
+cached on disk and the Python `Engine` can read the state between calls to `advance`. Per-pool
+lists (queue, running jobs, conservative profile) are segments of flat arrays, sized by the
+number of jobs of the pool, so nothing is allocated in the hot loop.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from metapilot.models.simulator.jit import jit_inline
+
+# Job status.
+FUTURE, QUEUED, RUNNING, DONE, EXCLUDED = 0, 1, 2, 3, 4
+
+# Slots of State.ctr.
+NEXT_SUB, SEQ, HEAP_N = 0, 1, 2
+# Slots of State.clock.
+NOW, UTIL_T = 0, 1
+
+INF = np.inf
+
+
+class Jobs(NamedTuple):
+    """Static job data, in submit order (ties by job id)."""
+
+    submit: np.ndarray  # f8, seconds since the window start
+    run: np.ndarray  # f8, clamped run time
+    req: np.ndarray  # f8, requested time (planning)
+    need: np.ndarray  # f8 (n, 3): cores, GPUs, memory
+    pool: np.ndarray  # i8
+    static_key: np.ndarray  # f8 (n, 7): score of each static rule (dynamic columns unused)
+
+
+class Pools(NamedTuple):
+    cap: np.ndarray  # f8 (P, 3)
+    off: np.ndarray  # i8 (P,): start of the pool's segment in queue/running
+    poff: np.ndarray  # i8 (P,): start of the pool's segment in the profile
+    psize: np.ndarray  # i8 (P,): size of that profile segment
+
+
+class State(NamedTuple):
+    clock: np.ndarray  # f8 [now, time up to which `util` is integrated]
+    ctr: np.ndarray  # i8 [next submission, start sequence, completion heap size]
+    status: np.ndarray  # i1 (n,)
+    start: np.ndarray  # f8 (n,)
+    end: np.ndarray  # f8 (n,)
+    res: np.ndarray  # f8 (n,): conservative reservation start
+    order: np.ndarray  # i8 (n,): start sequence number
+    released: np.ndarray  # b1 (n,): no longer holds resources in the planning view
+    queue: np.ndarray  # i8 (n,) per-pool segments
+    qlen: np.ndarray  # i8 (P,)
+    qpos: np.ndarray  # i8 (n,): position of a queued job in its segment
+    running: np.ndarray  # i8 (n,) per-pool segments, sorted by planned end
+    rlen: np.ndarray  # i8 (P,)
+    used: np.ndarray  # f8 (P, 3): planning holdings (running jobs with planned end > now)
+    busy: np.ndarray  # f8 (P, 3): resources of started, not completed jobs
+    util: np.ndarray  # f8 (P, 3): integral of busy since the last reset
+    heap_t: np.ndarray  # f8 (n,) completion heap: end time
+    heap_o: np.ndarray  # i8 (n,): start sequence (tie-break)
+    heap_j: np.ndarray  # i8 (n,): job
+    pt: np.ndarray  # f8 (S,) profile segment starts
+    pf: np.ndarray  # f8 (S, 3) profile free resources
+    plen: np.ndarray  # i8 (P,)
+    next_res: np.ndarray  # f8 (P,): earliest pending reservation
+    scratch_j: np.ndarray  # i8 (n,)
+    scratch_s: np.ndarray  # f8 (n,)
+
+
+@jit_inline
+def fits(need, j, f0, f1, f2):
+    """Job j fits the free cores, GPUs and memory (f0, f1, f2)."""
+    return need[j, 0] <= f0 and need[j, 1] <= f1 and need[j, 2] <= f2
+
+
+@jit_inline
+def planned_end(J, st, j):
+    """Start + requested time: until then a started job holds its resources in the planning view."""
+    return st.start[j] + J.req[j]
+
+
+def build_state(jobs: Jobs, cap: np.ndarray, excluded: np.ndarray) -> tuple[Pools, State]:
+    """Allocate the pool layout and an empty state for these jobs."""
+    n = jobs.submit.shape[0]
+    npools = cap.shape[0]
+    counts = np.bincount(jobs.pool[~excluded], minlength=npools).astype(np.int64) if n else np.zeros(npools, np.int64)
+    off = np.zeros(npools, np.int64)
+    off[1:] = np.cumsum(counts)[:-1]
+    psize = 2 * counts + 4
+    poff = np.zeros(npools, np.int64)
+    poff[1:] = np.cumsum(psize)[:-1]
+    pools = Pools(cap=np.ascontiguousarray(cap, dtype=np.float64), off=off, poff=poff, psize=psize)
+    total_p = int(psize.sum())
+    status = np.zeros(n, np.int8)
+    status[excluded] = EXCLUDED
+    pt = np.full(total_p, -INF)
+    pf = np.zeros((total_p, 3))
+    pf[poff] = pools.cap
+    t0 = min(0.0, float(jobs.submit.min())) if n else 0.0
+    st = State(
+        clock=np.array([t0, t0]),
+        ctr=np.zeros(3, np.int64),
+        status=status,
+        start=np.full(n, np.nan),
+        end=np.full(n, np.nan),
+        res=np.full(n, INF),
+        order=np.full(n, -1, np.int64),
+        released=np.zeros(n, np.bool_),
+        queue=np.zeros(max(n, 1), np.int64),
+        qlen=np.zeros(npools, np.int64),
+        qpos=np.zeros(n, np.int64),
+        running=np.zeros(max(n, 1), np.int64),
+        rlen=np.zeros(npools, np.int64),
+        used=np.zeros((npools, 3)),
+        busy=np.zeros((npools, 3)),
+        util=np.zeros((npools, 3)),
+        heap_t=np.zeros(max(n, 1)),
+        heap_o=np.zeros(max(n, 1), np.int64),
+        heap_j=np.zeros(max(n, 1), np.int64),
+        pt=pt,
+        pf=pf,
+        plen=np.ones(npools, np.int64),
+        next_res=np.full(npools, INF),
+        scratch_j=np.zeros(max(n, 1), np.int64),
+        scratch_s=np.zeros(max(n, 1)),
+    )
+    return pools, st
