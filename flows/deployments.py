@@ -1,5 +1,5 @@
-"""Schedules kept in the repo: daily ingest of a landing directory, the weekly report on Monday
-morning, a monthly retrain (dataset, train, validate, publish). Served by `metapilot serve`
+"""Schedules kept in the repo: daily ingest of a landing directory, hourly collection from sacct,
+the weekly report on Monday morning, a monthly retrain (dataset, train, validate, publish). Served by `metapilot serve`
 (Prefect's `serve`: one long-running process, local server or none) or, with a Prefect server
 and work pool, by `prefect deploy --all` from `prefect.yaml`."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from metapilot.flows.collect import collect_all_flow
 from metapilot.flows.ingest import ingest_flow
 from metapilot.flows.pipeline import choose_cluster
 from metapilot.flows.stages import (
@@ -24,6 +25,7 @@ class Schedules:
     """Cron expressions (server-local time zone given separately)."""
 
     ingest: str = "15 2 * * *"  # every day 02:15
+    collect: str = "5 * * * *"  # every hour at :05 (sacct, incremental from the cursor)
     weekly_report: str = "0 7 * * 1"  # Monday 07:00
     retrain: str = "0 3 1 * *"  # 1st of the month 03:00
     timezone: str = "UTC"
@@ -60,14 +62,19 @@ def weekly_report_all_flow(db: str | None = None, cluster: str | None = None) ->
     return [weekly_report_flow(c, None, db=db) for c in clusters]
 
 
-def deployments(landing: str, db: str | None = None, schedules: Schedules = Schedules()) -> list:
-    """The three scheduled deployments, ready for `prefect.serve`."""
+def deployments(landing: str, db: str | None = None, schedules: Schedules = Schedules(),
+                collect_clusters: tuple[str, ...] | list[str] = ()) -> list:
+    """The four scheduled deployments, ready for `prefect.serve`. The hourly collect runs for
+    `collect_clusters` (else the clusters in $METAPILOT_COLLECT_CLUSTERS when it runs)."""
     from prefect.schedules import Cron
 
     return [
         ingest_flow.to_deployment(name="daily-ingest", parameters={"paths": [landing], "db": db},
                                   schedule=Cron(schedules.ingest, timezone=schedules.timezone),
                                   tags=["metapilot", "warehouse-writer"]),
+        collect_all_flow.to_deployment(name="hourly-collect", parameters={"clusters": list(collect_clusters), "db": db},
+                                       schedule=Cron(schedules.collect, timezone=schedules.timezone),
+                                       tags=["metapilot", "warehouse-writer"]),
         weekly_report_all_flow.to_deployment(name="weekly-report", parameters={"db": db},
                                              schedule=Cron(schedules.weekly_report, timezone=schedules.timezone),
                                              tags=["metapilot"]),

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from metapilot.flows.ingest import ingest_flow
 from metapilot.flows.stages import (
+    DEFAULT_SOURCES,
     build_dataset_flow,
     publish_flow,
     train_flow,
+    tune_flow,
     validate_flow,
     weekly_report_flow,
     with_runner,
@@ -36,7 +38,7 @@ def choose_cluster(db: str | None, cluster: str | None):
 @flow(name="pipeline", log_prints=True)
 def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,),
                   steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc", "dqn", "bcq"),
-                  sources: tuple[str, ...] = ("as-run", "replay")) -> dict:
+                  sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
     """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
     from metapilot.transforms.windows import split_history
 
@@ -46,13 +48,15 @@ def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None =
     train, valid, test = split_history(first, last)
     log.info("cluster %s: train %s..%s, checkpoint choice %s..%s, held-out %s..%s", cluster,
              train[0].date(), train[1].date(), valid[0].date(), valid[1].date(), test[0].date(), test[1].date())
-    dataset = build_dataset_flow(cluster, train, valid, db=db, sources=tuple(sources))
+    tuning = tune_flow(cluster, train, db=db)
+    dataset = build_dataset_flow(cluster, train, valid, db=db, sources=tuple(sources), tuning=tuning)
     policy_id = with_runner(train_flow, dask)(cluster, train, valid, db=db, seeds=tuple(seeds), steps=steps,
-                                              baselines=tuple(baselines), sources=tuple(sources))
+                                              baselines=tuple(baselines), sources=tuple(sources), tuning=tuning)
     validation_id = validate_flow(policy_id, db=db, start=test[0], end=test[1])
-    pointer = publish_flow(policy_id, validation_id, db=db)
-    report = weekly_report_flow(cluster, None, db=db, policy_id=policy_id)
+    decision = publish_flow(policy_id, validation_id, db=db)
+    published = policy_id if decision["kind"] == "controller" else None
+    report = weekly_report_flow(cluster, None, db=db, policy_id=published)
     return {"ingest": ingest, "cluster": cluster, "dataset": dataset, "policy_id": policy_id,
-            "validation_id": validation_id, "published": pointer, "report": report,
+            "validation_id": validation_id, "published": decision, "report": report,
             "windows": {"train": [t.isoformat() for t in train], "valid": [t.isoformat() for t in valid],
                         "test": [t.isoformat() for t in test]}}

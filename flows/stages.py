@@ -17,24 +17,80 @@ from prefect.cache_policies import NONE
 from metapilot.ground.version import code_version
 
 
+DEFAULT_SOURCES: tuple[str, ...] = ("as-run", "replay", "planner")
+
+
+def _fingerprint(db: str | None, cluster: str) -> str:
+    from metapilot.warehouse.db import connect
+
+    con = connect(db)
+    try:
+        return data_fingerprint(con, cluster)
+    finally:
+        con.close()
+
+
+def _key_tune(ctx, p) -> str:
+    return f"tune|{p['cluster']}|{p['train'][0]}|{p['train'][1]}|{p['fingerprint']}|{code_version()}"
+
+
+@task(name="tune-planner", cache_key_fn=_key_tune, persist_result=True, result_serializer="json",
+      retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
+def tune_task(db: str | None, cluster: str, train: tuple[datetime, datetime], fingerprint: str) -> dict:
+    """The planner's horizon, lam and guard, and the reward's lam, chosen on the training window."""
+    from metapilot.models.controller.tuning import tune_window
+    from metapilot.warehouse.db import connect
+
+    con = connect(db)
+    try:
+        return tune_window(con, cluster, train[0], train[1], log=get_run_logger().info).to_dict()
+    finally:
+        con.close()
+
+
+@flow(name="tune")
+def tune_flow(cluster: str, train: tuple[datetime, datetime], db: str | None = None) -> dict:
+    """Tune the lookahead planner (the teacher and a validation contender) on the training window."""
+    return tune_task(db, cluster, train, _fingerprint(db, cluster))
+
+
+def dataset_config(sources: tuple[str, ...], tuning: dict | None):
+    """The dataset's configuration: the sources, and the tuned planner and reward lam."""
+    from metapilot.models.controller.dataset import DatasetConfig
+    from metapilot.models.controller.tuning import apply_tuning
+
+    return apply_tuning(DatasetConfig(sources=tuple(sources)), tuning)
+
+
+def _tuning_digest(tuning: dict | None) -> str:
+    """A short digest of what the tuning decided (the planner and the reward lam) for cache keys."""
+    import hashlib
+    import json
+
+    if not tuning:
+        return "untuned"
+    doc = json.dumps({"planner": tuning.get("planner"), "reward_lam": tuning.get("reward_lam")}, sort_keys=True)
+    return hashlib.sha256(doc.encode()).hexdigest()[:12]
+
+
 def _key_dataset(ctx, p) -> str:
     return (f"dataset|{p['cluster']}|{p['train'][0]}|{p['train'][1]}|{p['valid'][0]}|{p['valid'][1]}|"
-            f"{','.join(p['sources'])}|{p['fingerprint']}|{code_version()}")
+            f"{','.join(p['sources'])}|{_tuning_digest(p.get('tuning'))}|{p['fingerprint']}|{code_version()}")
 
 
 @task(name="build-dataset", cache_key_fn=_key_dataset, persist_result=True, result_serializer="json",
       retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def build_dataset_task(db: str | None, cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
-                       sources: tuple[str, ...], fingerprint: str) -> dict:
+                       sources: tuple[str, ...], fingerprint: str, tuning: dict | None = None) -> dict:
     """Tuples of the train and validation windows, stored in `mdp_transitions`; returns a summary."""
-    from metapilot.models.controller.dataset import DatasetConfig, build_dataset
+    from metapilot.models.controller.dataset import build_dataset
     from metapilot.warehouse.db import connect
 
     with warehouse_writer(db, log=get_run_logger().info):
         con = connect(db)
         try:
             splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1],
-                                   config=DatasetConfig(sources=tuple(sources)))
+                                   config=dataset_config(sources, tuning))
         finally:
             con.close()
     return splits.summary()
@@ -42,15 +98,9 @@ def build_dataset_task(db: str | None, cluster: str, train: tuple[datetime, date
 
 @flow(name="build_dataset")
 def build_dataset_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
-                       db: str | None = None, sources: tuple[str, ...] = ("as-run", "replay")) -> dict:
-    from metapilot.warehouse.db import connect
-
-    con = connect(db)
-    try:
-        fp = data_fingerprint(con, cluster)
-    finally:
-        con.close()
-    summary = build_dataset_task(db, cluster, train, valid, tuple(sources), fp)
+                       db: str | None = None, sources: tuple[str, ...] = DEFAULT_SOURCES,
+                       tuning: dict | None = None) -> dict:
+    summary = build_dataset_task(db, cluster, train, valid, tuple(sources), _fingerprint(db, cluster), tuning)
     get_run_logger().info("dataset for %s: %s train / %s validation tuples", cluster,
                           summary["train"].get("tuples"), summary["validation"].get("tuples"))
     return summary
@@ -59,43 +109,42 @@ def build_dataset_flow(cluster: str, train: tuple[datetime, datetime], valid: tu
 @task(name="train-seed", cache_policy=NONE)
 def train_seed_task(splits, config, evaluator):
     """One seed's training run (pure compute: no warehouse access, so it can run on any worker)."""
+    from metapilot.models.controller.objectives import Menu
     from metapilot.models.controller.train import train_policy
 
-    return train_policy(splits.train, splits.validation, config, replay_evaluator=evaluator)
+    return train_policy(splits.train, splits.validation, config, replay_evaluator=evaluator, menu=Menu.of(splits.state))
 
 
 def _key_train(ctx, p) -> str:
     # the flow checks that a cached policy still exists on disk before trusting it
     return (f"train|{p['cluster']}|{p['train'][0]}|{p['train'][1]}|{p['valid'][0]}|{p['valid'][1]}|{p['seeds']}|"
-            f"{p['steps']}|{p['sources']}|{p['baselines']}|{p['fingerprint']}|{code_version()}")
+            f"{p['steps']}|{p['sources']}|{p['baselines']}|{_tuning_digest(p.get('tuning'))}|{p['fingerprint']}|"
+            f"{code_version()}")
 
 
 @task(name="train-and-publish-artifact", cache_key_fn=_key_train, persist_result=True, result_serializer="json",
       retries=1, retry_condition_fn=is_transient)
 def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
-               seeds: tuple[int, ...], steps: int, fingerprint: str, sources: tuple[str, ...] = ("as-run", "replay"),
-               baselines: tuple[str, ...] = ("bc", "dqn", "bcq")) -> str:
+               seeds: tuple[int, ...], steps: int, fingerprint: str, sources: tuple[str, ...] = DEFAULT_SOURCES,
+               baselines: tuple[str, ...] = ("bc", "dqn", "bcq"), tuning: dict | None = None) -> str:
     """Train one policy per seed in parallel, keep the best by replay score (else OPE), write its
     artifact and registry row; returns the policy id."""
     from metapilot.models.controller.artifact import publish
-    from metapilot.models.controller.dataset import (
-        DatasetConfig,
-        TupleRequest,
-        build_dataset,
-    )
+    from metapilot.models.controller.dataset import TupleRequest, build_dataset
     from metapilot.models.controller.train import TrainConfig
     from metapilot.warehouse.db import connect
 
     log = get_run_logger()
     con = connect(db)
     try:
-        cfg = DatasetConfig(sources=tuple(sources))
+        cfg = dataset_config(sources, tuning)
         splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1], config=cfg, store=False)
         evaluator = None
         try:
             from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
-            evaluator = make_replay_evaluator(con, TupleRequest(cluster, None, valid[0], valid[1], cfg.state, cfg.reward, 0))
+            evaluator = make_replay_evaluator(con, TupleRequest(cluster, None, valid[0], valid[1], cfg.state, cfg.reward, 0,
+                                                                cfg.planner))
         except ModuleNotFoundError:
             log.warning("replay evaluator unavailable: checkpoints chosen by off-policy estimates only")
     finally:
@@ -114,7 +163,7 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
     with warehouse_writer(db, log=log.info):
         con = connect(db)
         try:
-            art = publish(best, splits, db=db, cluster=cluster, con=con, replay=best.chosen.replay)
+            art = publish(best, splits, db=db, cluster=cluster, con=con, replay=best.chosen.replay, tuning=tuning)
         finally:
             con.close()
     return art.policy_id
@@ -123,7 +172,8 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
 @flow(name="train")
 def train_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime], db: str | None = None,
                seeds: tuple[int, ...] = (0, 1), steps: int = 3000, dask: str | None = None,
-               baselines: tuple[str, ...] = ("bc", "dqn", "bcq"), sources: tuple[str, ...] = ("as-run", "replay")) -> str:
+               baselines: tuple[str, ...] = ("bc", "dqn", "bcq"), sources: tuple[str, ...] = DEFAULT_SOURCES,
+               tuning: dict | None = None) -> str:
     """Multi-seed offline training (parallel tasks: threads here, Dask when configured)."""
     from metapilot.models.controller.artifact import find_policy
     from metapilot.warehouse.db import connect
@@ -134,13 +184,14 @@ def train_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[date
     finally:
         con.close()
     policy_id = train_task(db, cluster, train, valid, tuple(seeds), steps, fp, sources=tuple(sources),
-                           baselines=tuple(baselines))
+                           baselines=tuple(baselines), tuning=tuning)
     try:
         find_policy(policy_id, db)
     except (FileNotFoundError, LookupError):
         get_run_logger().warning("cached policy %s is gone from disk: training again", policy_id)
         policy_id = train_task.with_options(refresh_cache=True)(db, cluster, train, valid, tuple(seeds), steps, fp,
-                                                                sources=tuple(sources), baselines=tuple(baselines))
+                                                                sources=tuple(sources), baselines=tuple(baselines),
+                                                                tuning=tuning)
     return policy_id
 
 
@@ -178,11 +229,17 @@ def validate_flow(policy_id: str, db: str | None = None, start: datetime | None 
 
 
 @task(name="promote-policy", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
-def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> str:
+def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> dict:
+    """The publish gate (SPEC §7): the controller is published only when it passed on its
+    checkpoint window; otherwise the best fixed contender of that window is recommended."""
+    from metapilot.models.controller.artifact import find_policy, load_card
+    from metapilot.models.controller.gate import publish_decision
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import promote
+    from metapilot.warehouse.validation_store import policy_row
 
-    with warehouse_writer(db, log=get_run_logger().info):
+    log = get_run_logger()
+    with warehouse_writer(db, log=log.info):
         con = connect(db)
         try:
             verdict = None
@@ -190,14 +247,19 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> s
                 rows = con.execute("SELECT note FROM validations WHERE validation_id = ? AND contender = 'MetaPilot'",
                                    [validation_id]).fetchall()
                 verdict = rows[0][0] if rows else None
-            return str(promote(con, policy_id, validation_id, verdict, db))
+            card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
+            kind, recommendation, message = publish_decision(card.get("gate"))
+            pointer = promote(con, policy_id, validation_id, verdict, db, kind=kind, recommendation=recommendation,
+                              message=message, gate=card.get("gate"))
         finally:
             con.close()
+    (log.info if kind == "controller" else log.warning)(message)
+    return {"pointer": str(pointer), "kind": kind, "recommendation": recommendation, "message": message}
 
 
 @flow(name="publish")
-def publish_flow(policy_id: str, validation_id: str | None = None, db: str | None = None) -> str:
-    """Make the validated policy the cluster's current one; returns the pointer file's path."""
+def publish_flow(policy_id: str, validation_id: str | None = None, db: str | None = None) -> dict:
+    """Apply the publish gate: publish the controller, or recommend the best fixed contender."""
     return promote_task(db, policy_id, validation_id)
 
 

@@ -2,28 +2,32 @@
 
 A deliberately small model, every input printed with the result:
 
-- **Recovered core-hours** = (controller's core utilisation - the reference's) x core capacity x
-  hours of the validation window; likewise **recovered GPU-hours** where the cluster has GPUs.
-  Utilisation is the simulator's (used core-seconds / (capacity x (last end - first submit))), so
-  a gain means the same work packed into less machine time: capacity freed for more work.
+- **Recovered core-hours** = (controller's core utilisation while jobs wait - the reference's) x
+  core capacity x hours of the validation window; likewise **recovered GPU-hours** where the
+  cluster has GPUs. Only utilisation while jobs wait counts (SPEC §6: over a whole window arrivals
+  fix utilisation; a policy recovers capacity only by filling the machine while work is queued),
+  so a gain means machine time that sat idle with work waiting.
 - **Wait-hours saved** = (reference's mean wait - controller's mean wait) / 3600 per job, times the
   window's jobs; per week = divided by the window's weeks.
 - **Maximum-wait reduction** = reference's max wait - controller's; **earlier completion** =
   reference's makespan - controller's (the window's work finishes that much sooner).
 - **Value per week** = recovered core-hours x cost per core-hour + recovered GPU-hours x cost per
   GPU-hour + wait-hours saved x value of a user wait-hour, all per week of the window.
-- **Payback** = deployment cost / value per week (never when the value is not positive);
+- **Payback** = deployment cost / value per week; "never" when the value is not positive or the
+  payback would take longer than ten horizons (it will not happen in any planning period);
   **net value** over the horizon = value per week x horizon weeks - deployment cost.
 
 References: each saving is measured against the *fixed contender that is best on that very
-measure* (fixed U/W or a baseline; so the controller is never credited for beating a weak rule),
-and separately against the as-run history. Negative savings are reported as they are.
+measure* (a fixed objective or a baseline; so the controller is never credited for beating a weak
+rule), and separately against the as-run history. A negative saving is shown as what it is (more
+waiting, a longer maximum), never as a negative "reduction".
 
 Defaults (`RoiConfig`), to be replaced by the site's own figures in `warehouse/roi.toml`:
 cost per core-hour 0.03 (a typical internal recharge rate of an academic cluster; cloud
 on-demand is roughly 0.04-0.05 per vCPU-hour), cost per GPU-hour 1.00 (amortised on-premises
-data-centre GPU; cloud is 2-4), value of a user wait-hour 0 (waiting is not billed; set it to price
-researchers' time), deployment cost 10,000 (about two engineer-weeks to integrate, monitor and
+data-centre GPU; cloud is 2-4), value of a researcher's wait-hour 10 (a researcher costs about 50
+an hour fully loaded, and about a fifth of the time their jobs wait is time they cannot work
+around: set it to the site's own figure), deployment cost 10,000 (about two engineer-weeks to integrate, monitor and
 retrain), horizon 52 weeks, currency USD.
 """
 
@@ -47,7 +51,7 @@ class RoiConfig:
 
     cost_per_core_hour: float = 0.03
     cost_per_gpu_hour: float = 1.00
-    value_per_wait_hour: float = 0.0
+    value_per_wait_hour: float = 10.0  # price of a researcher-hour spent waiting
     deployment_cost: float = 10_000.0
     horizon_weeks: float = 52.0
     currency: str = "USD"
@@ -145,7 +149,7 @@ def compute_roi(inputs: RoiInputs, config: RoiConfig, reference_kind: str) -> Ro
     val = lambda k: ref.get(k, (None, None))[1]  # noqa: E731
     hours = inputs.window_hours
     weeks = hours / WEEK_H
-    gain_cpu = _diff(c.get("util_cpu"), val("util_cpu"))
+    gain_cpu = _diff(c.get("util_cpu_backlog"), val("util_cpu_backlog"))
     gain_gpu = _diff(c.get("util_gpu"), val("util_gpu")) if inputs.capacity_gpus > 0 else None
     core_h = (gain_cpu or 0.0) * inputs.capacity_cores * hours
     gpu_h = (gain_gpu or 0.0) * inputs.capacity_gpus * hours
@@ -161,6 +165,8 @@ def compute_roi(inputs: RoiInputs, config: RoiConfig, reference_kind: str) -> Ro
     v_wait = per_week(wait_h) * config.value_per_wait_hour
     value = v_core + v_gpu + v_wait
     payback = config.deployment_cost / value if value > 0 else None
+    if payback is not None and payback > 10 * max(config.horizon_weeks, 1.0):
+        payback = None  # would take longer than ten planning horizons: never, in practice
     horizon = value * config.horizon_weeks
     return RoiResult(
         reference_kind=reference_kind, references={k: v[0] for k, v in ref.items()}, window_hours=hours,
@@ -174,7 +180,7 @@ def compute_roi(inputs: RoiInputs, config: RoiConfig, reference_kind: str) -> Ro
     )
 
 
-MEASURES: tuple[str, ...] = ("util_cpu", "util_gpu", "wait_mean_s", "wait_max_s", "makespan_s")
+MEASURES: tuple[str, ...] = ("util_cpu", "util_cpu_backlog", "util_gpu", "wait_mean_s", "wait_max_s", "makespan_s")
 
 
 def roi_from_validation(table: pl.DataFrame, config: RoiConfig, controller: str = "MetaPilot") -> list[RoiResult]:
@@ -213,16 +219,18 @@ def assumptions(config: RoiConfig, window_hours: float | None = None) -> list[st
     lines = [
         f"cost of a core-hour: {config.cost_per_core_hour:,.4g} {cur}",
         f"cost of a GPU-hour: {config.cost_per_gpu_hour:,.4g} {cur}",
-        f"value of a user wait-hour: {config.value_per_wait_hour:,.4g} {cur}"
-        + (" (wait time is not priced: set value_per_wait_hour in roi.toml to price it)" if config.value_per_wait_hour == 0 else ""),
+        f"value of a researcher's wait-hour: {config.value_per_wait_hour:,.4g} {cur}"
+        + (" (wait time is not priced: set value_per_wait_hour in roi.toml to price it)" if config.value_per_wait_hour == 0
+           else " (default: a fifth of a fully loaded researcher-hour; set value_per_wait_hour in roi.toml)"),
         f"deployment cost: {config.deployment_cost:,.0f} {cur}; horizon: {config.horizon_weeks:g} weeks",
-        "recovered hours = utilisation gain x capacity x hours of the validation window"
+        "recovered hours = gain in utilisation while jobs wait x capacity x hours of the validation window"
         + (f" ({window_hours:,.1f} h)" if window_hours is not None else ""),
         "wait-hours saved = mean-wait difference per job x jobs of the window; per week = / weeks of the window",
         "the replay's gains are assumed to repeat every week of the horizon (same workload, same capacity)",
         "'best fixed': for each measure, the fixed contender (fixed U/W or one of the 21 baselines) best on that "
         "measure; 'as-run': the logged history of the same jobs",
-        "payback = deployment cost / value per week; 'never' when the value per week is not positive",
+        "payback = deployment cost / value per week; 'never' when the value per week is not positive or the "
+        "payback would take more than ten horizons",
         "against the as-run history part of the gain is the replay's idealisation (it starts from an empty cluster, "
         "without outages, reservations or the jobs submitted before the window): read it as an upper bound",
     ]
@@ -238,22 +246,34 @@ def roi_rows(results: list[RoiResult]) -> list[tuple[str, list[str]]]:
     def n(v: float | None, unit: str = "", digits: int = 1) -> str:
         return "–" if v is None else f"{v:+,.{digits}f}{unit}"
 
+    def saved(h: float | None, digits: int = 1) -> str:
+        if h is None:
+            return "–"
+        return f"{abs(h):,.{digits}f} h saved" if h >= 0 else f"{abs(h):,.{digits}f} h more waiting"
+
+    def shorter(s: float | None, pct: float | None) -> str:
+        if s is None:
+            return "–"
+        word = "shorter" if s >= 0 else "longer"
+        return f"{abs(s) / HOUR:,.1f} h {word}" + (f" ({abs(pct):.1f}%)" if pct is not None else "")
+
+    def sooner(h: float | None) -> str:
+        return "–" if h is None else (f"{abs(h):,.1f} h sooner" if h >= 0 else f"{abs(h):,.1f} h later")
+
     cur = results[0].config.currency if results else ""
     rows = [
         ("compared with", [r.reference_kind + (f" ({', '.join(sorted(set(r.references.values())))})"
                                                if set(r.references.values()) - {r.reference_kind} else "")
                            for r in results]),
-        ("core utilisation gain", ["–" if r.util_gain_cpu is None else f"{100 * r.util_gain_cpu:+.2f} pp" for r in results]),
+        ("core utilisation gain while jobs wait", ["–" if r.util_gain_cpu is None else f"{100 * r.util_gain_cpu:+.2f} pp"
+                                                  for r in results]),
         ("recovered core-hours / week", [n(r.recovered_core_hours_per_week, " h") for r in results]),
         ("recovered GPU-hours / week", [n(r.recovered_gpu_hours_per_week, " h") if r.util_gain_gpu is not None else "– (no GPUs)"
                                         for r in results]),
-        ("wait-hours saved / job", [n(r.wait_hours_saved_per_job, " h", 3) for r in results]),
-        ("wait-hours saved / week", [n(r.wait_hours_saved_per_week, " h") for r in results]),
-        ("max-wait reduction", ["–" if r.max_wait_reduction_s is None else
-                                f"{r.max_wait_reduction_s / HOUR:+,.1f} h ({r.max_wait_reduction_pct:+.1f}%)"
-                                if r.max_wait_reduction_pct is not None else f"{r.max_wait_reduction_s / HOUR:+,.1f} h"
-                                for r in results]),
-        ("earlier completion of the window's work", [n(r.earlier_completion_h, " h") for r in results]),
+        ("wait per job", [saved(r.wait_hours_saved_per_job, 3) for r in results]),
+        ("wait per week", [saved(r.wait_hours_saved_per_week) for r in results]),
+        ("max wait", [shorter(r.max_wait_reduction_s, r.max_wait_reduction_pct) for r in results]),
+        ("completion of the window's work", [sooner(r.earlier_completion_h) for r in results]),
         ("value / week", [f"{r.value_per_week:+,.2f} {cur}" for r in results]),
         ("payback", ["never" if r.payback_weeks is None else f"{r.payback_weeks:,.1f} weeks" for r in results]),
         ("net value over the horizon", [f"{r.net_value:+,.2f} {cur}" for r in results]),

@@ -1,7 +1,8 @@
 """Replay validation of a controller on a held-out window: the evidence an operator reads.
 
-Contenders (SPEC §6, §9): the controller (objective switched per epoch), the two engines it
-chooses between held fixed (U, W), the 21 baselines, and the as-run history (the logged starts of
+Contenders (SPEC §6, §7, §9): the controller (objective switched per epoch), each objective of its
+menu held fixed, the lookahead planner and the guarded rule it was taught by, the oracle planner
+that sees the future (a bound, never published), the 21 baselines, and the as-run history (the logged starts of
 the same jobs). Every contender's figures come from `models.simulator.metrics` (the as-run history
 is wrapped in a `SimResult` with the logged starts), so no metric is computed two ways.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,10 +34,10 @@ if TYPE_CHECKING:
     from metapilot.transforms.workload import Workload
 
 CONTROLLER = "MetaPilot"
-FIXED_U = "fixed-U"
-FIXED_W = "fixed-W"
 AS_RUN = "as-run"
-KINDS = ("controller", "objective", "baseline", "history")
+KINDS = ("controller", "objective", "baseline", "history", "planner", "bound")
+# planner: the lookahead planner and the guarded rule the controller was taught by (deployable,
+# not fixed); bound: the planner that sees the true future (a reference, never published)
 FIXED_KINDS = ("objective", "baseline")  # what "best fixed contender" chooses from
 
 # replay_objectives(workload, capacity, objective_per_epoch, epoch_s=3600) -> SimResult, where
@@ -250,7 +251,7 @@ def winners(table: pl.DataFrame, kinds: Sequence[str] | None = None) -> dict[str
 
 
 def best_fixed(table: pl.DataFrame, metric: str) -> str | None:
-    """The fixed contender (fixed-U, fixed-W or a baseline) that is best on `metric` (first in
+    """The fixed contender (a menu objective held fixed, or a baseline) that is best on `metric` (first in
     table order on a tie); None when none has a value."""
     w = winners(table, FIXED_KINDS).get(metric)
     return w[0] if w else None
@@ -500,9 +501,10 @@ def load_objective_replay() -> tuple[ObjectiveReplay | None, str | None]:
     return replay_objectives, None
 
 
-def load_controller(policy: dict, db: str | Path | None) -> tuple[StatePolicy | None, int | None, str | None]:
-    """The published policy as state -> action, its epoch length, or why it cannot be used. The
-    loader verifies the artifact's checksums (and the registry's hash of them) first."""
+def load_controller(policy: dict, db: str | Path | None) -> tuple[StatePolicy | None, Any, str | None]:
+    """The published policy as state -> action, its loaded artifact (state config, card), or why
+    it cannot be used. The loader verifies the artifact's checksums (and the registry's hash of
+    them) first."""
     try:
         from metapilot.models.controller.artifact import find_policy, load_policy
     except ImportError as e:
@@ -512,8 +514,22 @@ def load_controller(policy: dict, db: str | Path | None) -> tuple[StatePolicy | 
         loaded = load_policy(folder, policy.get("sums_sha256"))
     except Exception as e:  # noqa: BLE001 - integrity errors, missing folders: reported as the contender's note
         return None, None, f"policy {policy['policy_id']} could not be loaded: {e}"
-    epoch_s = getattr(getattr(loaded, "state_config", None), "epoch_s", None)
-    return policy_state_fn(loaded), (int(epoch_s) if epoch_s else None), None
+    return policy_state_fn(loaded), loaded, None
+
+
+def teachers(card: dict | None, menu) -> list[tuple[str, str, Any]]:
+    """The planner contenders of a controller's card: (name, kind, PlannerConfig): the tuned planner
+    (the teacher), the best guarded rule of its tuning grid, and the oracle (a bound)."""
+    from metapilot.models.controller.planner import PlannerConfig, oracle_of
+
+    planner = PlannerConfig(**card["planner"]) if card and card.get("planner") else PlannerConfig()
+    rules = [r for r in ((card or {}).get("tuning") or {}).get("grid", []) if r.get("horizon_h", 1) == 0 and r.get("guard_h")]
+    best_rule = min(rules, key=lambda r: r["score"]) if rules else None
+    guard = (PlannerConfig(0.0, 0.0, best_rule["guard_h"], best_rule.get("base")) if best_rule else
+             PlannerConfig(0.0, 0.0, 24.0, menu.names[0]))
+    return [("planner", "planner", planner), (f"guard ({guard.base or menu.names[0]}; {menu.names[menu.tail_first]} "
+                                              f"after {guard.guard_h:g} h)", "planner", guard),
+            ("oracle (bound)", "bound", oracle_of(planner))]
 
 
 def run_validation(
@@ -564,24 +580,31 @@ def run_validation(
     why_replay = None
     if replay is None:
         replay, why_replay = load_objective_replay()
-    card_epoch, why_ctrl = None, None
+    loaded, why_ctrl = None, None
     if controller_fn is None and why_replay is None:  # no replay: do not load torch for nothing
-        controller_fn, card_epoch, why_ctrl = load_controller(policy, db)
-    epoch = int(epoch_s or card_epoch or 3600)
+        controller_fn, loaded, why_ctrl = load_controller(policy, db)
+    from metapilot.models.controller.objectives import Menu
+    from metapilot.models.controller.planner import LookaheadPlanner
+    from metapilot.transforms.state import StateConfig
 
-    def objective_run(name: str, kind: str, objective: int | StatePolicy, why: str | None) -> Contender:
+    state = getattr(loaded, "state_config", None) or StateConfig()
+    epoch = int(epoch_s or state.epoch_s or 3600)
+    state = replace(state, epoch_s=epoch)
+    menu = Menu.of(state)
+
+    def objective_run(name: str, kind: str, objective, why: str | None) -> Contender:
         if why is not None:
             return unavailable(name, kind, why)
         try:
-            return contender_from_result(name, kind, replay(workload, capacity, objective, epoch_s=epoch))
+            return contender_from_result(name, kind, replay(workload, capacity, objective, epoch_s=epoch, state_config=state))
         except Exception as e:  # noqa: BLE001 - the hook belongs to another module: report, do not abort
             return unavailable(name, kind, f"the objective replay failed: {type(e).__name__}: {e}")
 
-    from metapilot.models.controller.objectives import OBJECTIVES
-
     contenders.append(objective_run(CONTROLLER, "controller", controller_fn, why_replay or why_ctrl))
-    for i, name in enumerate(OBJECTIVES):
+    for i, name in enumerate(menu.names):
         contenders.append(objective_run(f"fixed-{name}", "objective", i, why_replay))
+    for name, kind, cfg in teachers(getattr(loaded, "card", None), menu):
+        contenders.append(objective_run(name, kind, LookaheadPlanner(menu, cfg, epoch), why_replay))
     for pol, bf in BASELINES:
         contenders.append(contender_from_result(baseline_name(pol, bf), "baseline", simulate(workload, capacity, pol, bf)))
     contenders.append(contender_from_result(

@@ -128,7 +128,9 @@ def write_test_artifact(root: Path, policy_id: str) -> tuple[Path, str]:
         torch.jit.save(traced, str(folder / "policy.pt"))
     torch.save({}, folder / "model.pt")
     (folder / "d3rlpy_config.json").write_text("{}")
-    (folder / "model_card.json").write_text(json.dumps({"policy_id": policy_id, "state": {"config": StateConfig().to_dict()}}))
+    # two Q-values: the seed's two-objective menu (U, W)
+    (folder / "model_card.json").write_text(json.dumps({"policy_id": policy_id,
+                                                      "state": {"config": StateConfig(menu=("U", "W")).to_dict()}}))
     (folder / SUMS).write_text("".join(f"{sha256_file(folder / n)}  {n}\n" for n in FILES))
     return folder, sha256_file(folder / SUMS)
 

@@ -23,12 +23,17 @@ from metapilot.models.controller.dataset import (
     to_mdp_dataset,
     tuples_from_aggregates,
 )
-from metapilot.models.controller.objectives import OBJECTIVES, U, W, queue_order
+from metapilot.models.controller.objectives import Menu, menu_names, queue_order
+from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.state import StateConfig
 from metapilot.transforms.asrun_state import to_epoch_s
 from metapilot.transforms.state import state_from_frame
 from metapilot.warehouse.asrun_queries import asrun_aggregates
 
 TRAIN = ("1996-10-15T00:00:00", "1996-10-18T00:00:00")
+UW = StateConfig(menu=("U", "W"))  # the seed's two objectives: U = SJF+EASY, W = FCFS+EASY
+U, W = 0, 1
+DEFAULT_NAMES = StateConfig().menu
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -37,19 +42,28 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _queue(**over):
     q = dict(submit_s=np.array([-500.0, -400, -300]), req_time_s=np.array([1000.0, 200, 100]),
-             cores=np.array([8.0, 2, 4]), gpus=np.zeros(3), mem=np.zeros(3), job_seq=np.array([1, 2, 3]),
-             free_cores=4.0, free_gpus=0.0, free_mem=np.inf)
+             cores=np.array([8.0, 2, 4]), job_seq=np.array([1, 2, 3]), now_s=0.0, origin_s=-1000.0)
     return q | over
 
 
 def test_objective_orders():
-    assert OBJECTIVES == ("U", "W")
-    assert queue_order("W", **_queue()).tolist() == [0, 1, 2]  # oldest first
-    assert queue_order(U, **_queue()).tolist() == [2, 1, 0]  # shortest requested time first
+    """Each objective orders a queue as the engine's own priority score does (SPEC §6)."""
+    assert menu_names("default") == DEFAULT_NAMES == ("SJF", "SAF", "F1", "WFP3", "FCFS")
+    assert menu_names("uw") == ("U", "W") and menu_names("sjf, wfp3") == ("SJF", "WFP3")
+    assert queue_order("W", **_queue()).tolist() == [0, 1, 2] == queue_order("FCFS", **_queue()).tolist()  # oldest first
+    assert queue_order("U", **_queue()).tolist() == [2, 1, 0] == queue_order("SJF", **_queue()).tolist()  # shortest first
+    assert queue_order("SAF", **_queue()).tolist() == [1, 2, 0]  # areas 8000, 400, 400: the tie goes to the older
+    # WFP3 at t=0: (w/r)^3 * n = (500/1000)^3*8 = 1.0, (400/200)^3*2 = 16, (300/100)^3*4 = 108: most urgent first
+    assert queue_order("WFP3", **_queue()).tolist() == [2, 1, 0]
+    assert queue_order("WFP3", **_queue(req_time_s=np.array([100.0, 200, 1000]))).tolist() == [0, 1, 2]
     # equal requested times: oldest first, then job id
     assert queue_order("U", **_queue(req_time_s=np.array([100.0, 100, 1000]))).tolist() == [0, 1, 2]
     with pytest.raises(ValueError):
         queue_order("X", **_queue())
+    with pytest.raises(ValueError):
+        menu_names("SJF")  # a menu has two objectives or more
+    m = Menu.of("default")
+    assert m.names[m.tail_first] == "WFP3" and m.names[m.user_first] == "FCFS"
 
 
 def test_kendall_tau_b_matches_scipy():
@@ -66,8 +80,6 @@ def test_kendall_tau_b_matches_scipy():
 
 
 def test_infer_actions_by_hand():
-    agg = pl.DataFrame({"epoch_start": [0, 3600, 7200], "used_cpu": [6.0] * 3, "used_gpu": [0.0] * 3,
-                        "used_mem": [0.0] * 3, "cap_cpu": [10.0] * 3, "cap_gpu": [0.0] * 3, "cap_mem": [0.0] * 3})
     base = _queue()
 
     def epoch(t, starts):
@@ -75,13 +87,13 @@ def test_infer_actions_by_hand():
             "epoch_start": [t] * 3, "job_seq": base["job_seq"], "submit_s": base["submit_s"] + t,
             "start_s": [None if s is None else t + s for s in starts],
             "started_in_epoch": [s is not None for s in starts], "req_time_s": base["req_time_s"],
-            "cores": base["cores"], "gpus": base["gpus"], "mem": base["mem"],
+            "cores": base["cores"], "gpus": [0.0] * 3, "mem": [0.0] * 3,
         }, schema_overrides={"start_s": pl.Float64})
 
     # epoch 0: the shortest job, then the next shortest, the longest never -> U order
     # epoch 3600: oldest first -> W; epoch 7200: nothing started from the queue -> holds W
     queues = pl.concat([epoch(0, [None, 20, 10]), epoch(3600, [100, 200, None])])
-    acts = infer_actions(queues, agg, np.array([0, 3600, 7200]), 3600)
+    acts = infer_actions(queues, np.array([0, 3600, 7200]), 3600, menu=Menu.of(UW))
     assert acts["action"].to_list() == [U, W, W]
     assert acts["inferred"].to_list() == [True, True, False]
     assert acts["tau_U"][0] == pytest.approx(1.0) and acts["tau_W"][0] == pytest.approx(-1.0)
@@ -94,7 +106,7 @@ def test_infer_actions_by_hand():
 def test_asrun_tuples_reconcile_with_epochs(warehouse):
     from metapilot.models.controller.asrun import asrun_tuples
 
-    tup = asrun_tuples(warehouse, CLUSTER, *TRAIN)
+    tup = asrun_tuples(warehouse, CLUSTER, *TRAIN, state_config=UW)
     agg = asrun_aggregates(warehouse, CLUSTER, *TRAIN)
     n = 72  # 3 days of hourly epochs
     assert tup.height == n == agg.height - 1
@@ -105,11 +117,19 @@ def test_asrun_tuples_reconcile_with_epochs(warehouse):
     np.testing.assert_array_equal(ns[:-1], s[1:])  # next state = the following epoch's state
     np.testing.assert_array_equal(s, state_from_frame(agg)[:-1])
     np.testing.assert_array_equal(ns[-1], state_from_frame(agg)[-1])
-    # reward by hand: the queue at the epoch's end, the epoch's utilisation (100 cores, no GPU, no memory)
+    # aligned reward by hand: job-seconds queued in the epoch, growth of the record of the largest wait
     nxt, cur = agg.tail(n), agg.head(n)
+    record = np.maximum.accumulate(cur["wait_max_s"].to_numpy())
+    lam = RewardConfig().lam
+    hand = -(cur["wait_accrued_s"].to_numpy() + lam * np.maximum(nxt["wait_max_s"].to_numpy() - record, 0)) / (10 * 3600)
+    np.testing.assert_allclose(tup["reward"].to_numpy(), hand)
+    # the accrued wait of a window is the waiting of its jobs: queued at some epoch boundary or not
+    assert (cur["wait_accrued_s"].to_numpy() >= 0).all() and cur["wait_accrued_s"].sum() > 0
+    # the seed's reward: the queue at the epoch's end, the epoch's utilisation (100 cores, no GPU, no memory)
+    paper = asrun_tuples(warehouse, CLUSTER, *TRAIN, state_config=UW, reward_config=RewardConfig(kind="paper"))
     hand = np.where(nxt["queue_len"].to_numpy() == 0, 4.0,
                     -nxt["wait_mean_s"].to_numpy() / 1e3 + cur["used_cpu_s"].to_numpy() / (100 * 3600))
-    np.testing.assert_allclose(tup["reward"].to_numpy(), hand)
+    np.testing.assert_allclose(paper["reward"].to_numpy(), hand)
     assert set(tup["action"].unique().to_list()) == {U, W}  # the real history shows both behaviours
     assert not tup["terminal"].any()
 
@@ -171,7 +191,7 @@ def test_episodes_and_mdp_dataset(warehouse):
     split = pl.concat([tup.head(30), tup.tail(20)])  # a gap: two episodes
     ep = to_episodes(split)
     assert ep.n_transitions == 50 and ep.n_episodes == 2 and len(ep.observations) == 52
-    mdp = to_mdp_dataset(split, fast_sampling=False)
+    mdp = to_mdp_dataset(split, len(DEFAULT_NAMES), fast_sampling=False)
     assert mdp.transition_count == 50
     # every d3rlpy transition is one of our tuples
     keys = {tuple(np.r_[r[: len(S_COLS)], r[-len(NS_COLS):]].round(6)) for r in split.select(S_COLS + NS_COLS).to_numpy()}
@@ -179,7 +199,7 @@ def test_episodes_and_mdp_dataset(warehouse):
         for i in range(e.transition_count):
             tr = mdp.transition_picker(e, i)
             assert tuple(np.r_[tr.observation, tr.next_observation].round(6)) in keys
-    fast = to_mdp_dataset(split)
+    fast = to_mdp_dataset(split, len(DEFAULT_NAMES))
     b = fast.sample_transition_batch(64)
     def key(s, a, r, ns):
         return tuple(np.r_[s, [a, r], ns].astype(np.float32).round(4))
@@ -214,7 +234,8 @@ def test_training_reports_ope_and_baselines(trained):
     assert len(result.candidates) == 3 and result.chosen in result.candidates
     assert result.chosen.fqe_value == max(c.fqe_value for c in result.candidates)
     for sc in [result.chosen, *result.baselines.values()]:
-        assert np.isfinite(sc.fqe_value) and 0 <= sc.action_share_u <= 1
+        assert np.isfinite(sc.fqe_value) and sum(sc.action_shares.values()) == pytest.approx(1.0)
+        assert set(sc.action_shares) == set(DEFAULT_NAMES)
     assert result.validation_source == "validation window" and result.n_valid == splits.validation.height
 
 
@@ -237,7 +258,8 @@ def test_artifact_round_trip(trained, warehouse):
     for key in ("training_window", "dataset", "state", "actions", "reward", "hyper_parameters", "ope", "code_version"):
         assert card[key] is not None
     assert [f["name"] for f in card["state"]["features"]] == card["feature_names"]
-    assert card["actions"]["0"]["name"] == "U" and card["reward"]["constants"]["alpha_cpu"] == 1e3
+    assert card["actions"]["0"]["name"] == "SJF" and card["reward"]["constants"]["kind"] == "aligned"
+    assert card["state"]["config"]["menu"] == list(DEFAULT_NAMES) and len(card["actions"]) == len(DEFAULT_NAMES)
     assert card["dataset"]["sha256"] == dataset_hash(splits.train)
     row = warehouse.execute("SELECT policy_id, sums_sha256, algorithm, train_from FROM policies").fetchall()
     assert row == [(art.policy_id, art.sums_sha256, "cql", splits.train_window[0])]
@@ -316,8 +338,8 @@ def test_advise_for_a_time_and_a_state(trained, warehouse):
     state = row.select(S_COLS).to_numpy().astype(np.float32)
     np.testing.assert_array_equal(np.array([list(a.state.values())], dtype=np.float32), state)
     q = adv.policy.q_values(state)[0]
-    assert a.q_values == pytest.approx({"U": q[0], "W": q[1]})
-    assert a.objective == OBJECTIVES[int(np.argmax(q))]
+    assert a.q_values == pytest.approx(dict(zip(DEFAULT_NAMES, q, strict=True)))
+    assert a.objective == DEFAULT_NAMES[int(np.argmax(q))]
     assert a.latency_ms["decision"] < 50
     b = adv.decide(state_from_json({"features": a.state}, adv.policy))
     assert b.objective == a.objective
@@ -351,8 +373,8 @@ def test_cli_advise_json_without_d3rlpy_or_prefect(trained, tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
-    assert out["heavy"] == [] and out["objective"] in OBJECTIVES and "note" not in out
-    assert set(out["q_values"]) == {"U", "W"}
+    assert out["heavy"] == [] and out["objective"] in DEFAULT_NAMES and "note" not in out
+    assert set(out["q_values"]) == set(DEFAULT_NAMES)
 
 
 def test_cli_dataset_writes_parquet(tmp_path):
@@ -366,7 +388,7 @@ def test_cli_dataset_writes_parquet(tmp_path):
     load_warehouse(con)
     con.close()
     r = CliRunner().invoke(app, ["dataset", "--cluster", CLUSTER, "--train-from", TRAIN[0], "--train-to", TRAIN[1],
-                                 "--db", str(db), "--out", str(tmp_path / "ds")])
+                                 "--sources", "as-run", "--db", str(db), "--out", str(tmp_path / "ds")])
     assert r.exit_code == 0, r.output
     train = pl.read_parquet(tmp_path / "ds" / "train.parquet")
     assert train.height == 72 and set(train["split"].unique()) == {"train"}
@@ -386,7 +408,8 @@ def test_cli_train_publishes_and_registers(tmp_path):
     load_warehouse(con)
     con.close()
     r = CliRunner().invoke(app, ["train", "--cluster", CLUSTER, "--train-from", TRAIN[0], "--train-to", TRAIN[1],
-                                 "--steps", "100", "--fqe-steps", "20", "--baselines", "", "--no-progress", "--db", str(db)])
+                                 "--steps", "100", "--fqe-steps", "20", "--baselines", "", "--no-progress",
+                                 "--sources", "as-run", "--db", str(db)])
     assert r.exit_code == 0, r.output
     con = connect(db, read_only=True)
     (pid, path, sums), = con.execute("SELECT policy_id, path, sums_sha256 FROM policies").fetchall()

@@ -21,9 +21,15 @@ LOCAL = {
     "swf/lublin_256.synthetic-model.swf.gz": "swf",
     "pbs/accounting-logs.log": "pbs",
     "pbs/accounting-logs.expected.json": None,  # Open XDMoD's parse result, not a log
-    "detect/sge-accounting.log": None,  # SGE: colon-separated, not ours
-    "detect/uge-accounting.log": None,
-    "detect/lsf-lsb.acct.log": None,  # LSF lsb.acct: quoted, space-separated
+    "detect/sge-accounting.log": "sge",  # SGE: colon-separated
+    "detect/uge-accounting.log": "sge",  # UGE: the same, epochs in milliseconds
+    "detect/lsf-lsb.acct.log": "lsf",  # LSF lsb.acct: quoted, space-separated
+    "sge/wyntonquery/accounting.head": "sge",  # `# Version: 8.1.9` header, then records
+    "sge/apel/sge-test-parse-line.accounting": "sge",
+    "sge/xdmod-unit/sge-accounting-logs.expected.json": None,  # Open XDMoD's parse result, not a log
+    "lsf/hpc-cost-simulator/issues-gl-26/lsb.acct.issue-gl-26": "lsf",  # comments, LSF 7.06, a non-UTF-8 byte
+    "lsf/hpc-cost-simulator/numExHosts/lsb.acct": "lsf",
+    "lsf/hpc-cost-simulator/issues-gl-9/exp_jobs.csv": None,  # that tool's expected output, not a log
     "detect/xdmod-slurm-accounting-logs.log": "sacct",
     "detect/hpc-cost-simulator-issue20-sacct-output.txt": "sacct",
     "detect/hpc-cost-simulator-issue20-exp_jobs.csv": None,  # another tool's expected output
@@ -42,6 +48,10 @@ def expected_for_shared(rel: str) -> str | None:
         return "swf"
     if rel.startswith("pbs/") and "/input/" in rel:
         return "pbs"
+    if rel.startswith("sge/") and "/input/" in rel:
+        return "sge"
+    if rel.startswith("lsf/") and "/input/" in rel:
+        return "lsf"
     if rel.startswith("slurm/sacct-json/sacct_"):
         return "sacct-json"
     if rel.startswith("slurm/") and ("/input/" in rel or name.startswith("sacct-") or name.startswith("slurm-dcast")
@@ -49,7 +59,7 @@ def expected_for_shared(rel: str) -> str | None:
         # sacct-*.csv.gz / sacct-*.txt: real sacct exports, some without times (the sacct parser
         # refuses those), but sacct is what they are. sacct_tasks_input_multi_state.csv is not.
         return "sacct"
-    # SGE/UGE and LSF logs, Open XDMoD's expected JSON, exp_jobs.csv, the GPU pod traces,
+    # Open XDMoD's expected JSON, exp_jobs.csv, the GPU pod traces,
     # schedule CSVs, READMEs, licences and SOURCES.tsv: none of our formats.
     return None
 
@@ -74,7 +84,7 @@ def test_every_shared_sample(rel):
 @pytest.mark.skipif(not SHARED.exists(), reason="../shared/data not present")
 def test_shared_samples_cover_all_formats_and_lookalikes():
     seen = {expected_for_shared(rel) for rel in shared_files()}
-    assert seen == {"sacct", "sacct-json", "pbs", "swf", None}
+    assert seen == {"sacct", "sacct-json", "pbs", "swf", "sge", "lsf", None}
     assert any(rel.startswith(("sge/", "lsf/")) for rel in shared_files())
 
 
@@ -100,7 +110,10 @@ def test_shared_samples_cover_all_formats_and_lookalikes():
     (['{"foo": 1}'], None),
     (["[1, 2]"], None),
     (["myqueue:testhost:jdoe:jdoe:mpi-mem-test:22947:sge:0:1310761621:1311095354:1311095414:0:0:60"], None),
-    (['"JOB_FINISH" "9.11" 1389683139 404717 22025 33882739 128 1389642318 0 0 1389642771 "u"'], None),
+    (['"JOB_FINISH" "9.11" 1389683139 404717 22025 33882739 128 1389642318 0 0 1389642771 "u"'], "lsf"),
+    (["# Version: 2011.11p1", "#", "# DO NOT MODIFY THIS FILE MANUALLY!", "#"], None),  # header only: nothing to tell
+    (['"JOB_FINISH" 9.11 1389683139'], None),  # the version is quoted in lsb.acct
+    (["a:b:c:d:e:x:g:h:1:2:3:0:0" + ":0" * 40], None),  # 53 fields, job number not a number
 ])
 def test_synthetic_heads(lines, expected):
     assert detect_format(lines) == expected

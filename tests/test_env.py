@@ -14,7 +14,6 @@ import pytest
 from controller_fixtures import read_swf
 from gymnasium.utils.env_checker import check_env
 from metapilot.models.controller.dataset import tuples_from_aggregates
-from metapilot.models.controller.objectives import OBJECTIVES, U, W
 from metapilot.models.simulator import Capacity, simulate
 from metapilot.models.simulator.env import (
     A,
@@ -42,6 +41,8 @@ from metapilot.warehouse.asrun_queries import asrun_aggregates
 START = datetime(1996, 10, 15, tzinfo=timezone.utc)  # midnight before the first job (12:03): none at t = 0
 CAP = Capacity.single(100)
 CLUSTER = "kth-sim"
+UW = StateConfig(menu=("U", "W"))  # the seed's two objectives: U = SJF+EASY, W = FCFS+EASY
+U, W = 0, 1
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,8 @@ def schedule_frame(workload: Workload, start: np.ndarray, end: np.ndarray) -> pl
 def test_gymnasium_check_env(workload):
     env = ObjectiveSwitchingEnv(workload, CAP)
     check_env(env, skip_render_check=True)
-    assert env.action_space.n == len(OBJECTIVES) == 2
+    assert env.action_space.n == len(StateConfig().menu) == 5
+    assert ObjectiveSwitchingEnv(workload, CAP, state_config=UW).action_space.n == 2
     assert env.observation_space.shape == (N_FEATURES,) and env.observation_space.dtype == np.float32
 
 
@@ -90,7 +92,7 @@ def test_a_fixed_objective_is_its_engine(workload, objective, rule, fit_first):
     whatever the epoch length."""
     ref = simulate(workload, CAP, rule, "easy", fit_first=fit_first)
     for epoch_s in (3600, 600):
-        env = ObjectiveSwitchingEnv(workload, CAP, epoch_s=epoch_s)
+        env = ObjectiveSwitchingEnv(workload, CAP, epoch_s=epoch_s, state_config=UW)
         ep = run_episode(env, lambda k: objective)
         assert ep["terminated"]
         eng = env.replay.engine
@@ -111,7 +113,7 @@ def test_boundaries_equal_the_asrun_code_on_the_simulated_schedule(workload):
     """Switching objectives (every 5 epochs, 6-hour phase shift), the env's aggregates, states and
     rewards at every boundary equal transforms.asrun_state + models.controller.dataset on the
     schedule the env produced."""
-    env = ObjectiveSwitchingEnv(workload, CAP)
+    env = ObjectiveSwitchingEnv(workload, CAP, state_config=UW)
     ep = run_episode(env, lambda k: U if (k + 6) // 5 % 2 else W)
     eng = env.replay.engine
     n = len(ep["action"])
@@ -128,13 +130,17 @@ def test_boundaries_equal_the_asrun_code_on_the_simulated_schedule(workload):
     for name in ("queue_len", "wait_max_s", "arrivals", "used_cpu"):
         np.testing.assert_array_equal(info[name].to_numpy(), mine[1:, A[name]])
     np.testing.assert_allclose(info["u_cpu"].to_numpy(), asrun["u_cpu"].to_numpy()[:n], rtol=1e-12, atol=1e-15)
+    # the job-seconds queued in each epoch (the aligned reward's A): the engine's count = the SQL's
+    np.testing.assert_allclose(info["wait_accrued_s"].to_numpy(), asrun["wait_accrued_s"].to_numpy()[:n], rtol=1e-12)
+    assert info["wait_accrued_s"].sum() == pytest.approx(float(np.nansum(eng.start - workload.submit)))
     # states: the same definition on both sides
     np.testing.assert_allclose(np.stack(ep["obs"]), state_from_frame(asrun), rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(np.stack(ep["obs"]), state_from_frame(pl.DataFrame(
         {name: mine[:, i] for i, name in enumerate(AGGREGATES)}).with_columns(pl.col("epoch_start").cast(pl.Int64))))
     # rewards: the as-run tuples' reward of the same epochs and actions
     tup = tuples_from_aggregates(asrun, np.array(ep["action"]), cluster=CLUSTER, partition=None, window_from=START,
-                                 window_to=START + timedelta(hours=n), source="as-run", behaviour_policy="test", seed=0)
+                                 window_to=START + timedelta(hours=n), source="as-run", behaviour_policy="test", seed=0,
+                                 state_config=UW)
     np.testing.assert_allclose(ep["reward"], tup["reward"].to_numpy(), rtol=1e-12, atol=1e-12)
     # something happened: queues, waits and long waits were seen
     assert mine[:, A["queue_len"]].max() > 5 and mine[:, A["wait_max_s"]].max() > 3600
@@ -152,13 +158,16 @@ def test_fast_observation_and_reward_are_the_definitions(workload):
     env = ObjectiveSwitchingEnv(workload, CAP)
     ep = run_episode(env, lambda k: k % 2)
     np.testing.assert_array_equal(np.stack(ep["obs"]), _definition_state(np.stack(ep["agg"]), env.state_config))
-    for rc in (RewardConfig(), RewardConfig(alpha=5e3, use_mem=True, empty_queue_reward=1.0)):
+    for rc in (RewardConfig(), RewardConfig(lam=0.0, mu=0.5, scale_jobs=3.0),
+               RewardConfig(kind="paper", alpha=5e3, use_mem=True, empty_queue_reward=1.0)):
         assert fast_reward_ok(rc, 3600)
         rng = np.random.default_rng(3)
-        probes = _probe_aggregates(rng, 200, 0, 3600)
-        used = probes[:, 4:7] * 3600 * rng.uniform(0, 1, (200, 3))
-        want, _ = definition_reward(probes, used, 3600, rc)
-        assert [epoch_reward(a, x, 3600, rc)[0] for a, x in zip(probes, used, strict=True)] == want.tolist()
+        start, end = _probe_aggregates(rng, 200, 0, 3600), _probe_aggregates(rng, 200, 3600, 3600)
+        sums = np.c_[start[:, 4:7] * 3600 * rng.uniform(0, 1, (200, 3)), start[:, 7] * 3600 * rng.uniform(0, 1, 200)]
+        record = start[:, 12] * rng.uniform(1, 2, 200)
+        want, _ = definition_reward(start, end, sums, 3600, rc, record)
+        got = [epoch_reward(a, b, x, 3600, rc, r)[0] for a, b, x, r in zip(start, end, sums, record, strict=True)]
+        assert got == want.tolist()
 
 
 def test_reset_replays_the_same_episode(workload):
@@ -179,7 +188,7 @@ def test_truncation_errors_and_bounds(workload):
     flags = [env.step(W)[2:4] for _ in range(3)]
     assert flags == [(False, False), (False, False), (False, True)]
     with pytest.raises(ValueError, match="index"):
-        env.step(2)
+        env.step(len(env.menu))
     low, high = observation_bounds()
     assert low.shape == high.shape == (N_FEATURES,) and (low < high).all()
 
@@ -189,17 +198,25 @@ def test_boundary_zero_and_arrivals_by_hand():
     (runs 1 h). Boundary 0: nothing handled yet. Boundary 1 (3600): j0 runs, j1 waits 1800 s,
     2 arrivals in [0, 3600). Boundary 2: j0 ended at 7200, j1 starts at 7200: running, queue empty."""
     w = Workload.from_arrays(submit=[0, 1800], run=[7200, 3600], cores=[4, 4])
-    env = ObjectiveSwitchingEnv(w, Capacity.single(4))
+    env = ObjectiveSwitchingEnv(w, Capacity.single(4), state_config=UW)
     _, i0 = env.reset()
     assert (i0["queue_len"], i0["used_cpu"], i0["arrivals"]) == (0, 0.0, 0)
     _, r1, _, _, i1 = env.step(W)
     assert (i1["queue_len"], i1["used_cpu"], i1["wait_mean_s"], i1["arrivals"]) == (1, 4.0, 1800.0, 2)
-    assert i1["u_cpu"] == 1.0 and r1 == pytest.approx(-1800 / 1e3 + 1.0)
+    # aligned reward: j1 queued 1800 s of the epoch (A), the largest wait grew from 0 to 1800 s (G)
+    lam = RewardConfig().lam
+    assert i1["u_cpu"] == 1.0 and i1["wait_accrued_s"] == 1800.0
+    assert r1 == pytest.approx(-(1800 + lam * 1800) / (10 * 3600))
     _, r2, term, _, i2 = env.step(U)
     assert (i2["queue_len"], i2["used_cpu"], i2["arrivals"], term) == (0, 4.0, 0, False)
-    assert r2 == 4.0 and i2["objective"] == "U"
+    assert i2["wait_accrued_s"] == 3600.0 and r2 == pytest.approx(-3600 / (10 * 3600))  # no new record: G = 0
+    assert i2["objective"] == "U"
     *_, term, _, i3 = env.step(U)
     assert term and i3["used_cpu"] == 0.0 and i3["u_cpu"] == 1.0
+    # the seed's reward on the same epochs: -mean wait at the end / 1e3 + utilisation; 4 for an empty queue
+    paper = ObjectiveSwitchingEnv(w, Capacity.single(4), state_config=UW, reward_config=RewardConfig(kind="paper"))
+    paper.reset()
+    assert paper.step(W)[1] == pytest.approx(-1800 / 1e3 + 1.0) and paper.step(U)[1] == 4.0
 
 
 def test_capacity_totals_follow_the_asrun_rule():

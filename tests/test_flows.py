@@ -51,19 +51,21 @@ def test_transient_failure_is_retried_and_the_warehouse_stays_consistent(tmp_pat
     from metapilot.flows.ingest import ingest_flow
     from metapilot.warehouse.db import connect
 
-    real = ing.ingest_file
+    real = ing.ingest_file_to
     calls = {"n": 0}
 
-    def flaky(con, path, opts, key):
+    def flaky(db, path, opts, key, log=None):
         calls["n"] += 1
         if calls["n"] == 1:
+            con = connect(db)
             con.execute("BEGIN TRANSACTION")
             con.execute("INSERT INTO quarantine VALUES ('x', 'x', 1, 'x', 'x', now())")
             con.execute("ROLLBACK")
+            con.close()
             raise OSError("IO Error: Could not set lock on file: Conflicting lock is held")
-        return real(con, path, opts, key)
+        return real(db, path, opts, key, log=log)
 
-    monkeypatch.setattr("metapilot.flows.ingest.ingest_file", flaky)
+    monkeypatch.setattr("metapilot.flows.ingest.ingest_file_to", flaky)
     db = str(tmp_path / "m.duckdb")
     reports = ingest_flow([str(POZIDRIV)], db=db)
     assert calls["n"] == 2 and reports[0]["outcome"] == "loaded"
@@ -78,7 +80,8 @@ def test_schedules_load_from_code_and_prefect_yaml():
 
     deps = {d.name: d for d in deployments("/tmp/landing")}
     assert {n: d.schedules[0].schedule.cron for n, d in deps.items()} == {
-        "daily-ingest": "15 2 * * *", "weekly-report": "0 7 * * 1", "monthly-retrain": "0 3 1 * *"}
+        "daily-ingest": "15 2 * * *", "hourly-collect": "5 * * * *", "weekly-report": "0 7 * * 1",
+        "monthly-retrain": "0 3 1 * *"}
     spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
     import importlib
 
@@ -133,15 +136,22 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
         lines = [ln for ln in f if ln.startswith(";") or (ln.split() and int(ln.split()[1]) < 100 * 86400)]
     small.write_text("".join(lines))
     db = str(tmp_path / "w" / "m.duckdb")
-    out = pipeline_flow([str(small)], db=db, steps=200, baselines=(), sources=("as-run",))
+    out = pipeline_flow([str(small)], db=db, steps=200, baselines=(), sources=("as-run", "planner"))
     assert out["cluster"] == "kth-quarter"
     con = connect(db, read_only=True)
     assert con.execute("SELECT count(*) FROM policies").fetchall()[0][0] == 1
     assert con.execute("SELECT count(DISTINCT contender) FROM validations WHERE validation_id = ?",
                        [out["validation_id"]]).fetchall()[0][0] >= 22
-    assert con.execute("SELECT policy_id FROM published_policies").fetchall() == [(out["policy_id"],)]
+    # the publish gate decided, on the checkpoint window, and said so in words
+    (pid, kind, rec, msg), = con.execute("SELECT policy_id, kind, recommendation, message FROM published_policies").fetchall()
+    by_source = dict(con.execute("SELECT source, count(*) FROM mdp_transitions GROUP BY 1").fetchall())
     con.close()
-    assert Path(out["report"]["files"]["html"]).exists() and Path(out["published"]).exists()
+    assert pid == out["policy_id"] and kind == out["published"]["kind"] in ("controller", "fixed") and msg
+    assert (kind == "fixed") == msg.startswith("Keep ") and (rec is not None) == (kind == "fixed")
+    assert by_source["planner"] == 3 * by_source["as-run"]  # the teacher and two epsilon-teachers per window
+    assert Path(out["report"]["files"]["html"]).exists() and Path(out["published"]["pointer"]).exists()
+    md = Path(out["report"]["files"]["md"]).read_text()
+    assert md.splitlines()[0] == f"**What to run:** {msg}"
 
 
 def test_ingest_command_with_fields_in_another_order_and_a_multibyte_delimiter(tmp_path):

@@ -20,6 +20,10 @@ from metapilot.warehouse.ingest import (
 
 POZIDRIV = SAMPLES / "slurm" / "pozidriv.log.gz"
 KTH = SAMPLES / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
+DATA = Path(__file__).resolve().parent / "data"
+SGE_LINE = (DATA / "sge" / "apel" / "sge-test-parse-line.accounting").read_text().splitlines()[1]
+LSF_LINE = (DATA / "lsf" / "xdmod-unit" / "truncated-record.log").read_text().splitlines()[0]
+GL26 = DATA / "lsf" / "hpc-cost-simulator" / "issues-gl-26" / "lsb.acct.issue-gl-26"
 
 
 def counts(con) -> tuple[int, int, int]:
@@ -164,7 +168,7 @@ def test_inferred_capacity_is_marked(mem_con, site_key):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(blob=st.binary(max_size=3000), template=st.sampled_from(["sacct", "swf", "pbs", "raw"]))
+@given(blob=st.binary(max_size=3000), template=st.sampled_from(["sacct", "swf", "pbs", "sge", "lsf", "raw"]))
 def test_garbage_never_crashes_and_every_line_is_accounted(tmp_path_factory, site_key, blob, template):
     from metapilot.warehouse.db import connect_memory
 
@@ -173,6 +177,8 @@ def test_garbage_never_crashes_and_every_line_is_accounted(tmp_path_factory, sit
         "sacct": _pozidriv_lines(2)[1] + "\n",
         "swf": "; MaxProcs: 100\n; UnixStartTime: 843480031\n    1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n",
         "pbs": "12/21/2009 15:27:00;E;6.edge;user=u group=g queue=q ctime=1261424924 qtime=1261424924 etime=1261424924 start=1261425023 end=1261427220 Exit_status=0 Resource_List.nodes=1:ppn=8\n",
+        "sge": SGE_LINE + "\n",
+        "lsf": LSF_LINE + "\n",
         "raw": "",
     }[template]
     f = tmp_path_factory.mktemp("g") / "garbage.log"
@@ -183,3 +189,44 @@ def test_garbage_never_crashes_and_every_line_is_accounted(tmp_path_factory, sit
     else:
         assert rep.message and counts(con) == (0, 0, 0)
     con.close()
+
+
+@pytest.mark.parametrize("path", sorted(p for d in ("sge", "lsf") for p in (DATA / d).rglob("*")
+                                        if p.is_file() and "LICENSE" not in p.name and p.suffix not in (".json", ".csv", ".md")),
+                         ids=lambda p: p.name)
+def test_real_sge_and_lsf_files_load_and_reconcile(mem_con, site_key, path):
+    rep = ingest_file(mem_con, path, IngestOptions(), site_key)
+    assert rep.outcome == "loaded" and rep.format in ("sge", "uge", "lsf"), rep.message
+    assert rep.jobs_written > 0
+    check_reconciles(mem_con, rep)
+    assert rep.validation["success"] and rep.validation["failed_rows"] == 0
+
+
+def test_latin1_log_warns_then_loads_again_with_encoding(mem_con, site_key):
+    """A line that is not UTF-8 is quarantined and, above 1% of the file, warned about in the report
+    and in ingest_files; ingesting the same file with --encoding replaces that load."""
+    first = ingest_file(mem_con, GL26, IngestOptions(), site_key)
+    assert first.outcome == "loaded" and first.rows_quarantined == 1 and first.jobs_written == 5
+    assert len(first.warnings) == 1 and "(3.6%) were quarantined" in first.warnings[0]
+    assert "--encoding latin-1" in first.warnings[0]
+    msg, = mem_con.execute("SELECT message FROM ingest_files WHERE sha256 = ?", [first.sha256]).fetchone()
+    assert "--encoding latin-1" in msg
+    reason, = mem_con.execute("SELECT reason FROM quarantine").fetchone()
+    assert reason.startswith("line is not valid utf-8 text") and "--encoding" in reason
+    again = ingest_file(mem_con, GL26, IngestOptions(), site_key)
+    assert again.outcome == "skipped"
+    latin = ingest_file(mem_con, GL26, IngestOptions(encoding="latin-1"), site_key)
+    assert latin.outcome == "loaded" and (latin.jobs_written, latin.rows_quarantined) == (5, 1)
+    check_reconciles(mem_con, latin)
+    reasons = [r[0] for r in mem_con.execute("SELECT reason FROM quarantine").fetchall()]
+    assert len(reasons) == 1 and "event time is not an epoch" in reasons[0]  # decoded, then judged as a record
+    assert "not valid" not in latin.warnings[0]
+    assert mem_con.execute("SELECT count(*), count(DISTINCT job_id) FROM jobs").fetchone() == (5, 5)
+    assert ingest_file(mem_con, GL26, IngestOptions(encoding="latin-1"), site_key).outcome == "skipped"
+
+
+def test_unknown_encoding_is_refused(mem_con, site_key):
+    rep = ingest_file(mem_con, GL26, IngestOptions(encoding="utf-16"), site_key)
+    assert rep.outcome == "failed" and "ASCII" in rep.message
+    rep = ingest_file(mem_con, GL26, IngestOptions(encoding="no-such-codec"), site_key)
+    assert rep.outcome == "failed" and "unknown encoding" in rep.message

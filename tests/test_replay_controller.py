@@ -12,7 +12,6 @@ import polars as pl
 import pytest
 from controller_fixtures import CLUSTER, load_warehouse, read_swf, warehouse  # noqa: F401  (module-scoped fixture)
 from metapilot.models.controller.dataset import TupleRequest
-from metapilot.models.controller.objectives import OBJECTIVES, U, W
 from metapilot.models.controller.replay import (
     ObjectiveReplayResult,
     batch_policy,
@@ -20,12 +19,15 @@ from metapilot.models.controller.replay import (
 )
 from metapilot.models.simulator import Capacity, simulate
 from metapilot.models.simulator.env import ObjectiveSwitchingEnv
-from metapilot.transforms.state import N_FEATURES
+from metapilot.transforms.state import N_FEATURES, StateConfig
 from metapilot.transforms.workload import Workload, normalise
 
 REPO = Path(__file__).resolve().parents[1]
 KTH = REPO / "samples" / "logs" / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
 CAP = Capacity.single(100)
+UW = StateConfig(menu=("U", "W"))  # the seed's two objectives: U = SJF+EASY, W = FCFS+EASY
+U, W = 0, 1
+OBJECTIVES = UW.menu
 START = datetime(1996, 10, 15, tzinfo=timezone.utc)
 TRAIN = ("1996-10-15T00:00:00", "1996-10-18T00:00:00")
 METRIC_COLS = ["jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait", "mean_bsld", "util_cores",
@@ -52,7 +54,7 @@ def small() -> Workload:
 
 def test_fixed_w_is_fcfs_easy_on_the_whole_year(kth):
     ref = simulate(kth, CAP, "FCFS", "easy")
-    res = replay_objectives(kth, CAP, W)
+    res = replay_objectives(kth, CAP, W, state_config=UW)
     assert isinstance(res, ObjectiveReplayResult)
     np.testing.assert_array_equal(res.start, ref.start)
     np.testing.assert_array_equal(res.end, ref.end)
@@ -66,7 +68,7 @@ def test_fixed_w_is_fcfs_easy_on_the_whole_year(kth):
 
 def test_fixed_u_is_sjf_easy_on_the_whole_year(kth):
     ref = simulate(kth, CAP, "SJF", "easy")
-    res = replay_objectives(kth, CAP, U, epoch_s=1800)
+    res = replay_objectives(kth, CAP, U, epoch_s=1800, state_config=UW)
     np.testing.assert_array_equal(res.start, ref.start)
     np.testing.assert_array_equal(res.end, ref.end)
     assert res.counters["epochs_U"] == res.counters["epochs"]
@@ -83,7 +85,7 @@ def test_a_controller_sees_the_env_states_and_its_choices_are_recorded(small):
         seen.append(state.copy())
         return U if state[3] > 0.3 else W  # U when more than ~7 jobs queue
 
-    res = replay_objectives(small, CAP, controller)
+    res = replay_objectives(small, CAP, controller, state_config=UW)
     n = len(res.objectives)
     assert len(seen) == n and res.counters["epochs"] == n
     assert res.counters["epochs_U"] > 0 and res.counters["epochs_W"] > 0 and res.counters["switches"] >= 2
@@ -91,7 +93,7 @@ def test_a_controller_sees_the_env_states_and_its_choices_are_recorded(small):
     sched = res.objective_schedule()
     assert sum(r["epochs"] for r in sched) == n and all(r["objective"] in OBJECTIVES for r in sched)
     # the same decisions in the env give the same states and the same schedule
-    env = ObjectiveSwitchingEnv(small, CAP)
+    env = ObjectiveSwitchingEnv(small, CAP, state_config=UW)
     obs, _ = env.reset()
     states = [obs]
     for a in res.objectives[:-1]:
@@ -108,22 +110,22 @@ def test_a_controller_sees_the_env_states_and_its_choices_are_recorded(small):
 
 
 def test_a_switching_replay_differs_from_both_fixed_objectives(small):
-    u, w = replay_objectives(small, CAP, U), replay_objectives(small, CAP, W)
-    mixed = replay_objectives(small, CAP, lambda s: U if s[3] > 0.3 else W)
+    u, w = replay_objectives(small, CAP, U, state_config=UW), replay_objectives(small, CAP, W, state_config=UW)
+    mixed = replay_objectives(small, CAP, lambda s: U if s[3] > 0.3 else W, state_config=UW)
     assert not np.array_equal(mixed.start, u.start) and not np.array_equal(mixed.start, w.start)
     assert np.isfinite(mixed.metrics()["mean_wait"][0])
 
 
 def test_horizon_and_bad_objectives(small):
-    base = replay_objectives(small, CAP, W)
-    longer = replay_objectives(small, CAP, W, horizon_s=(len(base.objectives) + 10) * 3600)
+    base = replay_objectives(small, CAP, W, state_config=UW)
+    longer = replay_objectives(small, CAP, W, horizon_s=(len(base.objectives) + 10) * 3600, state_config=UW)
     assert len(longer.objectives) == len(base.objectives) + 10
     np.testing.assert_array_equal(longer.start, base.start)
-    assert (longer.epoch_rewards()[-10:] == 4.0).all()  # idle epochs: empty queue
+    assert (longer.epoch_rewards()[-10:] == 0.0).all()  # idle epochs cost nothing (aligned reward)
     with pytest.raises(ValueError, match="index"):
-        replay_objectives(small, CAP, 2)
+        replay_objectives(small, CAP, 2, state_config=UW)
     with pytest.raises(ValueError, match="controller chose"):
-        replay_objectives(small, CAP, lambda s: 7)
+        replay_objectives(small, CAP, lambda s: 7, state_config=UW)
 
 
 def test_batch_policy_adapts_a_batched_policy():
@@ -134,27 +136,31 @@ def test_batch_policy_adapts_a_batched_policy():
 def test_replay_evaluator_scores_a_policy(warehouse):
     from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
-    req = TupleRequest(CLUSTER, None, datetime(1996, 10, 18, tzinfo=timezone.utc), datetime(1996, 10, 19, tzinfo=timezone.utc))
+    req = TupleRequest(CLUSTER, None, datetime(1996, 10, 18, tzinfo=timezone.utc), datetime(1996, 10, 19, tzinfo=timezone.utc),
+                       state=UW)
     evaluate = make_replay_evaluator(warehouse, req)
     always_w = evaluate(lambda s: np.full(len(s), W))
     always_u = evaluate(lambda s: np.full(len(s), U))
     for out in (always_w, always_u):
-        assert np.isfinite(out["score"]) and out["score"] <= 4.0
+        # the score is the publish gate's, against the 21 baselines of the window: <= -1 (1 = best on all)
+        assert np.isfinite(out["score"]) and out["score"] <= -1.0 and out["score"] == -out["gate"]["score"]
         assert out["epochs"] >= 24 and out["share_U"] + out["share_W"] == pytest.approx(1.0)
         assert 0 < out["util_cpu"] <= 1 and out["max_wait_s"] >= out["mean_wait_s"] >= 0
     assert always_u["share_U"] == 1.0 and always_w["share_W"] == 1.0
     again = evaluate(lambda s: np.full(len(s), W))
     assert {k: v for k, v in again.items() if k != "wall_s"} == {k: v for k, v in always_w.items() if k != "wall_s"}
-    # the score is the mean reward of the window's 24 epochs of the replay the fixed-W validation sees
+    # the mean reward of the window's 24 epochs of the replay the fixed-W validation sees
     from metapilot.models.simulator.controller_eval import replay_summary
     from metapilot.models.simulator.capacity import Capacity
     from metapilot.warehouse.sim_store import load_replay_window
 
     wl, rows = load_replay_window(warehouse, CLUSTER, req.window_from, req.window_to)
     cap = Capacity.from_rows(rows)
-    res = replay_objectives(wl, cap, W, horizon_s=24 * 3600)
-    assert replay_summary(res, 24)["score"] == pytest.approx(always_w["score"])
-    assert always_w["score"] == pytest.approx(float(res.epoch_rewards()[:24].mean()))
+    res = replay_objectives(wl, cap, W, horizon_s=24 * 3600, state_config=UW)
+    assert replay_summary(res, 24)["reward_mean_window"] == pytest.approx(always_w["reward_mean_window"])
+    assert always_w["reward_mean_window"] == pytest.approx(float(res.epoch_rewards()[:24].mean()))
+    # fixed W is FCFS+EASY, one of the 21 baselines: the gate finds it dominated by none but itself
+    assert always_w["gate"]["candidate"]["mean_wait_s"] == pytest.approx(always_w["mean_wait_s"])
 
 
 def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
@@ -177,6 +183,7 @@ def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
     (path,) = con.execute("SELECT path FROM policies").fetchone()
     by_source = dict(con.execute("SELECT source, count(*) FROM mdp_transitions GROUP BY 1").fetchall())
     con.close()
-    assert by_source["as-run"] == 72 + 18 and by_source["replay"] == 7 * 2 * (72 + 18)  # train + validation windows
+    assert by_source["as-run"] == 72 + 18 and by_source["replay"] == 8 * 2 * (72 + 18)  # train + validation windows
     card = json.loads((Path(path) / "model_card.json").read_text())
-    assert np.isfinite(card["replay"]["score"]) and 0 <= card["replay"]["share_U"] <= 1
+    assert np.isfinite(card["replay"]["score"]) and 0 <= card["replay"]["share_SJF"] <= 1
+    assert card["gate"]["candidate"]["mean_wait_s"] == pytest.approx(card["replay"]["mean_wait_s"])

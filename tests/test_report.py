@@ -185,7 +185,8 @@ def test_validation_recommendations_and_roi_sections(wh, vid, built):
     assert roi["status"] == "ok" and roi["validation_id"] == vid
     assert [r["reference_kind"] for r in roi["results"]] == ["best-fixed", "as-run"]
     assert roi["config"]["value_per_wait_hour"] == 2.0
-    assert any("value of a user wait-hour: 2 USD" in a for a in roi["assumptions"])
+    assert any("value of a researcher's wait-hour: 2 USD" in a for a in roi["assumptions"])
+    assert report["decision"]["message"]  # what to run, in words (the first line of the report)
 
 
 class _Doc(HTMLParser):

@@ -23,8 +23,8 @@ UTC = timezone.utc
 
 def _inputs(**over) -> RoiInputs:
     base = dict(
-        controller={"util_cpu": 0.75, "util_gpu": 0.5, "wait_mean_s": 3600.0, "wait_max_s": 36_000.0, "makespan_s": 400 * 3600.0},
-        reference={"util_cpu": ("A", 0.70), "util_gpu": ("B", 0.4), "wait_mean_s": ("C", 7200.0),
+        controller={"util_cpu_backlog": 0.75, "util_gpu": 0.5, "wait_mean_s": 3600.0, "wait_max_s": 36_000.0, "makespan_s": 400 * 3600.0},
+        reference={"util_cpu_backlog": ("A", 0.70), "util_gpu": ("B", 0.4), "wait_mean_s": ("C", 7200.0),
                    "wait_max_s": ("D", 72_000.0), "makespan_s": ("A", 410 * 3600.0)},
         capacity_cores=100.0, capacity_gpus=8.0, window_hours=336.0, jobs=1000,
     )
@@ -58,11 +58,22 @@ def test_arithmetic_by_hand():
     assert r.payback_weeks == pytest.approx(1000.0 / 810.8)
     assert r.horizon_value == pytest.approx(8108.0)
     assert r.net_value == pytest.approx(7108.0)
-    assert r.references == {"util_cpu": "A", "util_gpu": "B", "wait_mean_s": "C", "wait_max_s": "D", "makespan_s": "A"}
+    assert r.references == {"util_cpu_backlog": "A", "util_gpu": "B", "wait_mean_s": "C", "wait_max_s": "D",
+                            "makespan_s": "A"}
+    rows = dict(roi_rows([r]))
+    assert rows["wait per job"] == ["1.000 h saved"] and rows["max wait"] == ["10.0 h shorter (50.0%)"]
+
+
+def test_a_payback_beyond_ten_horizons_is_never():
+    tiny = _inputs(controller={"util_cpu_backlog": 0.70, "util_gpu": 0.4, "wait_mean_s": 7199.0, "wait_max_s": 72_000.0,
+                               "makespan_s": 410 * 3600.0})
+    r = compute_roi(tiny, CFG, "best-fixed")
+    assert 0 < r.value_per_week < 1000 / (10 * CFG.horizon_weeks) and r.payback_weeks is None
+    assert RoiConfig().value_per_wait_hour > 0  # waiting is priced by default (documented in models/roi.py)
 
 
 def test_no_gain_means_no_payback():
-    worse = _inputs(controller={"util_cpu": 0.69, "util_gpu": 0.4, "wait_mean_s": 9000.0, "wait_max_s": 80_000.0,
+    worse = _inputs(controller={"util_cpu_backlog": 0.69, "util_gpu": 0.4, "wait_mean_s": 9000.0, "wait_max_s": 80_000.0,
                                 "makespan_s": 420 * 3600.0})
     r = compute_roi(worse, CFG, "best-fixed")
     assert r.recovered_core_hours == pytest.approx(-0.01 * 100 * 336)
@@ -71,6 +82,8 @@ def test_no_gain_means_no_payback():
     assert r.net_value == pytest.approx(r.value_per_week * 10 - 1000)
     rows = dict(roi_rows([r]))
     assert rows["payback"] == ["never"]
+    # a loss is said as one: never a negative "reduction"
+    assert rows["wait per job"] == ["0.500 h more waiting"] and rows["max wait"][0].startswith("2.2 h longer")
 
 
 def test_without_gpus_gpu_hours_are_not_counted():
@@ -84,7 +97,8 @@ def _table(controller: bool = True) -> pl.DataFrame:
 
     def c(name, kind, mean, mx, util, span_h):
         o = {"wait_mean_s": mean, "wait_median_s": mean / 2, "wait_p95_s": mx / 2, "wait_p99_s": mx * 0.9,
-             "wait_max_s": mx, "bsld_mean": 2.0, "util_cpu": util, "util_gpu": None, "util_mem": None,
+             "wait_max_s": mx, "bsld_mean": 2.0, "util_cpu": util, "util_cpu_backlog": util, "util_gpu": None,
+             "util_mem": None,
              "makespan_s": span_h * 3600.0, "jobs": 500, "jobs_not_run": 0, "first_submit": t0,
              "last_end": t0 + timedelta(hours=span_h)}
         return Contender(name, kind, o)
@@ -104,8 +118,8 @@ def test_references_from_a_validation_table():
     best, asrun = roi_from_validation(_table(), CFG)
     assert best.reference_kind == "best-fixed" and asrun.reference_kind == "as-run"
     # each measure against the fixed contender best on it
-    assert best.references == {"util_cpu": "fixed-U", "wait_mean_s": "SJF+easy", "wait_max_s": "fixed-W",
-                               "makespan_s": "fixed-U"}
+    assert best.references == {"util_cpu": "fixed-U", "util_cpu_backlog": "fixed-U", "wait_mean_s": "SJF+easy",
+                               "wait_max_s": "fixed-W", "makespan_s": "fixed-U"}
     assert best.util_gain_cpu == pytest.approx(-0.01)
     assert best.recovered_core_hours == pytest.approx(-0.01 * 64 * 168)
     assert best.wait_hours_saved_per_job == pytest.approx(-500 / 3600)
@@ -169,7 +183,7 @@ def test_roi_command(tmp_path):
     (tmp_path / "roi.toml").write_text("[roi]\ndeployment_cost = 2500\n")
     res = CliRunner().invoke(app, ["roi", "--validation", vid, "--db", str(db), "--cost-per-core-hour", "0.04"])
     assert res.exit_code == 0, res.output
-    for needle in ("vs best-fixed", "vs as-run", "recovered core-hours / week", "wait-hours saved / week", "payback",
+    for needle in ("vs best-fixed", "vs as-run", "recovered core-hours / week", "wait per week", "payback",
                    "Assumptions", "cost of a core-hour: 0.04 USD", "deployment cost: 2,500 USD"):
         assert needle in res.output, needle
     res = CliRunner().invoke(app, ["roi", "--validation", "val-missing", "--db", str(db)])

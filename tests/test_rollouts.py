@@ -18,7 +18,6 @@ from metapilot.models.controller.dataset import (
     build_tuples,
     to_episodes,
 )
-from metapilot.models.controller.objectives import OBJECTIVES, U, W
 from metapilot.models.controller.replay import replay_objectives
 from metapilot.models.simulator.env import (
     EpochReplay,
@@ -32,12 +31,14 @@ from metapilot.models.simulator.rollouts import (
     replay_source,
     rollout,
 )
-from metapilot.transforms.reward import reward_from_aggregates
-from metapilot.transforms.state import state_from_frame
+from metapilot.transforms.reward import reward_from_frame
+from metapilot.transforms.state import StateConfig, state_from_frame
 
 UTC = timezone.utc
 REQ = TupleRequest(CLUSTER, None, datetime(1996, 10, 15, tzinfo=UTC), datetime(1996, 10, 18, tzinfo=UTC), seed=3)
 N = 72  # hourly epochs in three days
+OBJECTIVES = StateConfig().menu  # the default menu: SJF, SAF, F1, WFP3, FCFS
+W = OBJECTIVES.index("FCFS")
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,7 @@ def test_the_source_is_registered():
 
 def test_one_tuple_per_epoch_per_behaviour_and_seed(tuples):
     names = [n for n, _ in behaviours()]
-    assert names == ["random", "hold-6", "hold-24", "eps0.1-U", "eps0.1-W", "eps0.2-U", "eps0.2-W"]
+    assert names == ["random", "hold-6", "hold-24", *(f"eps0.15-{o}" for o in OBJECTIVES)]
     assert tuples.height == len(names) * 2 * N
     assert set(tuples["source"]) == {"replay"} and set(tuples["seed"]) == {3, 4}
     grid = np.datetime64("1996-10-15T00:00:00") + np.arange(N) * np.timedelta64(3600, "s")
@@ -70,12 +71,12 @@ def test_one_tuple_per_epoch_per_behaviour_and_seed(tuples):
 def test_behaviours_mix_the_objectives(tuples):
     acts = {(n, s): t.sort("epoch_start")["action"].to_numpy() for (n, s), t in tuples.group_by(["behaviour_policy", "seed"])}
     for seed in (3, 4):
-        assert set(acts[("random", seed)]) == {U, W}
+        assert set(acts[("random", seed)]) == set(range(len(OBJECTIVES)))
         for k in (6, 24):
             a = acts[(f"hold-{k}", seed)]
             switches = np.flatnonzero(np.diff(a)) + 1
             assert len(switches) >= N // k - 1 and (np.diff(switches) == k).all()  # a switch every k epochs
-        for eps in (0.1, 0.2):
+        for eps in (0.15,):
             for o, name in enumerate(OBJECTIVES):
                 a = acts[(f"eps{eps:g}-{name}", seed)]
                 assert 0.5 < (a == o).mean() < 1.0 or (a == o).all()
@@ -89,16 +90,12 @@ def test_tuples_reconcile_with_the_replay(warehouse, tuples):
     actions = traj["action"].to_numpy()
     wl, cap_rows = load_replay_window(warehouse, CLUSTER, REQ.window_from, REQ.window_to)
     rows, used = rollout(EpochReplay(wl, Capacity.from_rows(cap_rows)), actions)
+    assert used.shape == (N, 4)  # resource-seconds of cores, GPUs, memory; job-seconds queued
     agg = aggregates_frame(rows, used, 3600)
     np.testing.assert_array_equal(traj.select(S_COLS).to_numpy(), state_from_frame(agg)[:-1])
-    nxt, cur = agg.tail(N), agg.head(N)
-    want = reward_from_aggregates(
-        queue_len_end=nxt["queue_len"].to_numpy(), wait_mean_end_s=nxt["wait_mean_s"].to_numpy(),
-        u_cpu=cur["u_cpu"].to_numpy(), u_gpu=cur["u_gpu"].to_numpy(), u_mem=cur["u_mem"].to_numpy(),
-        cap_gpu=cur["cap_gpu"].to_numpy(), cap_mem=cur["cap_mem"].to_numpy())
-    np.testing.assert_array_equal(traj["reward"].to_numpy(), want)
+    np.testing.assert_array_equal(traj["reward"].to_numpy(), reward_from_frame(agg))
     # the same boundaries as the controller replay with the same decisions
-    res = replay_objectives(wl, cap, lambda s, it=iter(actions): int(next(it, W)), horizon_s=N * 3600)
+    res = replay_objectives(wl, Capacity.from_rows(cap_rows), lambda s, it=iter(actions): int(next(it, W)), horizon_s=N * 3600)
     np.testing.assert_array_equal(res.boundary_aggregates[: N + 1], rows)
     assert agg["u_cpu"][:N].max() > 0.5 and agg["queue_len"].max() > 3
 
@@ -115,10 +112,10 @@ def test_dataset_with_both_sources_chains_into_episodes(warehouse):
     splits = build_dataset(warehouse, CLUSTER, REQ.window_from, REQ.window_to, REQ.window_to,
                            datetime(1996, 10, 19, tzinfo=UTC), config=cfg, store=False)
     by = dict(splits.train.group_by("source").len().iter_rows())
-    assert by == {"as-run": N, "replay": 14 * N}
+    assert by == {"as-run": N, "replay": 16 * N}
     ep = to_episodes(splits.train)
-    assert ep.n_episodes == 1 + 14  # one per trajectory: each is unbroken
-    assert splits.validation.filter(pl.col("source") == "replay").height == 14 * 24
+    assert ep.n_episodes == 1 + 16  # one per trajectory: each is unbroken
+    assert splits.validation.filter(pl.col("source") == "replay").height == 16 * 24
     # a source that leaked outside the window would be refused by build_tuples
     assert build_tuples(warehouse, REQ, ("replay",))["epoch_start"].max() < REQ.window_to
 

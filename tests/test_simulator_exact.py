@@ -112,3 +112,55 @@ def test_pools_are_independent(kth: Workload) -> None:
         for p, cores in ((0, 100), (1, 60)):
             alone = simulate(w2.select(part == p), Capacity.single(cores), "WFP3", backfill)
             assert np.array_equal(both.start[part == p], alone.start, equal_nan=True), (backfill, p)
+
+
+@pytest.mark.parametrize(("policy", "backfill"), [("FCFS", "easy"), ("WFP3", "easy"), ("SJF", "conservative"),
+                                                  ("F1", "none")])
+def test_a_snapshot_continued_equals_the_uninterrupted_run(kth: Workload, policy: str, backfill: str) -> None:
+    """SPEC §7: copy the engine at epoch boundaries, continue the copy, same schedule job for job;
+    the original is not disturbed by what the copy does (it runs another rule meanwhile)."""
+    w = kth.head(4_000)
+    full = simulate(w, KTH_CAP, policy, backfill)
+    eng = Engine(w, KTH_CAP, policy, backfill)
+    for k, t in enumerate((3600.0 * 24 * 3, 3600.0 * 24 * 9, 3600.0 * 24 * 20)):
+        eng.advance(t)
+        snap = eng.copy()
+        other = eng.copy()
+        other.advance(t + 86_400.0, "LAF", "none")  # a fork wandering off must not touch the others
+        snap.run()
+        assert np.array_equal(snap.start, full.start, equal_nan=True), k
+        assert np.array_equal(snap.end, full.end, equal_nan=True), k
+    eng.run()
+    assert np.array_equal(eng.start, full.start) and np.array_equal(eng.end, full.end)
+
+
+def test_the_planning_view_holds_only_queued_and_running_jobs(kth: Workload) -> None:
+    """The planner's snapshot: the running jobs keep their starts, nothing new arrives, requested
+    times act as run times; with exact estimates it continues exactly as the real run does for
+    the jobs it holds, when no job arrives meanwhile."""
+    w = kth.head(3_000)
+    eng = Engine(w, KTH_CAP, "FCFS", "easy")
+    eng.advance(3600.0 * 24 * 5)
+    view, idx = eng.planning_view()
+    st = eng.state
+    assert set(idx.tolist()) == set(np.flatnonzero((st.status == 1) | (st.status == 2)).tolist())
+    assert np.array_equal(view.start[: (st.status == 2).sum()], eng.start[idx[: (st.status == 2).sum()]])
+    assert view.now == eng.now and not view.done
+    view.run()
+    assert view.done
+    started_late = view.start[(st.status == 2).sum():]
+    assert (started_late >= eng.now).all()  # queued jobs start after the snapshot instant
+    ends = view.start + view.jobs.req
+    assert np.allclose(view.end, ends)  # requested time as run time
+    # exact estimates, no arrivals: the view equals the real continuation of those jobs
+    exact = normalise(pl.DataFrame({"job_id": [str(i) for i in range(6)],
+                                    "submit_time": [0, 0, 0, 10, 10, 12], "run_s": [100, 50, 30, 40, 80, 10],
+                                    "timelimit_s": [100, 50, 30, 40, 80, 10], "req_cpus": [60, 50, 40, 30, 20, 90]},
+                                   ).with_columns(pl.from_epoch("submit_time")))
+    e2 = Engine(exact, KTH_CAP, "SJF", "easy")
+    e2.advance(15.0)
+    v2, i2 = e2.planning_view()
+    v2.advance(np.inf, "SJF", "easy")
+    e2.run()
+    keep = np.isin(np.arange(len(exact)), i2)
+    assert np.array_equal(v2.start, e2.start[i2]) and np.isnan(e2.start[~keep]).sum() == 0

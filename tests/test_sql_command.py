@@ -112,3 +112,68 @@ def test_bad_sql_is_an_error_not_a_traceback(warehouse):
     assert r.exit_code == 2
     assert r.stderr.startswith("error:")
     assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+# --- the sandbox (SPEC §8): no files, no other databases, no extensions, no settings --------------
+
+
+@pytest.fixture
+def keyed(warehouse):
+    """The site key beside the warehouse, as a real site has it."""
+    key = warehouse.parent / "secret.key"
+    key.write_text("ab" * 32 + "\n")
+    yield key
+    key.unlink()
+
+
+@pytest.mark.parametrize("template", [
+    "COPY (SELECT 'x') TO '{key}' (HEADER false)",
+    "SELECT * FROM read_text('{key}')",
+    "SELECT * FROM read_csv('{key}')",
+    "SELECT * FROM read_blob('{key}')",
+    "SELECT * FROM glob('{dir}/*')",
+    "SELECT 1; COPY (SELECT * FROM jobs) TO '{dir}/leak.csv'",
+    "EXPORT DATABASE '{dir}/dump'",
+    "ATTACH '{dir}/other.duckdb' AS other",
+    "INSTALL httpfs",
+    "LOAD httpfs",
+    "SET enable_external_access = true",
+    "SET threads = 1",
+    "PRAGMA enable_profiling",
+])
+def test_files_databases_extensions_and_settings_are_out_of_reach(warehouse, keyed, template):
+    before = keyed.read_text()
+    r = run(template.format(key=keyed, dir=warehouse.parent), "--db", str(warehouse))
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert "refused" in r.stderr and "--out" in r.stderr
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    assert keyed.read_text() == before
+    assert not (warehouse.parent / "leak.csv").exists() and not (warehouse.parent / "dump").exists()
+    assert not (warehouse.parent / "other.duckdb").exists()
+
+
+def test_tables_and_marts_stay_queryable_in_the_sandbox(warehouse):
+    r = run("SELECT (SELECT count(*) FROM jobs) AS jobs, (SELECT count(*) FROM mart_weekly_cluster) AS weeks, "
+            "current_setting('TimeZone') AS tz", "--db", str(warehouse), "--format", "csv")
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines() == ["jobs,weeks,tz", "3,1,UTC"]
+
+
+@pytest.mark.parametrize("name", ["out.csv", "out.parquet"])
+def test_out_writes_the_whole_result_to_a_file(warehouse, tmp_path, name):
+    import polars as pl
+
+    target = tmp_path / "results" / name
+    r = run("SELECT job_id, alloc_cpus FROM jobs ORDER BY job_id", "--db", str(warehouse), "--out", str(target),
+            "--limit", "1")
+    assert r.exit_code == 0, r.output
+    df = pl.read_csv(target) if name.endswith(".csv") else pl.read_parquet(target)
+    assert df["job_id"].cast(pl.Utf8).to_list() == ["1", "2", "3"] and df["alloc_cpus"].to_list() == [4, 8, 2]
+    assert "3 rows written to" in r.stderr and r.stdout == ""
+
+
+def test_out_needs_a_csv_or_parquet_name(warehouse, tmp_path):
+    r = run("SELECT 1", "--db", str(warehouse), "--out", str(tmp_path / "out.xlsx"))
+    assert r.exit_code == 2 and ".csv or .parquet" in r.stderr
+    assert not (tmp_path / "out.xlsx").exists()

@@ -115,6 +115,29 @@ def test_state_is_finite_and_bounded(used, cap, q, w, share, arr, t):
 # --- reward ------------------------------------------------------------------------------------------
 
 
+PAPER = RewardConfig(kind="paper")
+
+
+def test_aligned_reward_by_hand():
+    """-(A + lam * G) / (scale_jobs * epoch_s), + mu * utilisation only when the epoch opens with a backlog."""
+    rc = RewardConfig(lam=10.0, mu=2.0, scale_jobs=5.0)
+    r = reward_from_aggregates(
+        queue_len_end=np.array([0, 3, 3, 0]), wait_mean_end_s=np.zeros(4), u_cpu=np.array([0.5, 0.5, 0.5, 0.9]),
+        u_gpu=np.array([0.2, 0.2, 0.2, 0.2]), u_mem=np.zeros(4), cap_gpu=np.array([0, 0, 4, 0]), cap_mem=np.zeros(4),
+        queue_len_start=np.array([0, 2, 2, 1]), wait_record_s=np.array([0, 100, 100, 500]),
+        wait_max_end_s=np.array([0, 400, 50, 300]), wait_accrued_s=np.array([0, 7200, 7200, 1800]),
+        epoch_s=3600, config=rc)
+    expected = [
+        0.0,  # an empty epoch costs nothing: no constant
+        -(7200 + 10 * 300) / (5 * 3600) + 2 * 0.5,  # the largest wait passed the record by 300 s; CPU only
+        -(7200 + 10 * 0) / (5 * 3600) + 2 * (0.5 + 0.2),  # below the record: G = 0; GPU partition
+        -1800 / (5 * 3600) + 2 * 0.9,
+    ]
+    np.testing.assert_allclose(r, expected)
+    with pytest.raises(ValueError):
+        RewardConfig(kind="nope")
+
+
 def test_reward_by_hand():
     r = reward_from_aggregates(
         queue_len_end=np.array([0, 5, 5, 5, 5]),
@@ -124,6 +147,7 @@ def test_reward_by_hand():
         u_mem=np.array([0.3, 0.3, 0.3, 0.4, 0.4]),
         cap_gpu=np.array([0, 0, 0, 8, 8]),
         cap_mem=np.array([0, 0, 1000, 1000, 0]),
+        config=PAPER,
     )
     expected = [
         4.0,  # empty queue
@@ -137,9 +161,10 @@ def test_reward_by_hand():
 
 def test_reward_config_overrides():
     kw = dict(queue_len_end=3, wait_mean_end_s=5000, u_cpu=0.5, u_gpu=0.5, u_mem=0.5, cap_gpu=4, cap_mem=100)
-    assert reward_from_aggregates(**kw, config=RewardConfig(alpha=100))[0] == pytest.approx(-50 + 1.5)
-    assert reward_from_aggregates(**kw, config=RewardConfig(use_gpu=False, use_mem=False))[0] == pytest.approx(-0.5 + 0.5)
-    assert reward_from_aggregates(**(kw | {"queue_len_end": 0}), config=RewardConfig(empty_queue_reward=1.0))[0] == 1.0
+    paper = lambda **k: RewardConfig(kind="paper", **k)  # noqa: E731
+    assert reward_from_aggregates(**kw, config=paper(alpha=100))[0] == pytest.approx(-50 + 1.5)
+    assert reward_from_aggregates(**kw, config=paper(use_gpu=False, use_mem=False))[0] == pytest.approx(-0.5 + 0.5)
+    assert reward_from_aggregates(**(kw | {"queue_len_end": 0}), config=paper(empty_queue_reward=1.0))[0] == 1.0
     assert utilisation(np.array([1800.0]), np.array([1.0]), 3600)[0] == 0.5
     assert utilisation(np.array([5.0]), np.array([0.0]), 3600)[0] == 0.0
 

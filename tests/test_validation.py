@@ -133,7 +133,7 @@ def same_outcome(a: ValidationOutcome, b: ValidationOutcome) -> None:
 
 
 def test_suite_is_a_gx_suite_in_step_with_the_canonical_record():
-    from metapilot.transforms.parsers import FORMATS
+    from metapilot.transforms.parsers import SOURCE_FORMATS
 
     suite = load_suite()  # imports GX quietly first
     import great_expectations as gx
@@ -143,7 +143,7 @@ def test_suite_is_a_gx_suite_in_step_with_the_canonical_record():
     assert len(suite.expectations) == len(SUITE["expectations"])
     by = {(e["type"], e["kwargs"].get("column")): e["kwargs"] for e in SUITE["expectations"]}
     assert by[("expect_column_values_to_be_in_set", "state")]["value_set"] == list(SLURM_STATES)
-    assert set(by[("expect_column_values_to_be_in_set", "source_format")]["value_set"]) == set(FORMATS)
+    assert set(by[("expect_column_values_to_be_in_set", "source_format")]["value_set"]) == set(SOURCE_FORMATS)
     assert by[("expect_table_columns_to_match_ordered_list", None)]["column_list"] == list(PARSED_SCHEMA)
     for key in ("cluster", "job_id", "submit_time"):
         assert ("expect_column_values_to_not_be_null", key) in by

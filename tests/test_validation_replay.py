@@ -26,8 +26,6 @@ from metapilot.models.simulator import BASELINES, Capacity, simulate
 from metapilot.models.validation import (
     AS_RUN,
     CONTROLLER,
-    FIXED_U,
-    FIXED_W,
     METRICS,
     baseline_name,
     bootstrap_mean_ci,
@@ -38,11 +36,15 @@ from metapilot.models.validation import (
 )
 from metapilot.transforms.workload import normalise
 from metapilot.warehouse.sim_store import load_capacity, load_window
+from metapilot.transforms.state import StateConfig
 from metapilot.warehouse.validation_store import load_validation
 
 REPLAY, REAL_REPLAY = objective_replay()
 REPLAY_ID = "real-replay" if REAL_REPLAY else "stub-replay"
-ALL = {CONTROLLER, FIXED_U, FIXED_W, AS_RUN} | {baseline_name(p, b) for p, b in BASELINES}
+MENU = StateConfig().menu  # the default objectives, each held fixed as a contender
+FIXED_U, FIXED_W = "fixed-SJF", "fixed-FCFS"  # SJF+EASY and FCFS+EASY (the seed's U and W)
+PLANNERS = {"planner", "guard (SJF; WFP3 after 24 h)", "oracle (bound)"}  # default teacher settings (no card)
+ALL = {CONTROLLER, AS_RUN} | {f"fixed-{n}" for n in MENU} | PLANNERS | {baseline_name(p, b) for p, b in BASELINES}
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +71,12 @@ def window(wh):
 @pytest.mark.parametrize("replay_kind", [REPLAY_ID])
 def test_every_contender_is_in_the_table(val, replay_kind):
     t = val.table
-    assert set(t["contender"]) == ALL and t.height == 25
+    assert set(t["contender"]) == ALL and t.height == 1 + len(MENU) + len(PLANNERS) + 21 + 1
     assert (t["status"] == "ok").all(), t.filter(pl.col("status") != "ok").select("contender", "note")
     kinds = dict(zip(t["contender"], t["kind"], strict=True))
     assert kinds[CONTROLLER] == "controller" and kinds[FIXED_U] == kinds[FIXED_W] == "objective"
     assert kinds[AS_RUN] == "history" and sum(k == "baseline" for k in kinds.values()) == 21
+    assert kinds["planner"] == "planner" and kinds["oracle (bound)"] == "bound"
     assert t["contender"][0] == CONTROLLER  # controller first, history last
     assert t["contender"][-1] == AS_RUN
     meta = val.meta
@@ -104,8 +107,8 @@ def test_utilisation_is_work_over_capacity_times_span(val, window):
     _, workload, capacity = window
     stored = {r["contender"]: r for r in val.table.iter_rows(named=True)}
     results = {baseline_name(p, b): simulate(workload, capacity, p, b) for p, b in BASELINES}
-    results[FIXED_U] = REPLAY(workload, capacity, 0, epoch_s=3600)
-    results[FIXED_W] = REPLAY(workload, capacity, 1, epoch_s=3600)
+    results[FIXED_U] = REPLAY(workload, capacity, MENU.index("SJF"), epoch_s=3600)
+    results[FIXED_W] = REPLAY(workload, capacity, MENU.index("FCFS"), epoch_s=3600)
     results[CONTROLLER] = REPLAY(workload, capacity, stub_controller, epoch_s=3600)
     for name, res in results.items():
         ok = ~np.isnan(res.start)
@@ -257,7 +260,7 @@ def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
     status = dict(zip(v.table["contender"], v.table["status"], strict=True))
     assert status[CONTROLLER] == status[FIXED_U] == status[FIXED_W] == "unavailable"
     assert sum(s == "ok" for s in status.values()) == 22  # 21 baselines + as-run
-    assert v.table.filter(pl.col("status") == "unavailable")["wait_mean_s"].null_count() == 3
+    assert v.table.filter(pl.col("status") == "unavailable")["wait_mean_s"].null_count() == 1 + len(MENU) + len(PLANNERS)
     assert v.diffs.height == 0
     text = " ".join(verdict(v.table, v.diffs))
     assert "was not replayed" in text and "not built" in text
@@ -310,7 +313,7 @@ def test_validate_command(tmp_path):
     res = CliRunner().invoke(app, ["validate", "--policy", POLICY_ID, "--db", str(db), "--to", "1996-10-28"])
     assert res.exit_code == 0, res.output
     out = res.output
-    for name in ("MetaPilot", "fixed-U", "fixed-W", "FCFS+easy", "F1+conservative", "as-run"):
+    for name in ("MetaPilot", FIXED_U, FIXED_W, "FCFS+easy", "F1+conservative", "as-run", "planner"):
         assert name in out
     assert "was not replayed" in out  # no published artifact at /nonexistent/policy
     assert "stored as validation val-" in out

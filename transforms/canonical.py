@@ -21,7 +21,7 @@ PARSED_SCHEMA: dict[str, pl.DataType] = {
     "array_task_id": pl.Int64,
     "het_job_id": pl.Utf8,
     "het_offset": pl.Int64,
-    "source_format": pl.Utf8,  # sacct | sacct-json | pbs | swf
+    "source_format": pl.Utf8,  # sacct | sacct-json | pbs | swf | sge | uge | lsf
     "source_line": pl.Int64,
     "user_name": pl.Utf8,
     "account_name": pl.Utf8,

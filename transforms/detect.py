@@ -1,14 +1,20 @@
 """Tell an accounting log's format from its first lines (content only, never the file name).
 
-Returns one of `sacct`, `sacct-json`, `pbs`, `swf`, or None when the content is none of these
-(SGE/UGE `accounting`, LSF `lsb.acct`, CSV exports of other tools, JSON that is not `sacct --json`).
-None is the safe answer: the ingest refuses the file rather than quarantining every line of it.
+Returns one of `sacct`, `sacct-json`, `pbs`, `swf`, `sge` (SGE/UGE `accounting`), `lsf` (LSF
+`lsb.acct`), or None when the content is none of these (CSV exports of other tools, JSON that is
+not `sacct --json`). None is the safe answer: the ingest refuses the file rather than
+quarantining every line of it.
 
 Rules, tried in order, each on the non-blank lines:
 1. sacct-json: the text starts with `{` and has a `"jobs":` key.
 2. pbs: most lines are `MM/DD/YYYY HH:MM:SS;T;id;...` records.
 3. swf: `;` header lines that carry SWF keys (MaxJobs, UnixStartTime, ...), or most data lines are
    18+ numeric tokens.
+3a. lsf: most lines are lsb.acct records: a quoted event type, a quoted version, an epoch
+   (`"JOB_FINISH" "10.108" 1644826549 ...`); `#` lines are ignored.
+3b. sge: most non-`#` lines split on `:` into 43+ fields whose job number (6th), submission,
+   start and end epochs (9th-11th), failed and exit status (12th, 13th) are integers; the
+   `# Version:` header lines SGE writes are ignored.
 4. sacct, with a header: the first line splits on `|` (or tab, `,` or `;`, i.e. `--delimiter`)
    into names that are nearly all sacct fields, JobID among them.
 5. sacct, headerless `--parsable2`: most lines split on `|` into the same number of fields (3+),
@@ -53,6 +59,10 @@ SWF_HEADER_KEYS = (
 )
 _SWF_HEADER_RE = re.compile(r"^;\s*(" + "|".join(SWF_HEADER_KEYS) + r")\s*:")
 _NUMBER_RE = re.compile(r"^-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+LSF_RECORD_RE = re.compile(r'^"[A-Z][A-Z0-9_]*" "[^"\s]*" -?\d+(?:\s|$)')
+SGE_MIN_FIELDS = 43
+_SGE_INT_FIELDS = (5, 8, 9, 10, 11, 12)
+_INT_RE = re.compile(r"^-?\d+$")
 MAJORITY = 0.8  # share of candidate lines that must look right: tolerates a few broken lines
 HEADER_DELIMITERS = ("|", "\t", ",", ";")
 
@@ -97,6 +107,21 @@ def _is_swf(lines: list[str]) -> bool:
     return header_keys >= 2
 
 
+def _is_lsf(lines: list[str]) -> bool:
+    """lsb.acct / lsb.events records: quoted event type, quoted version, event time."""
+    return _mostly([ln for ln in lines if not ln.startswith("#")], lambda ln: LSF_RECORD_RE.match(ln) is not None)
+
+
+def _is_sge(lines: list[str]) -> bool:
+    """SGE/UGE accounting records: 43+ colon-separated fields, integers where SGE writes them."""
+
+    def record(ln: str) -> bool:
+        f = ln.split(":")
+        return len(f) >= SGE_MIN_FIELDS and all(_INT_RE.match(f[i]) for i in _SGE_INT_FIELDS)
+
+    return _mostly([ln for ln in lines if not ln.startswith("#")], record)
+
+
 def _sacct_header(lines: list[str]) -> bool:
     """A header line of sacct field names on any delimiter `--delimiter` is commonly given."""
     first = next((ln for ln in lines if not ln.startswith("#")), None)
@@ -133,7 +158,8 @@ def _sacct_headerless(lines: list[str]) -> bool:
 
 
 def detect_format(head_lines: list[str]) -> str | None:
-    """The format of a log from its first lines: `sacct`, `sacct-json`, `pbs`, `swf`, or None."""
+    """The format of a log from its first lines: `sacct`, `sacct-json`, `pbs`, `swf`, `sge`,
+    `lsf`, or None."""
     lines = _content_lines(head_lines)
     if not lines:
         return None
@@ -145,6 +171,10 @@ def detect_format(head_lines: list[str]) -> str | None:
         return "pbs"
     if _is_swf(lines):
         return "swf"
+    if _is_lsf(lines):
+        return "lsf"
+    if _is_sge(lines):
+        return "sge"
     if _sacct_header(lines) or _sacct_headerless(lines):
         return "sacct"
     return None

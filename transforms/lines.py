@@ -1,11 +1,14 @@
 """Read a log as chunks of numbered text lines, streaming, whatever its compression or encoding.
 
 Every physical line comes back exactly once, so callers can reconcile counts. Lines that are not
-valid UTF-8 are returned in `bad` with their line number (decoded lossily for the quarantine).
+valid in the file's encoding (UTF-8 unless the caller names another, e.g. `latin-1` for older
+sites' logs) are returned in `bad` with their line number (decoded lossily for the quarantine).
+Only encodings that write ASCII as ASCII are accepted (so that `\n` splits lines).
 """
 
 from __future__ import annotations
 
+import codecs
 import gzip
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +18,25 @@ from typing import BinaryIO
 import polars as pl
 
 CHUNK_BYTES = 8 * 1024 * 1024
+DEFAULT_ENCODING = "utf-8"
+
+
+def check_encoding(encoding: str | None) -> str:
+    """The codec's canonical name; ValueError for an unknown codec or one that does not write
+    ASCII as ASCII (UTF-16/32, EBCDIC), which cannot be split into lines byte-wise."""
+    enc = encoding or DEFAULT_ENCODING
+    try:
+        info = codecs.lookup(enc)
+    except LookupError:
+        raise ValueError(f"unknown encoding {enc!r}: use a Python codec name such as utf-8, latin-1 or cp1252") from None
+    try:
+        ascii_ok = "\n\t :;|,\"#0123456789azAZ".encode(info.name) == b"\n\t :;|,\"#0123456789azAZ"
+    except (UnicodeError, LookupError):
+        ascii_ok = False
+    if not ascii_ok:
+        raise ValueError(f"encoding {enc!r} does not write ASCII as ASCII: logs are read line by line, so use an "
+                         "ASCII-compatible encoding (utf-8, latin-1, cp1252, iso-8859-15, ...)")
+    return info.name
 
 
 @dataclass
@@ -33,11 +55,12 @@ def open_binary(path: str | Path) -> BinaryIO:
     return f
 
 
-def read_head(path: str | Path, max_lines: int = 200, max_bytes: int = 1 << 20) -> list[str]:
+def read_head(path: str | Path, max_lines: int = 200, max_bytes: int = 1 << 20,
+              encoding: str = DEFAULT_ENCODING) -> list[str]:
     """First lines of a file, decoded lossily: enough to sniff its format and header."""
     with open_binary(path) as f:
         data = f.read(max_bytes)
-    text = data.decode("utf-8", errors="replace")
+    text = data.decode(encoding, errors="replace")
     return [ln.rstrip("\r") for ln in text.split("\n")[:max_lines]]
 
 
@@ -47,14 +70,14 @@ def _to_frame(text: str, first_line_no: int) -> pl.DataFrame:
     return df.with_row_index("line_no", offset=first_line_no).with_columns(pl.col("line_no").cast(pl.Int64)).select("line_no", "line")
 
 
-def _decode(block: bytes, first_line_no: int) -> LineChunk:
+def _decode(block: bytes, first_line_no: int, encoding: str = DEFAULT_ENCODING) -> LineChunk:
     try:
-        return LineChunk(_to_frame(block.decode("utf-8"), first_line_no), pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.Utf8}))
+        return LineChunk(_to_frame(block.decode(encoding), first_line_no), pl.DataFrame(schema={"line_no": pl.Int64, "raw": pl.Utf8}))
     except UnicodeDecodeError:
         good_no, good, bad_no, bad = [], [], [], []
         for i, raw in enumerate(block.split(b"\n")):
             try:
-                good.append(raw.decode("utf-8").rstrip("\r"))
+                good.append(raw.decode(encoding).rstrip("\r"))
                 good_no.append(first_line_no + i)
             except UnicodeDecodeError:
                 bad.append(raw.decode("utf-8", errors="replace").rstrip("\r"))
@@ -65,7 +88,8 @@ def _decode(block: bytes, first_line_no: int) -> LineChunk:
         )
 
 
-def iter_line_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[LineChunk]:
+def iter_line_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES,
+                     encoding: str = DEFAULT_ENCODING) -> Iterator[LineChunk]:
     """Yield the file's lines in chunks of about `chunk_bytes`, split on line boundaries.
 
     A final newline does not make an extra empty line; a missing one loses nothing.
@@ -83,8 +107,8 @@ def iter_line_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterat
                 rest = data
                 continue
             block, rest = data[:cut], data[cut + 1 :]
-            chunk = _decode(block, line_no)
+            chunk = _decode(block, line_no, encoding)
             line_no += block.count(b"\n") + 1
             yield chunk
     if rest:
-        yield _decode(rest, line_no)
+        yield _decode(rest, line_no, encoding)

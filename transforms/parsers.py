@@ -1,7 +1,8 @@
 """One entry point over every log format: detect it from the content, then parse chunk by chunk.
 
 Yields `(ParseResult, raw_lines)` pairs; `raw_lines` (line_no, line) lets the loader quarantine
-a line that a later check rejects with its raw text. Lines that are not UTF-8 are quarantined here.
+a line that a later check rejects with its raw text. Lines that are not valid in the file's
+encoding (`ParseOptions.encoding`, UTF-8 by default) are quarantined here.
 """
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ from metapilot.transforms.canonical import (
 )
 from metapilot.transforms.lines import (
     CHUNK_BYTES,
+    DEFAULT_ENCODING,
+    check_encoding,
     iter_line_chunks,
     open_binary,
     read_head,
 )
 
-FORMATS = ("sacct", "sacct-json", "pbs", "swf")
+FORMATS = ("sacct", "sacct-json", "pbs", "swf", "sge", "lsf")
+FORMAT_ALIASES = {"uge": "sge", "lsb.acct": "lsf", "slurm": "sacct", "torque": "pbs"}
+# The values of jobs.source_format: the formats, and "uge" for SGE-format rows with millisecond epochs.
+SOURCE_FORMATS = (*FORMATS, "uge")
 
 
 class UnknownFormatError(ValueError):
@@ -40,14 +46,22 @@ class ParseOptions:
     delimiter: str | None = None
     fields: list[str] | None = None
     chunk_bytes: int = CHUNK_BYTES
+    encoding: str | None = None  # None: UTF-8
     detected: str | None = None  # filled in by iter_parse
 
 
-def _with_bad_lines(res: ParseResult, bad: pl.DataFrame) -> ParseResult:
+def undecodable_reason(encoding: str | None) -> str:
+    """The quarantine reason of a line that is not valid text in `encoding`."""
+    enc = encoding or DEFAULT_ENCODING
+    hint = ("re-run ingest with --encoding latin-1 (or the log's encoding: older sites' logs often hold Latin-1 "
+            "names)" if enc.replace("_", "-").lower() in ("utf-8", "utf8") else "check --encoding")
+    return f"line is not valid {enc} text (binary data or another encoding): {hint}"
+
+
+def _with_bad_lines(res: ParseResult, bad: pl.DataFrame, encoding: str | None = None) -> ParseResult:
     if not bad.height:
         return res
-    q = quarantine_rows(bad["line_no"], bad["raw"], "line is not valid UTF-8 text (binary data or a wrong encoding): "
-                        "re-export the log as UTF-8")
+    q = quarantine_rows(bad["line_no"], bad["raw"], undecodable_reason(encoding))
     res.quarantine = pl.concat([res.quarantine, q], how="vertical_relaxed")
     res.lines_read += bad.height
     return res
@@ -57,17 +71,18 @@ def _resolve_format(path: Path, opts: ParseOptions, head: list[str]) -> str:
     from metapilot.transforms.detect import detect_format
 
     if opts.fmt != "auto":
-        if opts.fmt not in FORMATS:
-            raise UnknownFormatError(f"unknown --format {opts.fmt!r}: use one of auto, {', '.join(FORMATS)}")
-        return opts.fmt
+        fmt = FORMAT_ALIASES.get(opts.fmt, opts.fmt)
+        if fmt not in FORMATS:
+            raise UnknownFormatError(f"unknown --format {opts.fmt!r}: use one of auto, {', '.join(FORMATS)} (uge = sge)")
+        return fmt
     if opts.delimiter or opts.fields:
         return "sacct"
     fmt = detect_format(head)
     if fmt is None:
         raise UnknownFormatError(
             "could not recognise the log format from its content (supported: Slurm sacct text and --json, "
-            "PBS/Torque accounting, SWF); if it is sacct output with an unusual layout, pass --format sacct "
-            "with --delimiter and --fields"
+            "PBS/Torque accounting, SWF, SGE/UGE accounting, LSF lsb.acct); if it is sacct output with an unusual "
+            "layout, pass --format sacct with --delimiter and --fields"
         )
     return fmt
 
@@ -75,22 +90,23 @@ def _resolve_format(path: Path, opts: ParseOptions, head: list[str]) -> str:
 def iter_parse(path: str | Path, opts: ParseOptions) -> Iterator[tuple[ParseResult, pl.DataFrame | None]]:
     """Parse a file of any supported format in chunks; every physical line is accounted for."""
     path = Path(path)
-    head = read_head(path)
+    encoding = check_encoding(opts.encoding)
+    head = read_head(path, encoding=encoding)
     fmt = _resolve_format(path, opts, head)
     opts.detected = fmt
     if fmt == "sacct-json":
         from metapilot.transforms.sacct_json import parse_sacct_json
 
         with open_binary(path) as f:
-            text = f.read().decode("utf-8", errors="replace")
+            text = f.read().decode(encoding, errors="replace")
         yield parse_sacct_json(text, opts.cluster, opts.timezone), None
         return
     parse_chunk = _chunk_parser(fmt, head, opts)
     n_jobs = 0
-    for chunk in iter_line_chunks(path, opts.chunk_bytes):
+    for chunk in iter_line_chunks(path, opts.chunk_bytes, encoding):
         res = parse_chunk(chunk.lines) if chunk.lines.height else ParseResult(empty_jobs(), empty_quarantine(), 0)
         n_jobs += res.jobs.height
-        yield _with_bad_lines(res, chunk.bad), chunk.lines
+        yield _with_bad_lines(res, chunk.bad, opts.encoding), chunk.lines
     if fmt == "swf":
         from metapilot.transforms.swf import parse_swf_header, swf_count_warning
 
@@ -110,6 +126,14 @@ def _chunk_parser(fmt: str, head: list[str], opts: ParseOptions):
         from metapilot.transforms.pbs import parse_pbs_chunk
 
         return lambda chunk: parse_pbs_chunk(chunk, opts.cluster, opts.timezone)
+    if fmt == "sge":
+        from metapilot.transforms.sge import parse_sge_chunk
+
+        return lambda chunk: parse_sge_chunk(chunk, opts.cluster)
+    if fmt == "lsf":
+        from metapilot.transforms.lsf import parse_lsf_chunk
+
+        return lambda chunk: parse_lsf_chunk(chunk, opts.cluster)
     from metapilot.transforms.sacct import parse_sacct_chunk, sniff_sacct
 
     cfg = sniff_sacct(head, opts.delimiter, opts.fields)

@@ -75,9 +75,14 @@ FEATURE_NAMES: tuple[str, ...] = tuple(f.name for f in FEATURES)
 N_FEATURES = len(FEATURES)
 
 
+# The default objective menu (SPEC §7; `models.controller.objectives` defines each name).
+DEFAULT_MENU: tuple[str, ...] = ("SJF", "SAF", "F1", "WFP3", "FCFS")
+
+
 @dataclass(frozen=True)
 class StateConfig:
-    """How epochs are cut and what counts as a long-tail wait.
+    """The decision problem: how epochs are cut, what counts as a long-tail wait, and the menu of
+    objectives an action picks from (so a tuple, a policy and its card all say what action i is).
 
     `timezone` is used only for the hour-of-day / day-of-week features: "UTC", a fixed offset
     ("+01:00") or an IANA name ("Europe/Stockholm"); users' daily rhythm follows local time.
@@ -86,6 +91,10 @@ class StateConfig:
     epoch_s: int = 3600
     long_tail_s: int = 86_400
     timezone: str = "UTC"
+    menu: tuple[str, ...] = DEFAULT_MENU
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "menu", tuple(self.menu))
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -19,7 +19,8 @@ def split_history(first: datetime, last: datetime, train_share: float = 0.6, val
     Raises ValueError when the history is shorter than six weeks: too short to learn anything."""
     if last - first < timedelta(weeks=6):
         raise ValueError(f"only {(last - first).days} days of history: at least six weeks are needed "
-                         "to train on one window and validate on a later one")
+                         "to train on one window and validate on a later one; ingest a longer history "
+                         "(or choose a cluster that has one with --cluster)")
     start = week_floor(first) + (timedelta(weeks=1) if first > week_floor(first) else timedelta(0))
     span = last - start
     train_to = week_floor(start + span * train_share)

@@ -116,3 +116,18 @@ def asrun_queues(
     t0, t1, e = int(grid[0]), int(grid[-1]) + config.epoch_s, int(config.epoch_s)
     params = _job_params(cluster, partition, t0 - e, t1 + e) | {"t0": t0, "t1": t1, "epoch_s": e}
     return query_pl(con, _compose("asrun_epoch_queue"), params)
+
+
+def data_span(con: duckdb.DuckDBPyConnection, cluster: str, partition: str | None = None):
+    """(first submit, last event) of a cluster's jobs (a partition's, if given), as UTC datetimes;
+    None when it has no jobs. The last event is the latest submit, start or end."""
+    row = con.execute(
+        "SELECT min(submit_time), max(greatest(submit_time, coalesce(start_time, submit_time), "
+        "coalesce(end_time, submit_time))) FROM jobs WHERE cluster = $cluster "
+        "AND ($partition IS NULL OR partition = $partition)",
+        {"cluster": cluster, "partition": partition}).fetchall()[0]
+    if row[0] is None:
+        return None
+    from datetime import timezone
+
+    return tuple(t.astimezone(timezone.utc) for t in row)

@@ -1,9 +1,12 @@
 """Load log files into the warehouse, one atomic transaction per file, every line accounted for.
 
 For each file: hash it (a file already loaded is skipped), detect its format, stream it in chunks
-through its parser and the validation suite, pseudonymise names, append rows and quarantine, merge
-duplicate keys, then record the file in `ingest_files` and commit. Any error rolls the file back
-and is reported with the line it happened at and what to do.
+through its parser and the validation suite, pseudonymise names (in quarantined lines too), and
+stage rows and quarantine as Parquet parts without touching the warehouse; then, in one short
+transaction, check the site key, append, merge duplicate keys, record the file in `ingest_files`
+and commit. Any error rolls the file back and is reported with the line it happened at and what
+to do. `ingest_file_to` holds the database only for that commit (under the writer lock), so
+queries keep answering while a long file is parsed.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ import duckdb
 import polars as pl
 from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.parsers import ParseOptions, UnknownFormatError, iter_parse
-from metapilot.transforms.privacy import pseudonymise
+from metapilot.transforms.lines import read_head
+from metapilot.transforms.privacy import LineRedactor, pseudonymise
 from metapilot.transforms.validation import validate_jobs
 
 from metapilot.ground.files import sha256_file
-from metapilot.ground.paths import sql_statements, sql_text
+from metapilot.ground.paths import db_path, sql_statements, sql_text
+from metapilot.warehouse.db import connect, writer_lock, writer_wait_s
+from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
 
 class IngestError(Exception):
@@ -45,6 +51,9 @@ class IngestOptions:
     fields: list[str] | None = None
     keep_names: bool = False
     chunk_bytes: int = 8 * 1024 * 1024
+    encoding: str | None = None  # text encoding of the logs (None: UTF-8); e.g. latin-1 for older sites' logs
+    new_key: bool = False  # accept a site key other than the recorded one (recorded as a key change)
+    key_file: str | None = None  # where the key came from, for the record and the messages
 
 
 @dataclass
@@ -90,6 +99,33 @@ def expand_paths(paths: list[str]) -> list[Path]:
             unique.append(f)
     return unique
 
+
+class NothingToIngestError(ValueError):
+    """No path named on the command line gives a file to load."""
+
+
+def expand_paths_checked(paths: list[str]) -> tuple[list[Path], list[FileReport]]:
+    """`expand_paths`, saying which arguments give no file: (files, a failed report per such
+    argument). Raises NothingToIngestError when no argument gives any file."""
+    files: list[Path] = []
+    empty: list[FileReport] = []
+    for p in paths:
+        found = [f for f in expand_paths([p]) if f.exists()]
+        if found:
+            files.extend(found)
+            continue
+        if Path(p).is_dir():
+            why = f"{p}: the directory holds no log files (hidden files are ignored)"
+        elif glob.has_magic(p):
+            why = f"{p}: the pattern matches no files: check it (quote it so the shell leaves it to MetaPilot)"
+        else:
+            why = f"{p}: no such file or directory: check the path"
+        empty.append(FileReport(path=p, sha256="", bytes=0, outcome="failed", message=why))
+    if not files:
+        raise NothingToIngestError("nothing to ingest: " + "; ".join(r.message or r.path for r in empty))
+    seen: set[Path] = set()
+    unique = [f for f in files if not (f.resolve() in seen or seen.add(f.resolve()))]
+    return unique, empty
 
 
 _YEAR_SUFFIX = re.compile(r"^(.*?)[-_](?:19|20)\d\d\b")
@@ -141,6 +177,7 @@ class _Totals:
     first_submit: datetime | None = None
     last_submit: datetime | None = None
     clusters: set[str] = field(default_factory=set)
+    quarantine_parts: int = 0
 
 
 @dataclass
@@ -155,8 +192,9 @@ class _Prepared:
 
 
 def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: datetime, key: bytes,
-             opts: IngestOptions, name_cache: dict) -> _Prepared:
-    """Validate and pseudonymise one parsed chunk (no warehouse access: runs ahead in a thread)."""
+             opts: IngestOptions, name_cache: dict, redact=None) -> _Prepared:
+    """Validate and pseudonymise one parsed chunk, quarantined lines included (no warehouse
+    access: runs ahead in a thread)."""
     outcome = validate_jobs(res.jobs)
     jobs = res.jobs
     q = res.quarantine
@@ -168,6 +206,8 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
         else:
             bad = bad_lines.with_columns(pl.lit(None, dtype=pl.Utf8).alias("raw"))
         q = pl.concat([q, bad.select(pl.col("source_line").alias("line_no"), "raw", "reason")], how="vertical_relaxed")
+    if redact is not None and q.height:
+        q = redact(q)
     rows = None
     if jobs.height:
         rows = pseudonymise(jobs, key, opts.keep_names, name_cache).with_columns(
@@ -180,11 +220,10 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
     return _Prepared(res, rows, q, outcome.summary, last)
 
 
-def _append(con: duckdb.DuckDBPyConnection, p: _Prepared, sha: str, path: str, now: datetime, tot: _Totals,
-            stage: Path) -> None:
-    """Stage one prepared chunk's rows (a Parquet part) and append its quarantine rows (inside the
-    file's transaction). Staging keeps memory bounded: DuckDB holds uncommitted small appends in
-    memory, while one INSERT from the staged parts at the end writes row groups straight to disk."""
+def _append(p: _Prepared, sha: str, path: str, now: datetime, tot: _Totals, stage: Path) -> None:
+    """Stage one prepared chunk's rows and quarantine rows (Parquet parts). Staging keeps memory
+    bounded and the warehouse free while a file is parsed: one INSERT from the staged parts in the
+    commit writes row groups straight to disk."""
     res, rows, q = p.res, p.rows, p.quarantine
     tot.validation.append(p.validation)
     if rows is not None:
@@ -197,7 +236,9 @@ def _append(con: duckdb.DuckDBPyConnection, p: _Prepared, sha: str, path: str, n
         tot.last_submit = hi if tot.last_submit is None else max(tot.last_submit, hi)
         tot.clusters.update(rows["cluster"].unique().to_list())
     if q.height:
-        _insert_frame(con, "quarantine", _quarantine_frame(q, sha, path, now))
+        _quarantine_frame(q, sha, path, now).write_parquet(stage / f"quarantine-{tot.quarantine_parts:06d}.parquet",
+                                                          compression="lz4", statistics=False)
+        tot.quarantine_parts += 1
     tot.lines_read += res.lines_read
     tot.merged += res.merged
     tot.skipped += res.skipped
@@ -278,6 +319,7 @@ def _merge_validation(parts: list[dict]) -> dict:
         "success": all(p.get("success", True) for p in parts),
         "evaluated": sum(int(p.get("evaluated", 0)) for p in parts),
         "failed_rows": sum(int(p.get("failed_rows", 0)) for p in parts),
+        "gx_rows": sum(int(p.get("gx_rows", 0)) for p in parts),  # rows GX itself looked at (0: GX never ran)
         "results": list(by_name.values()),
     }
 
@@ -314,36 +356,118 @@ def infer_missing_capacity(con: duckdb.DuckDBPyConnection) -> list[str]:
     return warnings
 
 
-def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions, key: bytes) -> FileReport:
-    """Load one file atomically. Returns its report; a failure leaves the warehouse as it was."""
-    t0 = time.perf_counter()
-    sha = sha256_file(path)
-    size = path.stat().st_size
-    rep = FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded")
+def _redactor(path: Path, popts: ParseOptions, opts: IngestOptions, key: bytes, cache: dict):
+    """Quarantined lines with identity fields hashed (SPEC §8), unless names are kept; built on
+    first use, once the format is known."""
+    if opts.keep_names:
+        return None
+    made: list[LineRedactor] = []
+
+    def redact(q: pl.DataFrame) -> pl.DataFrame:
+        if not made:
+            head = read_head(path) if popts.detected == "sacct" else None
+            made.append(LineRedactor(popts.detected, key, cache, head, opts.delimiter, opts.fields))
+        return made[0].frame(q)
+
+    return redact
+
+
+@dataclass
+class StagedFile:
+    """A file parsed, validated and pseudonymised into Parquet parts, not yet in the warehouse
+    (or the error that stopped it, to be recorded by the commit)."""
+
+    path: Path
+    sha: str
+    size: int
+    opts: IngestOptions
+    key: bytes
+    now: datetime
+    t0: float
+    cluster_default: str
+    tot: _Totals
+    detected: str | None
+    stage_dir: tempfile.TemporaryDirectory
+    error: BaseException | None = None
+
+    @property
+    def stage(self) -> Path:
+        return Path(self.stage_dir.name)
+
+    def cleanup(self) -> None:
+        self.stage_dir.cleanup()
+
+
+def _identify(path: Path) -> tuple[str, int]:
+    return sha256_file(path), path.stat().st_size
+
+
+def _prior(con: duckdb.DuckDBPyConnection, sha: str):
     found = con.execute("SELECT outcome, cluster, format FROM ingest_files WHERE sha256 = ?", [sha]).fetchall()
-    prior = found[0] if found else None
-    if prior is not None and prior[0] == "loaded":
-        rep.outcome, rep.cluster, rep.format = "skipped", prior[1], prior[2]
-        rep.message = "already ingested (same SHA-256): nothing to do"
-        return rep
+    return found[0] if found else None
+
+
+def _skipped(rep: FileReport, prior) -> FileReport:
+    rep.outcome, rep.cluster, rep.format = "skipped", prior[1], prior[2]
+    rep.message = "already ingested (same SHA-256): nothing to do"
+    return rep
+
+
+def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = None, size: int | None = None,
+               t0: float | None = None) -> StagedFile:
+    """Parse, validate and pseudonymise `path` into Parquet parts in a temporary folder, without
+    the warehouse. An error is kept in the result (the commit records it); Ctrl-C is not."""
+    t0 = time.perf_counter() if t0 is None else t0
+    if sha is None or size is None:
+        sha, size = _identify(path)
     now = datetime.now(timezone.utc)
     cluster_default = opts.cluster or default_cluster_name(path)
     popts = ParseOptions(fmt=opts.fmt, cluster=cluster_default, timezone=opts.timezone,
                          delimiter=opts.delimiter, fields=opts.fields,
-                         chunk_bytes=opts.chunk_bytes)
+                         chunk_bytes=opts.chunk_bytes, encoding=opts.encoding)
     tot = _Totals()
     name_cache: dict = {}
-    prepared = (_prepare(res, raw, sha, now, key, opts, name_cache) for res, raw in iter_parse(path, popts))
-    con.execute("SET preserve_insertion_order = false")  # lets DuckDB append in parallel
-    stage_dir = tempfile.TemporaryDirectory(prefix="metapilot-stage-")
-    stage = Path(stage_dir.name)
-    con.execute("BEGIN TRANSACTION")
+    redact = _redactor(path, popts, opts, key, name_cache)
+    st = StagedFile(path=path, sha=sha, size=size, opts=opts, key=key, now=now, t0=t0,
+                    cluster_default=cluster_default, tot=tot, detected=None,
+                    stage_dir=tempfile.TemporaryDirectory(prefix="metapilot-stage-"))
+    prepared = (_prepare(res, raw, sha, now, key, opts, name_cache, redact) for res, raw in iter_parse(path, popts))
     try:
         for p in _read_ahead(prepared):
-            _append(con, p, sha, str(path), now, tot, stage)
+            _append(p, sha, str(path), now, tot, st.stage)
+    except (KeyboardInterrupt, SystemExit):
+        st.cleanup()
+        raise
+    except BaseException as e:  # noqa: BLE001 - recorded as the file's failure by the commit
+        st.error = e
+    tot.format = tot.format or popts.detected
+    st.detected = popts.detected
+    return st
+
+
+def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
+    """Load a staged file in one transaction: skipped if another run loaded it meanwhile; refused
+    (SiteKeyError) if the key is not the warehouse's; a failure rolls back and is recorded."""
+    path, sha, size, now, tot = st.path, st.sha, st.size, st.now, st.tot
+    rep = FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded")
+    con.execute("SET preserve_insertion_order = false")  # lets DuckDB append in parallel
+    con.execute("BEGIN TRANSACTION")
+    try:
+        prior = _prior(con, sha)
+        reload = prior is not None and prior[0] == "loaded" and reload_allowed(con, sha, st.opts)
+        if prior is not None and prior[0] == "loaded" and not reload:
+            con.execute("ROLLBACK")
+            return _skipped(rep, prior)
+        check_and_record_key(con, st.key, st.opts.new_key, st.opts.key_file)
+        if reload:
+            forget_file(con, sha)
+        if st.error is not None:
+            raise st.error
         if tot.key_hashes:
-            con.execute("INSERT INTO jobs BY NAME SELECT * FROM read_parquet(?)", [str(stage / "part-*.parquet")])
-        tot.format = tot.format or popts.detected
+            con.execute("INSERT INTO jobs BY NAME SELECT * FROM read_parquet(?)", [str(st.stage / "part-*.parquet")])
+        if tot.quarantine_parts:
+            con.execute("INSERT INTO quarantine BY NAME SELECT * FROM read_parquet(?)",
+                        [str(st.stage / "quarantine-*.parquet")])
         if _needs_dedupe(con, sha, tot):
             for stmt in sql_statements("ingest/dedupe_jobs.sql"):
                 con.execute(stmt, [sha])
@@ -356,7 +480,7 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
         rep.rows_quarantined, rep.jobs_written, rep.rows_loaded = tot.quarantined, jobs_written, rows_loaded
         lines_with_rows = tot.lines_read - tot.merged - tot.quarantined - tot.skipped
         rep.rows_merged = tot.merged + (lines_with_rows - rows_loaded)
-        rep.cluster = ",".join(sorted(clusters or [])) or cluster_default
+        rep.cluster = ",".join(sorted(clusters or [])) or st.cluster_default
         if not rep.reconciles:
             raise IngestError(f"{path}: line counts do not reconcile ({rep.lines_read} read != {rep.rows_loaded} loaded + "
                               f"{rep.rows_merged} merged + {rep.rows_quarantined} quarantined + {rep.lines_skipped} skipped); "
@@ -364,8 +488,8 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
         for c in clusters or []:
             _store_capacity(con, c, tot.capacity, tot.first_submit)
         rep.validation = _merge_validation(tot.validation)
-        rep.warnings = tot.warnings
-        rep.seconds = time.perf_counter() - t0
+        rep.warnings = tot.warnings + quarantine_warnings(con, rep, st.opts)
+        rep.seconds = time.perf_counter() - st.t0
         con.execute(
             "INSERT OR REPLACE INTO ingest_files VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [sha, str(path), size, rep.format, rep.cluster, rep.lines_read, rep.rows_loaded, rep.jobs_written,
@@ -377,22 +501,122 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
                     [str(uuid.uuid4()), sha, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"],
                      json.dumps(v["results"], default=str), datetime.now(timezone.utc)])
         con.execute("COMMIT")
-        con.execute("RESET preserve_insertion_order")
-        stage_dir.cleanup()
+    except SiteKeyError:
+        con.execute("ROLLBACK")
+        raise
     except BaseException as e:
         con.execute("ROLLBACK")
-        con.execute("RESET preserve_insertion_order")
-        stage_dir.cleanup()
         rep.outcome = "failed"
-        rep.seconds = time.perf_counter() - t0
+        rep.seconds = time.perf_counter() - st.t0
         rep.message = _explain(e, path, tot.last_line)
         con.execute(
             "INSERT OR REPLACE INTO ingest_files (sha256, path, bytes, format, cluster, started_at, finished_at, outcome, message) "
             "VALUES (?,?,?,?,?,?,?,?,?)",
-            [sha, str(path), size, tot.format, cluster_default, now, datetime.now(timezone.utc), "failed", rep.message])
+            [sha, str(path), size, tot.format, st.cluster_default, now, datetime.now(timezone.utc), "failed", rep.message])
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
+    finally:
+        con.execute("RESET preserve_insertion_order")
+        st.cleanup()
     return rep
+
+
+def _unreadable(path: Path, e: OSError) -> FileReport:
+    return FileReport(path=str(path), sha256="", bytes=0, outcome="failed",
+                      message=f"{path}: cannot read it ({e.strerror or e}): check the path and its permissions")
+
+
+def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions, key: bytes) -> FileReport:
+    """Load one file atomically over an open connection. Returns its report; a failure leaves
+    the warehouse as it was; a key that is not the warehouse's raises SiteKeyError."""
+    t0 = time.perf_counter()
+    try:
+        sha, size = _identify(path)
+    except OSError as e:
+        return _unreadable(path, e)
+    prior = _prior(con, sha)
+    if prior is not None and prior[0] == "loaded" and not reload_allowed(con, sha, opts):
+        return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
+    return commit_staged(con, stage_file(path, opts, key, sha, size, t0))
+
+
+def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: bytes, log=None) -> FileReport:
+    """Load one file into the warehouse file `db`, holding the database only for the commit.
+
+    A short read-only look first (already loaded? the right key?), then parsing and staging with
+    no connection open (queries and other ingests go on), then the commit under the writer lock:
+    a second writer waits for it, saying so through `log`."""
+    t0 = time.perf_counter()
+    try:
+        sha, size = _identify(path)
+    except OSError as e:
+        return _unreadable(path, e)
+    if db_path(db).exists():
+        from metapilot.warehouse.secret import key_fingerprint, recorded_fingerprint
+
+        con = connect(db, read_only=True, wait_s=writer_wait_s(), log=log)
+        try:
+            prior = _prior(con, sha)
+            recorded = recorded_fingerprint(con)
+            reload = prior is not None and reload_allowed(con, sha, opts)
+        finally:
+            con.close()
+        if prior is not None and prior[0] == "loaded" and not reload:
+            return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
+        if recorded and recorded != key_fingerprint(key) and not opts.new_key:
+            from metapilot.warehouse.secret import different_key_message, secret_path
+
+            raise SiteKeyError(different_key_message(Path(opts.key_file or secret_path(db)), key_fingerprint(key), recorded))
+    st = stage_file(path, opts, key, sha, size, t0)
+    try:
+        with writer_lock(db, log=log):
+            con = connect(db, log=log)
+            try:
+                return commit_staged(con, st)
+            finally:
+                con.close()
+    finally:
+        st.cleanup()
+
+
+QUARANTINE_WARN_SHARE = 0.01  # warn when more than 1% of a file's lines are quarantined
+UNDECODABLE_PREFIX = "line is not valid "  # transforms.parsers.undecodable_reason
+
+
+def reload_allowed(con: duckdb.DuckDBPyConnection, sha: str, opts: IngestOptions) -> bool:
+    """A file already loaded is loaded again (replacing its earlier load) only when --encoding is
+    given and the earlier load quarantined lines it could not decode: the fix for a log that was
+    read as UTF-8 but is Latin-1."""
+    if not opts.encoding:
+        return False
+    n = con.execute("SELECT count(*) FROM quarantine WHERE file_sha256 = ? AND starts_with(reason, ?)",
+                    [sha, UNDECODABLE_PREFIX]).fetchall()[0][0]
+    return n > 0
+
+
+def forget_file(con: duckdb.DuckDBPyConnection, sha: str) -> None:
+    """Remove what an earlier load of a file wrote (inside the new load's transaction)."""
+    con.execute("DELETE FROM jobs WHERE source_file_id = ?", [sha])
+    con.execute("DELETE FROM quarantine WHERE file_sha256 = ?", [sha])
+    con.execute("DELETE FROM validation_runs WHERE file_sha256 = ?", [sha])
+
+
+def quarantine_warnings(con: duckdb.DuckDBPyConnection, rep: FileReport, opts: IngestOptions) -> list[str]:
+    """A warning when more than 1% of the file's lines went to quarantine (SPEC §4: the file is
+    still loaded), saying how many were undecodable and what to do."""
+    if not rep.lines_read or rep.rows_quarantined <= QUARANTINE_WARN_SHARE * rep.lines_read:
+        return []
+    share = rep.rows_quarantined / rep.lines_read
+    text = (f"{rep.rows_quarantined:,} of {rep.lines_read:,} lines ({share:.1%}) were quarantined "
+            f"(more than {QUARANTINE_WARN_SHARE:.0%}): see the quarantine table for the reasons")
+    bad = con.execute("SELECT count(*) FROM quarantine WHERE file_sha256 = ? AND starts_with(reason, ?)",
+                      [rep.sha256, UNDECODABLE_PREFIX]).fetchall()[0][0]
+    if bad:
+        enc = opts.encoding or "utf-8"
+        fix = ("re-run ingest on it with --encoding latin-1 (or the log's own encoding; the earlier load is "
+               "replaced)" if not opts.encoding else "check --encoding")
+        text += f"; {bad:,} of them are not valid {enc} text: {fix}"
+    return [text]
 
 
 def _explain(e: BaseException, path: Path, last_line: int) -> str:

@@ -13,25 +13,48 @@ from metapilot.ground.paths import beside_db
 
 
 def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str | None, verdict: str | None,
-            db: str | Path | None = None) -> Path:
-    """Record the promotion and write the pointer file; returns the pointer's path."""
+            db: str | Path | None = None, *, kind: str = "controller", recommendation: str | None = None,
+            message: str | None = None, gate: dict | None = None) -> Path:
+    """Record the publish decision and write the pointer file; returns the pointer's path.
+
+    `kind='controller'`: the policy passed the gate and is what the cluster should run;
+    `kind='fixed'`: it did not, and `recommendation` (a fixed rule) is what to run."""
+    if kind not in ("controller", "fixed"):
+        raise ValueError(f"kind must be 'controller' or 'fixed', not {kind!r}")
     row = con.execute("SELECT cluster, partition, path FROM policies WHERE policy_id = ?", [policy_id]).fetchall()
     if not row:
         raise LookupError(f"no policy {policy_id!r} in the registry: train one with `metapilot train` first")
     cluster, partition, path = row[0]
     now = datetime.now(timezone.utc)
-    con.execute("INSERT INTO published_policies VALUES (?,?,?,?,?,?)",
-                [cluster, partition, policy_id, validation_id, now, verdict])
+    recommendation = recommendation or f"MetaPilot controller {policy_id}"
+    con.execute("INSERT INTO published_policies (cluster, partition, policy_id, validation_id, published_at, verdict, "
+                "kind, recommendation, message, gate) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                [cluster, partition, policy_id, validation_id, now, verdict, kind, recommendation, message,
+                 json.dumps(gate) if gate is not None else None])
     pointer = beside_db(db, "policies") / f"{cluster}.published.json"
     pointer.parent.mkdir(parents=True, exist_ok=True)
-    pointer.write_text(json.dumps({"cluster": cluster, "partition": partition, "policy_id": policy_id, "path": path,
+    pointer.write_text(json.dumps({"cluster": cluster, "partition": partition, "kind": kind,
+                                   "recommendation": recommendation, "message": message,
+                                   "policy_id": policy_id if kind == "controller" else None,
+                                   "path": path if kind == "controller" else None, "evaluated_policy_id": policy_id,
                                    "validation_id": validation_id, "published_at": now.isoformat(),
                                    "verdict": verdict}, indent=2) + "\n")
     return pointer
 
 
+def latest_decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
+    """The cluster's latest publish decision (kind, recommendation, message, policy id), or None."""
+    rows = con.execute("SELECT policy_id, coalesce(kind, 'controller'), recommendation, message, published_at "
+                       "FROM published_policies WHERE cluster = ? ORDER BY published_at DESC LIMIT 1",
+                       [cluster]).fetchall()
+    if not rows:
+        return None
+    pid, kind, rec, msg, at = rows[0]
+    return {"policy_id": pid, "kind": kind, "recommendation": rec, "message": msg, "published_at": at}
+
+
 def current_policy(con: duckdb.DuckDBPyConnection, cluster: str) -> str | None:
-    """The cluster's latest published policy id, or None."""
-    row = con.execute("SELECT policy_id FROM published_policies WHERE cluster = ? ORDER BY published_at DESC LIMIT 1",
-                      [cluster]).fetchall()
-    return row[0][0] if row else None
+    """The cluster's current controller's policy id, or None (none published, or the latest decision
+    recommends a fixed rule instead)."""
+    d = latest_decision(con, cluster)
+    return d["policy_id"] if d and d["kind"] == "controller" else None

@@ -1,16 +1,41 @@
 """The `metapilot` command. Each sub-command lives in `metapilot/commands/<name>.py`; heavy
-imports happen inside the commands so that `metapilot sql` answers in about a second."""
+imports happen inside the commands so that `metapilot sql` answers in about a second.
+
+Every command runs guarded (`metapilot.cli.errors`): an error a user can cause ends in one or
+two lines and a non-zero exit; `metapilot --debug COMMAND ...` shows the traceback instead."""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="MetaPilot: learn from your HPC job logs.")
+from metapilot.cli.errors import guarded, set_debug
+
+
+class _GuardedTyper(typer.Typer):
+    """A Typer app whose commands are wrapped by `guarded`."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+
+        def decorator(fn):
+            register(guarded(fn))
+            return fn
+
+        return decorator
+
+
+app = _GuardedTyper(no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+                    help="MetaPilot: learn from your HPC job logs.")
 
 
 @app.callback()
-def main() -> None:
+def main(
+    debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error (also METAPILOT_DEBUG=1).")] = False,
+) -> None:
     """MetaPilot: learn from your HPC job logs."""
+    set_debug(debug)
 
 
 def _register() -> None:

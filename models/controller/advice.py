@@ -17,7 +17,7 @@ from metapilot.models.controller.artifact import (
     find_policy,
     load_policy,
 )
-from metapilot.models.controller.objectives import OBJECTIVES, action_meanings
+from metapilot.models.controller.objectives import Menu
 from metapilot.transforms.state import (
     AGGREGATES,
     FEATURE_NAMES,
@@ -82,6 +82,7 @@ class Advisor:
         self.card = self.policy.card
         self.cluster: str = self.card["cluster"]
         self.partition: str = self.card["partition"]
+        self.menu = Menu.of(self.policy.state_config)
 
     def state_at(self, con, at) -> np.ndarray:
         """The state of the policy's cluster at `at` (the as-run aggregates of that boundary)."""
@@ -100,8 +101,8 @@ class Advisor:
         a = int(np.argmax(q))
         return Advice(
             policy_id=self.policy.policy_id, cluster=self.cluster, partition=self.partition, at=at,
-            action=a, objective=OBJECTIVES[a], meaning=action_meanings()[a],
-            q_values={OBJECTIVES[i]: float(v) for i, v in enumerate(q)},
+            action=a, objective=self.menu.names[a], meaning=self.menu.meanings()[a],
+            q_values={self.menu.names[i]: float(v) for i, v in enumerate(q)},
             state={n: float(v) for n, v in zip(FEATURE_NAMES, np.asarray(state).reshape(-1))},
             latency_ms={"state": state_ms, "decision": decision_ms, "total": state_ms + decision_ms},
         )

@@ -32,11 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from metapilot.models.controller.objectives import (
-    OBJECTIVE_SPECS,
-    OBJECTIVES,
-    action_meanings,
-)
+from metapilot.models.controller.objectives import Menu
+from metapilot.transforms.reward import REWARD_FORMULAS
 from metapilot.transforms.state import (
     AGGREGATES,
     FEATURE_NAMES,
@@ -156,12 +153,13 @@ def _write_sums(folder: Path) -> str:
 
 
 def build_card(result, splits, *, policy_id: str, cluster: str, partition: str | None, created_at: datetime,
-               dataset_sha256: str, replay: dict | None) -> dict:
+               dataset_sha256: str, replay: dict | None, tuning: dict | None = None) -> dict:
     """The model card (SPEC §9) as a plain dict."""
     from metapilot.models.controller.dataset import window_days
 
     cfg = result.config
     st = splits.train
+    menu = Menu.of(splits.state)
     return {
         "policy_id": policy_id,
         "created_at": created_at.isoformat(),
@@ -196,13 +194,12 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
             },
         },
         "actions": {
-            str(i): {"name": name, "meaning": action_meanings()[i], "priority_rule": OBJECTIVE_SPECS[name].priority_rule,
-                     "fit_now_first": OBJECTIVE_SPECS[name].fit_now_first, "backfill": OBJECTIVE_SPECS[name].backfill}
-            for i, name in enumerate(OBJECTIVES)
+            str(i): {"name": o.name, "meaning": o.describe(), "priority_rule": o.priority_rule,
+                     "fit_now_first": o.fit_now_first, "backfill": o.backfill}
+            for i, o in enumerate(menu.specs)
         },
         "reward": {
-            "formula": "empty_queue_reward if the queue at the epoch end is empty, else "
-                       "-mean_wait_s / alpha + u_cpu + u_gpu (GPU partitions) + u_mem (known memory)",
+            "formula": REWARD_FORMULAS[splits.reward.kind],
             "constants": splits.reward.to_dict(),
             "defined_in": "transforms/reward.py (reward_from_aggregates)",
         },
@@ -218,10 +215,13 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
             "behaviour_mc_return": result.behaviour_mc_return,
         },
         "replay": replay,
+        "gate": (replay or {}).get("gate"),
+        "planner": splits.planner.to_dict(),
+        "tuning": tuning,
         "timings_s": {k: round(v, 3) for k, v in result.seconds.items()},
         "files": {
             "policy.pt": f"TorchScript; input float32 (n, {N_FEATURES}) states in FEATURES order; "
-                         f"output (n, {len(OBJECTIVES)}) Q-values, argmax = recommended objective",
+                         f"output (n, {len(menu)}) Q-values, argmax = recommended objective",
             "model.pt": "d3rlpy network weights: {module: state_dict}, load with torch.load(weights_only=True)",
             "d3rlpy_config.json": "algorithm config for d3rlpy (deserialize + create_impl + load model.pt)",
         },
@@ -254,6 +254,7 @@ def publish(
     con=None,
     replay: dict | None = None,
     created_at: datetime | None = None,
+    tuning: dict | None = None,
 ) -> Artifact:
     """Write the policy folder and its `policies` row; return where it went.
 
@@ -271,7 +272,7 @@ def publish(
     policy_id = f"{cluster}-{part}-{result.algorithm}-{splits.train_window[1]:%Y%m%d}-{digest[:10]}"
     ds_hash = dataset_hash(splits.train)
     card = build_card(result, splits, policy_id=policy_id, cluster=cluster, partition=partition,
-                      created_at=created_at, dataset_sha256=ds_hash, replay=replay)
+                      created_at=created_at, dataset_sha256=ds_hash, replay=replay, tuning=tuning)
     card["weights_sha256"] = digest
 
     root = policies_dir(db)
@@ -284,7 +285,7 @@ def publish(
             "config_class": CONFIG_CLASSES[result.algorithm],
             "config": json.loads(result.algo.config.serialize()),
             "observation_shape": [N_FEATURES],
-            "action_size": len(OBJECTIVES),
+            "action_size": len(splits.state.menu),
         }, indent=2))
         mods = result.algo.impl.modules
         scripted = script_policy(mods.q_funcs, result.scaler_mean if result.config.standardize else None,
@@ -331,7 +332,8 @@ def register(con, card: dict, folder: Path, sums_sha: str, result) -> None:
         "n_train_tuples": int(result.n_train), "dataset_sha256": card["dataset"]["sha256"], "sums_sha256": sums_sha,
         "fqe_value": result.chosen.fqe_value,
         "behaviour_value": (result.baselines["bc"].fqe_value if "bc" in result.baselines else result.behaviour_mc_return),
-        "replay_score": replay.get("score"), "action_share_u": result.chosen.action_share_u,
+        "replay_score": replay.get("score"), "menu": ",".join(card["state"]["config"]["menu"]),
+        "action_shares": json.dumps(result.chosen.action_shares),
         "code_version": card["code_version"],
     }
     cols = ", ".join(row)

@@ -1,11 +1,12 @@
 """As-run tuples: the real history labelled with the objective that best explains each epoch.
 
-For every epoch `[t, t + epoch_s)`, the jobs queued at `t` are ordered by each objective
-(`objectives.sort_keys`, with the free resources at `t`), and that order is compared with the
-real one: jobs by real start time, those not started in the epoch tied last. The agreement is
-Kendall's tau-b; the action is the objective with the higher tau. An epoch that says nothing
-(no queued job started, or equal taus) keeps the previous epoch's action (the scheduler's
-configuration does not change without evidence); the first such epochs take `default_action`.
+For every epoch `[t, t + epoch_s)`, the jobs queued at `t` are ordered by each objective of the
+menu (`objectives.sort_keys`: the engine's own priority score at `t`), and that order is compared
+with the real one: jobs by real start time, those not started in the epoch tied last. The
+agreement is Kendall's tau-b; the action is the objective with the highest tau. An epoch that
+says nothing (no queued job started, or a tie for the best tau) keeps the previous epoch's action
+(the scheduler's configuration does not change without evidence); the first such epochs take the
+menu's user-first (FCFS-like) objective, as real schedulers mostly are.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import polars as pl
-from metapilot.models.controller.objectives import OBJECTIVES, W, sort_keys
+from metapilot.models.controller.objectives import Menu, sort_keys
 from metapilot.models.controller.tuples import tuples_from_aggregates
 from metapilot.transforms.asrun_state import TimeLike, epoch_grid
 from metapilot.transforms.reward import RewardConfig
@@ -27,7 +28,7 @@ from metapilot.warehouse.asrun_queries import asrun_aggregates, asrun_queues
 class InferenceConfig:
     """How as-run actions are inferred."""
 
-    default_action: int = W  # before the first informative epoch: real schedulers are FCFS-like
+    default_action: int | None = None  # before the first informative epoch; None: the menu's user-first
     min_margin: float = 1e-9  # taus closer than this are a tie (hold the previous action)
 
 
@@ -57,24 +58,21 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
 
 def infer_actions(
     queues: pl.DataFrame,
-    aggregates: pl.DataFrame,
     grid: np.ndarray,
     epoch_s: int,
     config: InferenceConfig = InferenceConfig(),
+    menu: Menu = Menu(),
+    origin_s: float | None = None,
 ) -> pl.DataFrame:
     """One row per epoch of `grid`: epoch_start, tau_<objective>..., n_started, action, inferred.
 
-    `queues` from `warehouse.asrun_queries.asrun_queues`; `aggregates` gives the free resources at
-    each boundary (cap_* - used_*). Loops over epochs (not jobs), each one vectorised.
+    `queues` from `warehouse.asrun_queries.asrun_queues`. `origin_s`: the window start F1 counts from (default: the
+    first epoch). Loops over epochs (not jobs), each one vectorised.
     """
     n = len(grid)
-    taus = np.full((n, len(OBJECTIVES)), np.nan)
+    origin = float(grid[0]) if origin_s is None else float(origin_s)
+    taus = np.full((n, len(menu)), np.nan)
     n_started = np.zeros(n, dtype=np.int64)
-    agg = aggregates.select("epoch_start", "used_cpu", "used_gpu", "used_mem", "cap_cpu", "cap_gpu", "cap_mem")
-    free = {
-        int(r[0]): (r[4] - r[1], r[5] - r[2], (r[6] - r[3]) if r[6] > 0 else np.inf)
-        for r in agg.iter_rows()
-    }
     pos = {int(t): i for i, t in enumerate(grid)}
     if queues.height:
         t_col = queues["epoch_start"].to_numpy()
@@ -89,22 +87,20 @@ def infer_actions(
             st = started[lo:hi]
             n_started[i] = int(st.sum())
             real = np.where(st, np.nan_to_num(cols["start_s"][lo:hi], nan=np.inf), t + epoch_s + 1.0)
-            fc, fg, fm = free.get(t, (np.inf, np.inf, np.inf))
-            for a in range(len(OBJECTIVES)):
+            for a, name in enumerate(menu.names):
                 keys = sort_keys(
-                    a,
+                    name,
                     submit_s=cols["submit_s"][lo:hi],
                     req_time_s=np.nan_to_num(cols["req_time_s"][lo:hi]),
-                    cores=cols["cores"][lo:hi], gpus=cols["gpus"][lo:hi], mem=cols["mem"][lo:hi],
-                    job_seq=cols["job_seq"][lo:hi],
-                    free_cores=fc, free_gpus=fg, free_mem=fm,
+                    cores=cols["cores"][lo:hi], job_seq=cols["job_seq"][lo:hi],
+                    now_s=float(t), origin_s=origin,
                 )
                 rank = np.empty(hi - lo)
                 rank[np.lexsort(keys[::-1])] = np.arange(hi - lo)
                 taus[i, a] = kendall_tau_b(real, rank)
     actions = np.full(n, -1, dtype=np.int64)
     decided = np.zeros(n, dtype=bool)
-    prev = config.default_action
+    prev = menu.user_first if config.default_action is None else config.default_action
     for i in range(n):
         row = taus[i]
         if np.all(np.isfinite(row)):
@@ -113,7 +109,7 @@ def infer_actions(
                 prev, decided[i] = best, True
         actions[i] = prev
     out = {"epoch_start": grid.astype(np.int64)}
-    out |= {f"tau_{name}": taus[:, a] for a, name in enumerate(OBJECTIVES)}
+    out |= {f"tau_{name}": taus[:, a] for a, name in enumerate(menu.names)}
     out |= {"n_started": n_started, "action": actions, "inferred": decided}
     return pl.DataFrame(out)
 
@@ -135,7 +131,7 @@ def asrun_tuples(
                            config=state_config, capacity=capacity)
     grid = epoch_grid(window_from, window_to, state_config.epoch_s)
     queues = asrun_queues(con, cluster, window_from, window_to, partition=partition, config=state_config)
-    acts = infer_actions(queues, agg, grid, state_config.epoch_s, inference)
+    acts = infer_actions(queues, grid, state_config.epoch_s, inference, Menu.of(state_config))
     return tuples_from_aggregates(
         agg, acts["action"].to_numpy(),
         cluster=cluster, partition=partition, window_from=window_from, window_to=window_to,

@@ -21,7 +21,7 @@ import duckdb
 import numpy as np
 import polars as pl
 from metapilot.models.controller.asrun import asrun_tuples
-from metapilot.models.controller.objectives import OBJECTIVES
+from metapilot.models.controller.planner import PlannerConfig
 from metapilot.models.controller.tuples import (  # noqa: F401  (re-exported: the dataset's vocabulary)
     KEY_COLS,
     NS_COLS,
@@ -55,6 +55,7 @@ class TupleRequest:
     state: StateConfig = StateConfig()
     reward: RewardConfig = RewardConfig()
     seed: int = 0
+    planner: PlannerConfig = PlannerConfig()  # the teacher of the 'planner' source
 
 
 class TupleSource(Protocol):
@@ -68,7 +69,8 @@ def _asrun_source(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> pl.D
 
 SOURCES: dict[str, TupleSource] = {"as-run": _asrun_source}
 # Sources living in other packages: importing the module must call `register_source(name, fn)`.
-SOURCE_MODULES: dict[str, str] = {"replay": "metapilot.models.simulator.rollouts"}
+SOURCE_MODULES: dict[str, str] = {"replay": "metapilot.models.simulator.rollouts",
+                                  "planner": "metapilot.models.controller.teacher"}
 
 
 def register_source(name: str, source: TupleSource) -> None:
@@ -166,6 +168,7 @@ class DatasetConfig:
     state: StateConfig = StateConfig()
     reward: RewardConfig = RewardConfig()
     sources: tuple[str, ...] = ("as-run",)
+    planner: PlannerConfig = PlannerConfig()  # the teacher of the 'planner' source (tuned on the training window)
     older_fraction: float = 0.1  # share of the training set drawn from windows older than train_from
     validation_share: float = 0.25  # default validation window length, as a share of the train window
     seed: int = 0
@@ -184,6 +187,7 @@ class DatasetSplits:
     notes: list[str] = field(default_factory=list)
     state: StateConfig = StateConfig()
     reward: RewardConfig = RewardConfig()
+    planner: PlannerConfig = PlannerConfig()
 
     def summary(self) -> dict:
         def counts(df: pl.DataFrame) -> dict:
@@ -193,7 +197,7 @@ class DatasetSplits:
             return {
                 "tuples": df.height,
                 "by_source": {r[0]: r[1] for r in df.group_by("source").len().sort("source").iter_rows()},
-                "actions": {OBJECTIVES[a]: c for a, c in acts.iter_rows()},
+                "actions": {self.state.menu[a]: c for a, c in acts.iter_rows()},
                 "reward_mean": float(df["reward"].mean()),
             }
 
@@ -254,7 +258,7 @@ def build_dataset(
             raise ValueError(f"validation window starts {valid_w[0]} before training ends {train_w[1]}: the split must be by time")
 
     def window(w: tuple[datetime, datetime]) -> pl.DataFrame:
-        req = TupleRequest(cluster, partition, w[0], w[1], config.state, config.reward, config.seed)
+        req = TupleRequest(cluster, partition, w[0], w[1], config.state, config.reward, config.seed, config.planner)
         frame = build_tuples(con, req, config.sources)
         if store:
             store_tuples(con, frame)
@@ -270,7 +274,7 @@ def build_dataset(
         n_old = min(want, older.height)
         older = older.sample(n=n_old, seed=config.seed, shuffle=False)
     train = pl.concat([train_new, older]) if n_old else train_new
-    return DatasetSplits(train, valid, train_w, valid_w, n_old, spec, notes, config.state, config.reward)
+    return DatasetSplits(train, valid, train_w, valid_w, n_old, spec, notes, config.state, config.reward, config.planner)
 
 
 def export_parquet(splits: DatasetSplits, folder: str | Path) -> dict[str, Path]:
@@ -352,8 +356,8 @@ def to_episodes(frame: pl.DataFrame) -> Episodes:
     return Episodes(obs, acts, rews, terminals, timeouts, n, int(ends.sum()))
 
 
-def to_mdp_dataset(frame: pl.DataFrame, fast_sampling: bool = True):
-    """A d3rlpy `MDPDataset` of the tuples (discrete actions, `len(OBJECTIVES)` of them).
+def to_mdp_dataset(frame: pl.DataFrame, n_actions: int, fast_sampling: bool = True):
+    """A d3rlpy `MDPDataset` of the tuples (discrete actions, `n_actions` of them: the menu's size).
 
     With `fast_sampling`, mini-batches are drawn uniformly over tuples with numpy fancy indexing
     instead of d3rlpy's per-transition Python loop (same distribution, ~3 ms less per step on
@@ -369,7 +373,7 @@ def to_mdp_dataset(frame: pl.DataFrame, fast_sampling: bool = True):
     kwargs = dict(
         observations=ep.observations, actions=ep.actions, rewards=ep.rewards,
         terminals=ep.terminals, timeouts=ep.timeouts,
-        action_space=ActionSpace.DISCRETE, action_size=len(OBJECTIVES),
+        action_space=ActionSpace.DISCRETE, action_size=int(n_actions),
     )
     if not fast_sampling:
         return MDPDataset(**kwargs)

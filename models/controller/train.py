@@ -27,7 +27,7 @@ from metapilot.models.controller.dataset import (
     to_episodes,
     to_mdp_dataset,
 )
-from metapilot.models.controller.objectives import OBJECTIVES, U
+from metapilot.models.controller.objectives import Menu
 
 PolicyFn = Callable[[np.ndarray], np.ndarray]
 ReplayEvaluator = Callable[[PolicyFn], dict[str, float]]
@@ -82,7 +82,7 @@ class PolicyScore:
     step: int
     fqe_value: float  # mean over validation states of Q_fqe(s, pi(s)), reward units
     fqe_initial_value: float  # the same over the episodes' first states
-    action_share_u: float  # share of validation states where the policy picks U
+    action_shares: dict[str, float]  # share of validation states where the policy picks each objective
     behaviour_match: float  # share of validation states where it picks the logged action
     replay: dict[str, float] | None = None
 
@@ -208,7 +208,7 @@ def greedy(algo) -> PolicyFn:
 
 
 def score_policy(algo, name: str, step: int, valid_ds, valid_obs, valid_first, valid_actions,
-                 config: TrainConfig, replay_evaluator: ReplayEvaluator | None) -> PolicyScore:
+                 config: TrainConfig, replay_evaluator: ReplayEvaluator | None, menu: Menu = Menu()) -> PolicyScore:
     """DiscreteFQE estimate of `algo` on the validation tuples (+ replay metrics if hooked)."""
     from d3rlpy.models import VectorEncoderFactory
     from d3rlpy.ope import DiscreteFQE, FQEConfig
@@ -235,7 +235,7 @@ def score_policy(algo, name: str, step: int, valid_ds, valid_obs, valid_first, v
     replay = replay_evaluator(greedy(algo)) if replay_evaluator is not None else None
     return PolicyScore(
         name=name, step=step, fqe_value=value, fqe_initial_value=initial,
-        action_share_u=float(np.mean(acts == U)), behaviour_match=float(np.mean(acts == valid_actions)),
+        action_shares={n: float(np.mean(acts == i)) for i, n in enumerate(menu.names)}, behaviour_match=float(np.mean(acts == valid_actions)),
         replay=replay,
     )
 
@@ -272,8 +272,10 @@ def train_policy(
     config: TrainConfig = TrainConfig(),
     replay_evaluator: ReplayEvaluator | None = None,
     log: Callable[[str], None] | None = None,
+    menu: Menu = Menu(),
 ) -> TrainResult:
-    """Train the controller and its baselines; choose the checkpoint by OPE (or replay)."""
+    """Train the controller and its baselines on tuples whose actions index `menu`; choose the
+    checkpoint by OPE (or replay)."""
     log = log or (lambda msg: None)
     if config.algorithm not in PUBLISHABLE:
         raise ValueError(f"the published policy must be one of {PUBLISHABLE} (Q-values for advise); got {config.algorithm!r}")
@@ -286,13 +288,13 @@ def train_policy(
 
     if config.num_threads > 0:
         torch.set_num_threads(config.num_threads)
-    train_ds = to_mdp_dataset(train)
+    train_ds = to_mdp_dataset(train, len(menu))
     train_obs = observations(train)
     if validation.height:
         valid, vsource = validation, "validation window"
     else:
         valid, vsource = train, "training tuples (no validation data)"
-    valid_ds = to_mdp_dataset(valid)
+    valid_ds = to_mdp_dataset(valid, len(menu))
     valid_obs = observations(valid)
     valid_actions = valid["action"].to_numpy()
     ep = to_episodes(valid)
@@ -318,7 +320,7 @@ def train_policy(
         step, states = snapshots[i]
         load_module_states(algo, states)
         log(f"off-policy evaluation of checkpoint {step}")
-        sc = score_policy(algo, config.algorithm, step, valid_ds, valid_obs, valid_first, valid_actions, config, replay_evaluator)
+        sc = score_policy(algo, config.algorithm, step, valid_ds, valid_obs, valid_first, valid_actions, config, replay_evaluator, menu)
         candidates.append(sc)
         if _better(sc, best):
             best, best_states = sc, states
@@ -337,7 +339,8 @@ def train_policy(
         _fit(b, train_ds, config.n_steps if name != "bc" else max(1, config.n_steps // 2), config, name=name)
         timings[f"fit_{name}"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        baselines[name] = score_policy(b, name, config.n_steps, valid_ds, valid_obs, valid_first, valid_actions, config, replay_evaluator)
+        baselines[name] = score_policy(b, name, config.n_steps, valid_ds, valid_obs, valid_first, valid_actions, config,
+                                      replay_evaluator, menu)
         timings[f"ope_{name}"] = time.perf_counter() - t0
 
     assert best is not None
@@ -350,7 +353,8 @@ def train_policy(
 
 
 def q_values(algo, states: np.ndarray, q_scale: float = 1.0) -> np.ndarray:
-    """Q-values of every action (n, len(OBJECTIVES)) from d3rlpy, in reward units via `q_scale`."""
+    """Q-values of every action (n, n_actions) from d3rlpy, in reward units via `q_scale`."""
     states = np.asarray(states, dtype=np.float32).reshape(-1, len(S_COLS))
-    cols = [algo.predict_value(states, np.full(len(states), a, dtype=np.int64)) for a in range(len(OBJECTIVES))]
+    n_actions = int(algo.action_size)
+    cols = [algo.predict_value(states, np.full(len(states), a, dtype=np.int64)) for a in range(n_actions)]
     return np.stack(cols, axis=1) * q_scale

@@ -9,9 +9,8 @@ from datetime import datetime, timezone
 
 import numpy as np
 import polars as pl
-from metapilot.models.controller.objectives import OBJECTIVES
 from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
-from metapilot.transforms.reward import RewardConfig, reward_from_aggregates
+from metapilot.transforms.reward import RewardConfig, reward_from_frame
 from metapilot.transforms.state import (
     FEATURE_NAMES,
     FEATURES,
@@ -42,7 +41,7 @@ def state_spec(state_config: StateConfig, reward_config: RewardConfig) -> str:
         "features": [[f.name, f.normalisation] for f in FEATURES],
         "state": state_config.to_dict(),
         "reward": reward_config.to_dict(),
-        "actions": list(OBJECTIVES),
+        "actions": list(state_config.menu),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -77,15 +76,12 @@ def tuples_from_aggregates(
     actions = np.asarray(actions, dtype=np.int64)
     if n < 1 or actions.shape != (n,):
         raise ValueError(f"need n + 1 boundaries for n actions: got {aggregates.height} boundaries, {actions.shape} actions")
-    if actions.min() < 0 or actions.max() >= len(OBJECTIVES):
-        raise ValueError(f"actions must be indices into {OBJECTIVES}")
+    menu = state_config.menu
+    if actions.min() < 0 or actions.max() >= len(menu):
+        raise ValueError(f"actions must be indices into the menu {menu}")
     states = state_from_frame(aggregates, state_config)
-    cur, nxt = aggregates.head(n), aggregates.tail(n)
-    rewards = reward_from_aggregates(
-        queue_len_end=nxt["queue_len"].to_numpy(), wait_mean_end_s=nxt["wait_mean_s"].to_numpy(),
-        u_cpu=cur["u_cpu"].to_numpy(), u_gpu=cur["u_gpu"].to_numpy(), u_mem=cur["u_mem"].to_numpy(),
-        cap_gpu=cur["cap_gpu"].to_numpy(), cap_mem=cur["cap_mem"].to_numpy(), config=reward_config,
-    )
+    cur = aggregates.head(n)
+    rewards = reward_from_frame(aggregates, reward_config)
     terminal = np.zeros(n, dtype=bool)
     terminal[-1] = terminal_last
     frame = pl.DataFrame(

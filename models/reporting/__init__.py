@@ -50,6 +50,10 @@ def build_report(con: duckdb.DuckDBPyConnection, cluster: str, week: str | None,
     report = collect(con, cluster, week, roi_config=roi_config, generated_at=generated_at)
     folder = Path(out_dir) / _safe(cluster) / week
     folder.mkdir(parents=True, exist_ok=True)
+    if report.get("data_quality"):
+        from metapilot.warehouse.data_docs import link_from
+
+        report["data_quality"]["docs_link"] = link_from(folder, report["data_quality"].get("docs_index"))
     html_text = render_html(report)
     md_text = render_markdown(report)
     files = {"html": str(folder / "report.html"), "md": str(folder / "report.md"), "json": str(folder / "report.json")}
@@ -72,7 +76,6 @@ def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: 
     import numpy as np
     import polars as pl
     from metapilot.models.controller.artifact import find_policy, load_policy
-    from metapilot.models.controller.objectives import OBJECTIVES
     from metapilot.models.reporting.data import parse_week
     from metapilot.transforms.state import state_from_frame
     from metapilot.warehouse.asrun_queries import asrun_aggregates
@@ -93,7 +96,7 @@ def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: 
         "cluster": row["cluster"], "partition": row["partition"] or "*",
         "epoch_start": (pl.Series(agg["epoch_start"].to_numpy().astype(np.int64)) * 1_000_000).cast(pl.Datetime("us", "UTC")),
         "epoch_s": int(cfg.epoch_s), "policy_id": policy_id, "action": actions.astype(np.int32),
-        "objective": [OBJECTIVES[a] for a in actions], "q_values": [list(map(float, r)) for r in q],
+        "objective": [cfg.menu[a] for a in actions], "q_values": [list(map(float, r)) for r in q],
     })
     return store_recommendations(con, frame)
 

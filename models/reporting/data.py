@@ -104,8 +104,26 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
         "recommendations": _recommendations(con, cluster, week_start),
     }
     report["validation"] = _validation(con, cluster)
+    report["decision"] = _decision(con, cluster)
+    from metapilot.warehouse.data_docs import data_quality
+
+    report["data_quality"] = data_quality(con, cluster)  # ingest quarantine, validation, GX data docs
     report["roi"] = _roi(report["validation"], roi_config)
     return report
+
+
+def _decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
+    """What to run, in words: the latest publish decision (SPEC §7 gate), or that there is none."""
+    from metapilot.warehouse.publish_store import latest_decision
+
+    d = latest_decision(con, cluster) if _has_table(con, "published_policies") else None
+    if d is None:
+        return {"kind": None, "message": "No controller has been trained and checked for this cluster yet: "
+                                         "keep the scheduler's current policy."}
+    msg = d["message"] or (f"Run the MetaPilot controller {d['policy_id']}." if d["kind"] == "controller" else
+                           f"Keep {d['recommendation']}.")
+    return {"kind": d["kind"], "recommendation": d["recommendation"], "policy_id": d["policy_id"], "message": msg,
+            "published_at": _json(d["published_at"])}
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:

@@ -149,12 +149,12 @@ def recommendations(report: dict) -> str | None:
 
 
 def validation_weeks(report: dict) -> str | None:
-    """Weekly mean wait of the controller, fixed U/W, the best fixed contender and the as-run history."""
+    """Weekly mean wait of the controller, its planner, the best fixed contender and the as-run history."""
     v = report["validation"]
     weekly = v.get("weeks") or []
     if v["status"] != "ok" or not weekly:
         return None
-    names = ["MetaPilot", "fixed-U", "fixed-W", "as-run"]
+    names = ["MetaPilot", "planner", "as-run"]
     best = v["winners"].get("wait_mean_s", [])
     fixed_best = next((d["reference"] for d in v["diffs"] if d["metric"] == "wait_mean_s" and d["reference_kind"] == "best-fixed"), None)
     for extra in ([fixed_best] if fixed_best else []) + best[:1]:

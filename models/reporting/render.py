@@ -19,6 +19,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("recommendations", "Recommended objective"),
     ("validation", "Replay validation"),
     ("roi", "Return on investment"),
+    ("data_quality", "Data quality"),
 )
 TITLES = dict(SECTIONS)
 
@@ -336,6 +337,7 @@ def render_html(report: dict) -> str:
                               else f"<p class='empty'>{_e(rec['message'])}</p>")
     sec["validation"] = _validation_html(report)
     sec["roi"] = _roi_html(report)
+    sec["data_quality"] = _data_quality_html(report)
 
     nav = "".join(f"<a href='#{k}'>{_e(t)}</a>" for k, t in SECTIONS)
     sections = "".join(f"<section id='{k}'{' class=long' if k == 'validation' else ''}><h2>{_e(t)}</h2>{sec[k]}</section>"
@@ -344,6 +346,8 @@ def render_html(report: dict) -> str:
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>{_e(cluster)} weekly report {_e(week)}</title><style>{CSS}</style></head><body>"
+        f"<div class='verdict{'' if report['decision'].get('kind') == 'controller' else ' loses'}' id='decision'>"
+        f"<p><b>What to run:</b> {_e(report['decision']['message'])}</p></div>"
         f"<header><h1>{_e(cluster)}: weekly report {_e(week)}</h1>"
         f"<p>{_e(report['week_start'][:10])} to {_e(report['week_end'][:10])} (ISO week, UTC) · "
         f"generated {_e(report['generated_at'].replace('T', ' ')[:16])} UTC</p></header>"
@@ -352,6 +356,33 @@ def render_html(report: dict) -> str:
         f"(marts: Open XDMoD definitions; replay: SPEC §6). Code version {_e(report['code_version'])}. "
         "The same numbers are in report.json and report.md.</footer></body></html>\n"
     )
+
+
+def data_quality_lines(report: dict) -> tuple[list[str], list[str], str | None]:
+    """(summary lines, warnings, link to the GX data docs) of the report's data-quality section."""
+    dq = report.get("data_quality") or {}
+    if not dq:
+        return ["No data-quality information for this report."], [], None
+    share = dq.get("quarantined_share")
+    lines = [f"{fmt_int(dq.get('files'))} ingested files, {fmt_int(dq.get('lines'))} lines; "
+             f"{fmt_int(dq.get('quarantined'))} quarantined ({fmt_pct(share, 2) if share is not None else '–'}), "
+             "each with its reason in the quarantine table.",
+             f"Validation suite (great-expectations): {fmt_int(dq.get('validation_failed_files'))} file(s) with "
+             "rows that failed an expectation (those rows are quarantined)."]
+    warnings = [f"{w['file']}: {w['warning']}" for w in dq.get("warnings") or []]
+    if dq.get("docs_message"):
+        lines.append(dq["docs_message"])
+    return lines, warnings, dq.get("docs_link")
+
+
+def _data_quality_html(report: dict) -> str:
+    lines, warnings, link = data_quality_lines(report)
+    out = "".join(f"<p class='note'>{_e(x)}</p>" for x in lines)
+    if warnings:
+        out += "<p>Files over the 1% quarantine warning:</p><ul>" + "".join(f"<li>{_e(w)}</li>" for w in warnings) + "</ul>"
+    if link:
+        out += f"<p><a href=\"{_e(link)}\">Validation results of every ingested file (GX data docs)</a></p>"
+    return out
 
 
 def _validation_html(report: dict) -> str:
@@ -405,7 +436,8 @@ def _md_table(head: Sequence[str], body: Sequence[Sequence[object]]) -> str:
 
 def render_markdown(report: dict) -> str:
     """The report as Markdown (tables, no figures: they are in report.html)."""
-    out = [f"# {report['cluster']}: weekly report {report['week']}",
+    out = [f"**What to run:** {report['decision']['message']}",
+           f"\n# {report['cluster']}: weekly report {report['week']}",
            f"{report['week_start'][:10]} to {report['week_end'][:10]} (ISO week, UTC); generated "
            f"{report['generated_at'].replace('T', ' ')[:16]} UTC. Figures: see report.html."]
     out.append(f"\n## {TITLES['glance']}\n")
@@ -438,5 +470,12 @@ def render_markdown(report: dict) -> str:
     else:
         out.append(_md_table(*roi_table(report)))
     out.append("\nAssumptions:\n\n" + "\n".join(f"- {a}" for a in roi["assumptions"]))
+    lines, warnings, link = data_quality_lines(report)
+    out.append(f"\n## {TITLES['data_quality']}\n")
+    out.append("\n".join(lines))
+    if warnings:
+        out.append("\nFiles over the 1% quarantine warning:\n\n" + "\n".join(f"- {w}" for w in warnings))
+    if link:
+        out.append(f"\n[Validation results of every ingested file (GX data docs)]({link})")
     out.append(f"\n---\nFigures from `sql/reports/` on the warehouse; code version {report['code_version']}.\n")
     return "\n".join(out)

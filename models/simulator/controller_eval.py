@@ -7,9 +7,11 @@ replayed from an empty cluster with the policy choosing the objective at every b
 (`models.controller.replay.replay_objectives`), until every job has finished and at least over
 the whole window.
 
-score = mean SPEC §7 reward per epoch over the window's epochs (what the controller is trained to
-maximise, on held-out data, through the simulator instead of an off-policy estimate); higher is
-better. The other keys (waits, utilisation, how often U was chosen) go into the model card.
+score = minus the publish gate's score against the 21 fixed baselines of the same window
+(`models.controller.gate`: the worse of the distances to the best fixed mean and max wait, plus a
+penalty per failed gate condition), so the checkpoint chosen is the one the gate would publish;
+higher is better. The mean SPEC §7 reward over the window's epochs, the waits, the utilisation
+and how often each objective was chosen go into the model card with the gate's verdict.
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from collections.abc import Callable
 import duckdb
 import numpy as np
 from metapilot.models.controller.dataset import TupleRequest
-from metapilot.models.controller.objectives import OBJECTIVES
+from metapilot.models.controller.gate import Outcome, gate
 from metapilot.models.controller.replay import (
     ObjectiveReplayResult,
     batch_policy,
     replay_objectives,
 )
+from metapilot.models.controller.tuning import fixed_outcomes
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.transforms.asrun_state import epoch_grid
 from metapilot.warehouse.sim_store import load_replay_window
@@ -41,11 +44,13 @@ def backlog_epoch_utilisation(result: ObjectiveReplayResult) -> float:
     cap = agg[busy, 4] * result.epoch_s
     if not busy.any() or not (cap > 0).all():
         return float("nan")
-    return float(result.epoch_used_s[busy, 0].sum() / cap.sum())
+    return float(result.epoch_sums[busy, 0].sum() / cap.sum())
 
 
-def replay_summary(result: ObjectiveReplayResult, window_epochs: int | None = None) -> dict[str, float]:
-    """Score and metrics of one objective replay (see the module docstring)."""
+def replay_summary(result: ObjectiveReplayResult, window_epochs: int | None = None,
+                   fixed: list[Outcome] | None = None) -> dict:
+    """Score and metrics of one objective replay (see the module docstring); without `fixed`
+    contenders the score is the mean reward."""
     rewards = result.epoch_rewards()
     win = rewards[:window_epochs] if window_epochs else rewards
     m = result.metrics().row(0, named=True)
@@ -67,8 +72,12 @@ def replay_summary(result: ObjectiveReplayResult, window_epochs: int | None = No
         "switches": float(result.counters.get("switches", 0)),
         "wall_s": float(result.wall_s),
     }
-    for i, name in enumerate(OBJECTIVES):
+    for i, name in enumerate(result.state_config.menu):
         out[f"share_{name}"] = float((acts == i).mean()) if acts.size else float("nan")
+    if fixed:
+        verdict = gate(Outcome.of("controller", m), fixed)
+        out["score"] = -verdict.score
+        out["gate"] = verdict.to_dict()
     return out
 
 
@@ -79,10 +88,11 @@ def make_replay_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest)
     capacity = Capacity.from_rows(rows)
     e = int(request.state.epoch_s)
     n = len(epoch_grid(request.window_from, request.window_to, e))
+    fixed = fixed_outcomes(workload, capacity)
 
-    def evaluate(policy: PolicyFn) -> dict[str, float]:
+    def evaluate(policy: PolicyFn) -> dict:
         result = replay_objectives(workload, capacity, batch_policy(policy), epoch_s=e, state_config=request.state,
                                    reward_config=request.reward, partition=request.partition, horizon_s=n * e)
-        return replay_summary(result, n)
+        return replay_summary(result, n, fixed)
 
     return evaluate

@@ -35,6 +35,7 @@ from metapilot.models.simulator.event_loop import (
 )
 from metapilot.models.simulator.policies import policy_code, static_scores
 from metapilot.models.simulator.queues import reorder_queues
+from metapilot.models.simulator.snapshot import seed_view
 from metapilot.models.simulator.state import (
     DONE,
     EXCLUDED,
@@ -158,6 +159,40 @@ class Engine:
     def run(self) -> int:
         """Run to the end under the rule and mode in force."""
         return self.advance(INF)
+
+    # -- snapshots (SPEC §7) -----------------------------------------------------------------
+
+    def copy(self) -> Engine:
+        """An exact snapshot: the copy, continued, gives the same schedule job for job as this
+        engine continued (the static job data is shared, the state is copied)."""
+        other = object.__new__(Engine)
+        other.__dict__.update(self.__dict__)
+        other.state = State(*(a.copy() for a in self.state))
+        return other
+
+    def planning_view(self) -> tuple[Engine, np.ndarray]:
+        """What the scheduler knows now, as a small engine: only the running jobs (in start order)
+        and the queued ones, requested times as run times, no future arrivals (the lookahead
+        planner's snapshot). Returns it and, per job of the view, the job's index here."""
+        st = self.state
+        running = np.flatnonzero(st.status == RUNNING)
+        running = running[np.argsort(st.order[running], kind="stable")]
+        alive = np.r_[running, np.flatnonzero(st.status == QUEUED)].astype(np.int64)
+        j = self.jobs
+        req = j.req[alive]
+        jobs = Jobs(submit=j.submit[alive], run=req, req=req, need=np.ascontiguousarray(j.need[alive]),
+                    pool=j.pool[alive], static_key=np.ascontiguousarray(j.static_key[alive]))
+        view = object.__new__(Engine)
+        view.workload, view.capacity = self.workload, self.capacity
+        view.cannot_fit = np.zeros(0, np.int64)
+        view.jobs = jobs
+        view.pools, view.state = build_state(jobs, self.pools.cap, np.zeros(len(alive), np.bool_))
+        view.policy, view.fit_first, view.backfill = self.policy, self.fit_first, NONE
+        seed_view(jobs, view.pools, view.state, len(running), np.ascontiguousarray(st.start[running]), self.now,
+                  self.policy)
+        view._util_t = self.now
+        view._set_backfill(self.backfill)
+        return view, alive
 
     # -- what a gym env reads at an epoch boundary -------------------------------------------
 

@@ -1,8 +1,8 @@
 """The objective-switching engine as a `gymnasium.Env` (SPEC §6, §7).
 
-An action picks the objective (`models.controller.objectives.OBJECTIVES`: U, W) that the replay
-engine runs under for the next decision epoch; the observation is the §7 state at the epoch
-boundary; the reward is §7's for the epoch just run.
+An action picks the objective (an index into the menu, `models.controller.objectives.Menu`) that
+the replay engine runs under for the next decision epoch; the observation is the §7 state at the
+epoch boundary; the reward is §7's for the epoch just run.
 
 One reading of the cluster, three users. `EpochReplay` drives an `Engine` epoch by epoch and
 turns its state at each boundary into the per-epoch *aggregates* of `transforms.state`
@@ -16,7 +16,9 @@ logged tuples, the simulated tuples and the env:
   `busy` after every event at or before `t` is handled;
 - queued at `t`: submitted at or before `t`, not started (`submit <= t < start`);
 - arrivals: jobs submitted in `[t - epoch_s, t)`;
-- utilisation of the epoch `[t, t + epoch_s)`: resource-seconds used in it / (capacity x epoch_s).
+- utilisation of the epoch `[t, t + epoch_s)`: resource-seconds used in it / (capacity x epoch_s);
+- accrued wait of the epoch: job-seconds spent queued within `[t, t + epoch_s)` (the aligned
+  reward's A), summed over the jobs queued at `t` and those submitted in the epoch.
 
 The replay covers the jobs of the workload (a window of submissions) from an empty cluster; jobs
 that can never fit their pool are not replayed (`Engine.cannot_fit`) and are counted nowhere.
@@ -44,10 +46,9 @@ import gymnasium as gym
 import numba as nb
 import numpy as np
 import polars as pl
-from metapilot.models.controller.objectives import OBJECTIVE_SPECS, OBJECTIVES, W
+from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator.capacity import WHOLE_CLUSTER, Capacity
-from metapilot.models.simulator.engine import EXCLUDED, Engine, backfill_code
-from metapilot.models.simulator.policies import policy_code
+from metapilot.models.simulator.engine import EXCLUDED, Engine
 from metapilot.transforms.asrun_state import to_epoch_s
 from metapilot.transforms.reward import (
     RewardConfig,
@@ -70,17 +71,9 @@ A = {name: i for i, name in enumerate(AGGREGATES)}
 N_AGG = len(AGGREGATES)
 USED_S = ("used_cpu_s", "used_gpu_s", "used_mem_s")
 UTIL = ("u_cpu", "u_gpu", "u_mem")
-
-
-def objective_settings(action: int) -> tuple[int, int, bool]:
-    """Engine settings of an objective: (priority rule code, backfilling code, fit-first)."""
-    if not 0 <= int(action) < len(OBJECTIVES):
-        raise ValueError(f"action {action!r} is not an index into {OBJECTIVES}")
-    spec = OBJECTIVE_SPECS[OBJECTIVES[int(action)]]
-    return policy_code(spec.priority_rule), backfill_code(spec.backfill), bool(spec.fit_now_first)
-
-
-SETTINGS: tuple[tuple[int, int, bool], ...] = tuple(objective_settings(a) for a in range(len(OBJECTIVES)))
+# What an epoch adds up, in `EpochReplay.advance`'s vector: resource-seconds used, then job-seconds queued.
+EPOCH_SUMS = (*USED_S, "wait_accrued_s")
+N_SUMS = len(EPOCH_SUMS)
 
 
 def capacity_totals(capacity: Capacity, partition: str | None = None) -> np.ndarray:
@@ -154,19 +147,54 @@ def _boundary_kernel(queue, qlen, off, submit, req, need, busy, arrival_times, n
     out[15] = hi - lo
 
 
+@nb.njit(cache=True)
+def _queued_before(queue, qlen, off, submit, t0):
+    """Indices of the queued jobs submitted before `t0` (those submitted at `t0` count as arrivals)."""
+    n = 0
+    for p in range(qlen.shape[0]):
+        n += qlen[p]
+    out = np.empty(n, dtype=np.int64)
+    m = 0
+    for p in range(qlen.shape[0]):
+        for i in range(qlen[p]):
+            j = queue[off[p] + i]
+            if submit[j] < t0:
+                out[m] = j
+                m += 1
+    return out[:m]
+
+
+@nb.njit(cache=True)
+def _accrued_wait(queued0, arrivals, lo, hi, submit, start, t0, t1):
+    """Job-seconds queued within [t0, t1): the jobs queued at t0 and those submitted in [t0, t1)
+    (`arrivals[lo:hi]`), each until its start or t1 (`start` NaN = not started)."""
+    acc = 0.0
+    for i in range(queued0.shape[0]):
+        st = start[queued0[i]]
+        acc += (t1 if not st <= t1 else st) - t0
+    for i in range(lo, hi):
+        j = arrivals[i]
+        st = start[j]
+        e = t1 if not st <= t1 else st
+        if e > submit[j]:
+            acc += e - submit[j]
+    return acc
+
+
 class EpochReplay:
     """An `Engine` advanced one decision epoch at a time under the objective of each epoch, read
     at every boundary as the aggregates of `transforms.state` (the shared path of the env, the
     controller replay and the rollouts)."""
 
     def __init__(self, workload: Workload, capacity: Capacity, *, epoch_s: int = 3600,
-                 long_tail_s: float = 86_400, partition: str | None = None,
+                 long_tail_s: float = 86_400, partition: str | None = None, menu: Menu | None = None,
                  settings: Sequence[tuple[int, int, bool]] | None = None) -> None:
-        """`settings`: engine settings (rule code, backfill code, fit-first) per action, to try
-        another menu of objectives (benchmarks); default: the objectives' own (`SETTINGS`)."""
+        """`menu`: the objectives action i runs (default menu by default); `settings`: raw engine
+        settings (rule code, backfill code, fit-first) per action instead, for what-if benchmarks."""
         if epoch_s <= 0:
             raise ValueError("epoch_s must be positive")
-        self.settings = tuple(settings) if settings is not None else SETTINGS
+        self.menu = menu or Menu()
+        self.settings = tuple(settings) if settings is not None else self.menu.settings
         self.workload = workload
         self.capacity = capacity
         self.epoch_s = int(epoch_s)
@@ -175,13 +203,14 @@ class EpochReplay:
         self.origin_s = to_epoch_s(workload.window_start)  # as the as-run epoch grid counts it
         self.engine: Engine = self._new_engine()
         # submit times of the replayed jobs (sorted: a Workload is in submit order)
-        self.arrival_times = np.ascontiguousarray(self.engine.jobs.submit[self.engine.state.status != EXCLUDED])
+        self.arrival_idx = np.flatnonzero(self.engine.state.status != EXCLUDED)
+        self.arrival_times = np.ascontiguousarray(self.engine.jobs.submit[self.arrival_idx])
         self.k = 0
         self.events = 0
         self._out = np.zeros(N_AGG)
 
     def _new_engine(self) -> Engine:
-        policy, backfill, fit_first = self.settings[W]
+        policy, backfill, fit_first = self.settings[min(self.menu.user_first, len(self.settings) - 1)]
         return Engine(self.workload, self.capacity, policy, backfill, fit_first=fit_first)
 
     def reset(self) -> np.ndarray:
@@ -212,13 +241,22 @@ class EpochReplay:
         return self._out.copy()
 
     def advance(self, action: int) -> np.ndarray:
-        """Run the next epoch under objective `action`; returns the resource-seconds (cores,
-        GPUs, MiB) used during it, over all pools."""
+        """Run the next epoch under objective `action`; returns what it added up (`EPOCH_SUMS`):
+        the resource-seconds (cores, GPUs, MiB) used during it over all pools, and the
+        job-seconds its queue accrued."""
         policy, backfill, fit_first = self.settings[action]
+        e, st = self.engine, self.engine.state
+        t0, t1 = self.now, float((self.k + 1) * self.epoch_s)
+        queued0 = _queued_before(st.queue, st.qlen, e.pools.off, e.jobs.submit, t0)
         self.k += 1
-        self.events += self.engine.advance(self.k * self.epoch_s, policy, backfill, fit_first)
-        integral, _ = self.engine.take_utilisation()
-        return integral.sum(axis=0)
+        self.events += e.advance(t1, policy, backfill, fit_first)
+        integral, _ = e.take_utilisation()
+        lo = np.searchsorted(self.arrival_times, t0, side="left")
+        hi = np.searchsorted(self.arrival_times, t1, side="left")
+        out = np.empty(N_SUMS)
+        out[:3] = integral.sum(axis=0)
+        out[3] = _accrued_wait(queued0, self.arrival_idx, lo, hi, e.jobs.submit, e.state.start, t0, t1)
+        return out
 
 
 def aggregates_dict(agg: np.ndarray) -> dict[str, float]:
@@ -230,12 +268,12 @@ def aggregates_dict(agg: np.ndarray) -> dict[str, float]:
     return d
 
 
-def aggregates_frame(boundaries: np.ndarray, used_s: np.ndarray, epoch_s: int) -> pl.DataFrame:
-    """Frame of n + 1 boundaries (AGGREGATES columns, as the as-run path gives them) with the
-    resource-seconds and utilisation `u_*` of the epoch each boundary opens (the last boundary's
-    epoch was not run: null)."""
+def aggregates_frame(boundaries: np.ndarray, sums: np.ndarray, epoch_s: int) -> pl.DataFrame:
+    """Frame of n + 1 boundaries (AGGREGATES columns, as the as-run path gives them) with what
+    the epoch each boundary opens added up (`EPOCH_SUMS`) and its utilisation `u_*` (the last
+    boundary's epoch was not run: null)."""
     b = np.asarray(boundaries, dtype=np.float64).reshape(-1, N_AGG)
-    u = np.asarray(used_s, dtype=np.float64).reshape(-1, 3)
+    u = np.asarray(sums, dtype=np.float64).reshape(-1, N_SUMS)
     if u.shape[0] not in (b.shape[0], b.shape[0] - 1):
         raise ValueError(f"{b.shape[0]} boundaries need {b.shape[0] - 1} epochs of use, got {u.shape[0]}")
     cols: dict[str, Any] = {name: b[:, i] for i, name in enumerate(AGGREGATES)}
@@ -249,6 +287,7 @@ def aggregates_frame(boundaries: np.ndarray, used_s: np.ndarray, epoch_s: int) -
     for i, (name_s, name_u) in enumerate(zip(USED_S, UTIL, strict=True)):
         extra[name_s] = pl.Series(name_s, np.r_[u[:, i], np.full(pad, np.nan)]).fill_nan(None)
         extra[name_u] = pl.Series(name_u, np.r_[utilisation(u[:, i], caps[i], epoch_s), np.full(pad, np.nan)]).fill_nan(None)
+    extra["wait_accrued_s"] = pl.Series("wait_accrued_s", np.r_[u[:, 3], np.full(pad, np.nan)]).fill_nan(None)
     return frame.with_columns(**extra)
 
 
@@ -385,31 +424,39 @@ class StateEncoder:
         return bool(np.array_equal(got, want))
 
 
-def epoch_reward(agg_end: np.ndarray, used_s: np.ndarray, epoch_s: float, config: RewardConfig) -> tuple[float, np.ndarray]:
+def epoch_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarray, epoch_s: float,
+                 config: RewardConfig, record: float) -> tuple[float, np.ndarray]:
     """Reward of one epoch (`transforms.reward.reward_from_aggregates`, same arithmetic, scalar)
-    from the aggregates at its end and the resource-seconds used in it; also its utilisation.
-    For the engine's finite values (the definition also maps NaN to 0)."""
-    cc, cg, cm = float(agg_end[4]), float(agg_end[5]), float(agg_end[6])
-    u = [float(x) / (c * float(epoch_s)) if c > 0 else 0.0 for x, c in zip(used_s.tolist(), (cc, cg, cm), strict=True)]
+    from the aggregates at its two boundaries, what it added up (`EPOCH_SUMS`) and the record of
+    the largest wait up to its start; also its utilisation. For the engine's finite values (the
+    definition also maps NaN to 0)."""
+    cc, cg, cm = float(agg_start[4]), float(agg_start[5]), float(agg_start[6])
+    u = [float(x) / (c * float(epoch_s)) if c > 0 else 0.0 for x, c in zip(sums[:3].tolist(), (cc, cg, cm), strict=True)]
+    gpu_on = (cg > 0) if config.use_gpu is None else bool(config.use_gpu)
+    if config.kind == "aligned":
+        cost = (float(sums[3]) + config.lam * max(float(agg_end[12]) - float(record), 0.0)) / (
+            config.scale_jobs * float(epoch_s))
+        util = config.mu * (u[0] + (u[1] if gpu_on else 0.0))
+        return -cost + (util if agg_start[7] > 0 else 0.0), np.array(u)
     if agg_end[7] <= 0:
         return float(config.empty_queue_reward), np.array(u)
-    has_gpu = cg > 0
-    gpu_on = has_gpu if config.use_gpu is None else bool(config.use_gpu)
     mem_on = (cm > 0) if config.use_mem is None else bool(config.use_mem)
-    alpha = float(config.alpha) if config.alpha is not None else (config.alpha_gpu if has_gpu else config.alpha_cpu)
+    alpha = float(config.alpha) if config.alpha is not None else (config.alpha_gpu if cg > 0 else config.alpha_cpu)
     r = -float(agg_end[11]) / alpha + u[0] + (u[1] if gpu_on else 0.0) + (u[2] if mem_on else 0.0)
     return r, np.array(u)
 
 
-def definition_reward(agg_end: np.ndarray, used_s: np.ndarray, epoch_s: float,
-                      config: RewardConfig) -> tuple[np.ndarray, np.ndarray]:
+def definition_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarray, epoch_s: float,
+                      config: RewardConfig, record: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """Rewards and utilisation of epochs through the definitions (`utilisation`,
-    `reward_from_aggregates`); rows of end-of-epoch aggregates and of resource-seconds used."""
-    agg_end = np.atleast_2d(agg_end)
-    u = utilisation(np.atleast_2d(used_s), agg_end[:, 4:7], epoch_s)
+    `reward_from_aggregates`); rows of start and end aggregates, epoch sums and wait records."""
+    agg_start, agg_end, sums = np.atleast_2d(agg_start), np.atleast_2d(agg_end), np.atleast_2d(sums)
+    u = utilisation(sums[:, :3], agg_start[:, 4:7], epoch_s)
     r = reward_from_aggregates(
         queue_len_end=agg_end[:, 7], wait_mean_end_s=agg_end[:, 11], u_cpu=u[:, 0], u_gpu=u[:, 1], u_mem=u[:, 2],
-        cap_gpu=agg_end[:, 5], cap_mem=agg_end[:, 6], config=config)
+        cap_gpu=agg_start[:, 5], cap_mem=agg_start[:, 6], queue_len_start=agg_start[:, 7],
+        wait_record_s=record, wait_max_end_s=agg_end[:, 12], wait_accrued_s=sums[:, 3],
+        epoch_s=epoch_s, config=config)
     return r, u
 
 
@@ -422,10 +469,14 @@ def fast_reward_ok(config: RewardConfig, epoch_s: int) -> bool:
     key = (config, int(epoch_s))
     if key not in _REWARD_CHECKED:
         rng = np.random.default_rng(20240602)
-        agg = _probe_aggregates(rng, 512, 0, int(epoch_s))
-        used = agg[:, 4:7] * epoch_s * rng.uniform(0, 1.1, (len(agg), 3))
-        want_r, want_u = definition_reward(agg, used, epoch_s, config)
-        got = [epoch_reward(a, x, epoch_s, config) for a, x in zip(agg, used, strict=True)]
+        start = _probe_aggregates(rng, 512, 0, int(epoch_s))
+        end = _probe_aggregates(rng, 512, int(epoch_s), int(epoch_s))
+        end[:, 4:7] = start[:, 4:7]
+        sums = np.c_[start[:, 4:7] * epoch_s * rng.uniform(0, 1.1, (len(start), 3)),
+                     start[:, 7] * epoch_s * rng.uniform(0, 1.2, len(start))]
+        record = start[:, 12] * rng.choice([1.0, 1.0, 1.5, 3.0], len(start))
+        want_r, want_u = definition_reward(start, end, sums, epoch_s, config, record)
+        got = [epoch_reward(a, b, x, epoch_s, config, r) for a, b, x, r in zip(start, end, sums, record, strict=True)]
         ok = bool(np.array_equal([g[0] for g in got], want_r) and np.array_equal(np.stack([g[1] for g in got]), want_u))
         if not ok:
             warnings.warn("epoch_reward differs from transforms.reward on probe epochs: the env falls back to the "
@@ -452,9 +503,9 @@ def observation_bounds() -> tuple[np.ndarray, np.ndarray]:
 class ObjectiveSwitchingEnv(gym.Env):
     """Replay of a workload where each step runs one decision epoch under the chosen objective.
 
-    - action: index into `OBJECTIVES` (U = system first, W = user first);
+    - action: index into the menu of `state_config` (`models.controller.objectives.Menu`);
     - observation: `transforms.state` features at the boundary after the epoch (float32);
-    - reward: SPEC §7 for the epoch (queue at its end, its utilisation);
+    - reward: SPEC §7 for the epoch (`RewardConfig`: aligned by default);
     - terminated: every job of the workload has finished; truncated: `max_epochs` reached;
     - info: the raw aggregates of the boundary, `u_*` of the epoch, the epoch index and objective.
 
@@ -471,14 +522,16 @@ class ObjectiveSwitchingEnv(gym.Env):
         self.state_config = sc
         self.reward_config = reward_config or RewardConfig()
         self.max_epochs = max_epochs
+        self.menu = Menu.of(sc)
         self.replay = EpochReplay(workload, capacity, epoch_s=sc.epoch_s, long_tail_s=sc.long_tail_s,
-                                  partition=partition)
+                                  partition=partition, menu=self.menu)
         self.encoder = StateEncoder(sc, self.replay.origin_s, sc.epoch_s)
         self.fast_reward = fast_reward_ok(self.reward_config, sc.epoch_s)
         low, high = observation_bounds()
         self.observation_space = gym.spaces.Box(low=low, high=high, dtype=np.float32)
-        self.action_space = gym.spaces.Discrete(len(OBJECTIVES))
+        self.action_space = gym.spaces.Discrete(len(self.menu))
         self._agg: np.ndarray | None = None
+        self._record = 0.0  # largest wait at any boundary so far (the aligned reward's tail term)
 
     @property
     def epoch_s(self) -> int:
@@ -487,32 +540,35 @@ class ObjectiveSwitchingEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         self._agg = self.replay.reset()
+        self._record = 0.0
         return self.encoder(self._agg, 0), {**aggregates_dict(self._agg), "epoch": 0}
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self._agg is None:
             raise RuntimeError("call reset() before step()")
         a = int(action)
-        if not 0 <= a < len(OBJECTIVES):
-            raise ValueError(f"action {action!r} is not an index into {OBJECTIVES}")
+        if not 0 <= a < len(self.menu):
+            raise ValueError(f"action {action!r} is not an index into the menu {self.menu.names}")
         rp = self.replay
-        used = rp.advance(a)
-        agg = rp.aggregates()
+        sums = rp.advance(a)
+        agg0, agg = self._agg, rp.aggregates()
         self._agg = agg
+        record = self._record = max(self._record, float(agg0[12]))
         obs = self.encoder(agg, rp.k)
         if self.fast_reward:
-            reward, u = epoch_reward(agg, used, rp.epoch_s, self.reward_config)
+            reward, u = epoch_reward(agg0, agg, sums, rp.epoch_s, self.reward_config, record)
         else:
-            r, uu = definition_reward(agg, used, rp.epoch_s, self.reward_config)
+            r, uu = definition_reward(agg0, agg, sums, rp.epoch_s, self.reward_config, record)
             reward, u = float(r[0]), uu[0]
         terminated = rp.done
         truncated = bool(self.max_epochs is not None and rp.k >= self.max_epochs and not terminated)
         info = aggregates_dict(agg)
-        info.update(u_cpu=float(u[0]), u_gpu=float(u[1]), u_mem=float(u[2]), epoch=rp.k, objective=OBJECTIVES[a])
+        info.update(u_cpu=float(u[0]), u_gpu=float(u[1]), u_mem=float(u[2]), epoch=rp.k, objective=self.menu.names[a],
+                    wait_accrued_s=float(sums[3]))
         return obs, float(reward), bool(terminated), truncated, info
 
 
 __all__ = [
     "ObjectiveSwitchingEnv", "EpochReplay", "StateEncoder", "aggregates_dict", "aggregates_frame",
-    "capacity_totals", "epoch_reward", "objective_settings", "observation_bounds",
+    "capacity_totals", "epoch_reward", "observation_bounds",
 ]

@@ -77,3 +77,13 @@ def static_scores(submit, req, cores):
             if not is_dynamic(code):
                 out[j, code] = score(code, submit[j], req[j], cores[j], 0.0)
     return out
+
+
+@nb.njit(cache=True)
+def scores_at(code, submit, req, cores, now):
+    """Scores of many jobs under one rule at time `now` (the as-run labelling's orderings)."""
+    n = submit.shape[0]
+    out = np.empty(n)
+    for j in range(n):
+        out[j] = score(code, submit[j], req[j], cores[j], now)
+    return out

@@ -33,9 +33,10 @@ from metapilot.models.controller.dataset import (
     register_source,
     tuples_from_aggregates,
 )
-from metapilot.models.controller.objectives import OBJECTIVES
+from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator.env import (
     N_AGG,
+    N_SUMS,
     EpochReplay,
     aggregates_frame,
 )
@@ -48,13 +49,13 @@ Behaviour = Callable[[int, np.random.Generator], np.ndarray]
 
 @dataclass(frozen=True)
 class RolloutConfig:
-    """Which behaviour policies, how many seeds each. The defaults (7 behaviours x 2 seeds) build
-    a cluster-year of KTH-SP2 in a few seconds on one core."""
+    """Which behaviour policies, how many seeds each. The defaults (3 + one epsilon-greedy per
+    objective of the menu, x 2 seeds) build a cluster-year of KTH-SP2 in seconds on one core."""
 
     seeds: int = 2
     random: bool = True
     hold_epochs: tuple[int, ...] = (6, 24)
-    epsilons: tuple[float, ...] = (0.1, 0.2)
+    epsilons: tuple[float, ...] = (0.15,)
 
 
 DEFAULT_CONFIG = RolloutConfig()
@@ -67,49 +68,53 @@ def set_default_config(config: RolloutConfig) -> None:
     _config = config
 
 
-def _random(n: int, rng: np.random.Generator) -> np.ndarray:
-    return rng.integers(0, len(OBJECTIVES), n)
+def _random(m: int) -> Behaviour:
+    def actions(n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.integers(0, m, n)
+
+    return actions
 
 
-def _hold(k: int) -> Behaviour:
+def _hold(k: int, m: int) -> Behaviour:
     def actions(n: int, rng: np.random.Generator) -> np.ndarray:
         phase = int(rng.integers(0, k))
         blocks = (np.arange(n) + phase) // k
         nb_ = int(blocks[-1]) + 1 if n else 0
         seq = np.empty(nb_, dtype=np.int64)
         if nb_:
-            seq[0] = rng.integers(0, len(OBJECTIVES))
+            seq[0] = rng.integers(0, m)
             for b in range(1, nb_):  # another objective than the block before (loop over blocks, not jobs)
-                seq[b] = (seq[b - 1] + rng.integers(1, len(OBJECTIVES))) % len(OBJECTIVES)
+                seq[b] = (seq[b - 1] + rng.integers(1, m)) % m
         return seq[blocks]
 
     return actions
 
 
-def _eps(eps: float, objective: int) -> Behaviour:
+def _eps(eps: float, objective: int, m: int) -> Behaviour:
     def actions(n: int, rng: np.random.Generator) -> np.ndarray:
         explore = rng.random(n) < eps
-        return np.where(explore, rng.integers(0, len(OBJECTIVES), n), objective)
+        return np.where(explore, rng.integers(0, m, n), objective)
 
     return actions
 
 
-def behaviours(config: RolloutConfig = DEFAULT_CONFIG) -> list[tuple[str, Behaviour]]:
+def behaviours(config: RolloutConfig = DEFAULT_CONFIG, menu: Menu = Menu()) -> list[tuple[str, Behaviour]]:
     """(name, actions(n, rng)) of every behaviour policy the configuration asks for."""
+    m = len(menu)
     out: list[tuple[str, Behaviour]] = []
     if config.random:
-        out.append(("random", _random))
-    out += [(f"hold-{k}", _hold(int(k))) for k in config.hold_epochs]
-    out += [(f"eps{e:g}-{name}", _eps(float(e), a)) for e in config.epsilons for a, name in enumerate(OBJECTIVES)]
+        out.append(("random", _random(m)))
+    out += [(f"hold-{k}", _hold(int(k), m)) for k in config.hold_epochs]
+    out += [(f"eps{e:g}-{name}", _eps(float(e), a, m)) for e in config.epsilons for a, name in enumerate(menu.names)]
     return out
 
 
 def rollout(replay: EpochReplay, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Run one trajectory from the window start: the n + 1 boundaries' aggregates and the
-    resource-seconds used in each of the n epochs."""
+    """Run one trajectory from the window start: the n + 1 boundaries' aggregates and what each
+    of the n epochs added up (`EPOCH_SUMS`)."""
     n = len(actions)
     rows = np.empty((n + 1, N_AGG))
-    used = np.empty((n, 3))
+    used = np.empty((n, N_SUMS))
     rows[0] = replay.reset()
     for k in range(n):
         used[k] = replay.advance(int(actions[k]))
@@ -128,10 +133,11 @@ def replay_source(con: duckdb.DuckDBPyConnection, request: TupleRequest, config:
         raise ValueError(str(e)) from None
     e = int(request.state.epoch_s)
     n = len(epoch_grid(request.window_from, request.window_to, e))
+    menu = Menu.of(request.state)
     replay = EpochReplay(workload, capacity, epoch_s=e, long_tail_s=request.state.long_tail_s,
-                         partition=request.partition)
+                         partition=request.partition, menu=menu)
     frames = []
-    for name, behaviour in behaviours(config):
+    for name, behaviour in behaviours(config, menu):
         for i in range(config.seeds):
             seed = int(request.seed) + i
             rng = np.random.default_rng([seed, zlib.crc32(name.encode())])

@@ -23,6 +23,10 @@ CREATE TABLE IF NOT EXISTS policies (
     fqe_value        DOUBLE,
     behaviour_value  DOUBLE,
     replay_score     DOUBLE,
-    action_share_u   DOUBLE,             -- share of validation epochs where the policy picks U
+    menu             VARCHAR,            -- the objectives action i runs, comma-separated
+    action_shares    VARCHAR,            -- JSON {objective: share of validation states where the policy picks it}
     code_version     VARCHAR NOT NULL
 );
+-- warehouses created before the objective menu
+ALTER TABLE policies ADD COLUMN IF NOT EXISTS menu VARCHAR;
+ALTER TABLE policies ADD COLUMN IF NOT EXISTS action_shares VARCHAR;

@@ -1,10 +1,24 @@
--- The policy each cluster runs: the publish step promotes a trained, validated policy.
--- One row per promotion; the current one is the latest per (cluster, partition).
+-- What each cluster should run: the publish step's decision (SPEC §7 publish gate). One row per
+-- promotion; the current one is the latest per (cluster, partition).
+--   kind            'controller': the learned policy passed the gate and is published;
+--                   'fixed': it did not, and the best fixed contender is recommended instead
+--   recommendation  what to run, e.g. 'MetaPilot controller <policy_id>' or 'SAF+easy'
+--   message         the decision in words (the report's first line)
+--   gate            JSON: the gate's verdict on the checkpoint window
 CREATE TABLE IF NOT EXISTS published_policies (
     cluster        VARCHAR NOT NULL,
     partition      VARCHAR NOT NULL,
     policy_id      VARCHAR NOT NULL,
     validation_id  VARCHAR,
     published_at   TIMESTAMPTZ NOT NULL,
-    verdict        VARCHAR            -- the validation's plain-language verdict
+    verdict        VARCHAR,           -- the held-out validation's plain-language verdict
+    kind           VARCHAR,
+    recommendation VARCHAR,
+    message        VARCHAR,
+    gate           VARCHAR
 );
+-- warehouses created before the publish gate
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS kind VARCHAR;
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS recommendation VARCHAR;
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS message VARCHAR;
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS gate VARCHAR;

@@ -14,7 +14,9 @@ def dataset_cmd(
     valid_from: Annotated[Optional[str], typer.Option(help="Validation window start (>= --train-to). Default: right after training.")] = None,
     valid_to: Annotated[Optional[str], typer.Option(help="Validation window end. Default: a quarter of the training length.")] = None,
     partition: Annotated[Optional[str], typer.Option(help="One partition only (default: the whole cluster).")] = None,
-    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated: as-run, replay (once the simulator registers it).")] = "as-run",
+    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated: as-run, replay, planner (the lookahead teacher, tuned on the training window).")] = "as-run,replay,planner",
+    menu: Annotated[str, typer.Option(help="Objective menu: default (SJF,SAF,F1,WFP3,FCFS), uw (the seed's two), or names.")] = "default",
+    reward: Annotated[str, typer.Option(help="Reward: aligned (SPEC §7 default) or paper (the seed's).")] = "aligned",
     older_fraction: Annotated[float, typer.Option(help="Share of the training set drawn from older windows' stored tuples.")] = 0.1,
     epoch: Annotated[int, typer.Option(help="Decision epoch length in seconds.")] = 3600,
     long_tail: Annotated[int, typer.Option(help="A queued job waiting longer than this (s) is long-tail.")] = 86_400,
@@ -38,15 +40,20 @@ def dataset_cmd(
     from metapilot.transforms.state import StateConfig
     from metapilot.warehouse.db import connect
 
+    from metapilot.models.controller.objectives import menu_names
+    from metapilot.models.controller.tuning import tuned_config
+
     cfg = DatasetConfig(
-        state=StateConfig(epoch_s=epoch, long_tail_s=long_tail, timezone=timezone_name),
-        reward=RewardConfig(),
+        state=StateConfig(epoch_s=epoch, long_tail_s=long_tail, timezone=timezone_name, menu=menu_names(menu)),
+        reward=RewardConfig(kind=reward),
         sources=tuple(s.strip() for s in sources.split(",") if s.strip()),
         older_fraction=older_fraction,
         seed=seed,
     )
     con = connect(db)
     try:
+        cfg, _ = tuned_config(con, cluster, train_from, train_to, cfg, partition=partition,
+                              log=lambda m: console.print(f"[dim]{m}[/dim]"))
         splits = build_dataset(con, cluster, train_from, train_to, valid_from, valid_to, partition=partition, config=cfg)
     except (ValueError, KeyError) as e:
         console.print(f"[red]error:[/red] {e}")

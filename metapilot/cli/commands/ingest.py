@@ -1,4 +1,4 @@
-"""`metapilot ingest PATH...`: load Slurm/PBS/SWF logs into the warehouse (a Prefect flow)."""
+"""`metapilot ingest PATH...`: load Slurm/PBS/SWF/SGE/LSF logs into the warehouse (a Prefect flow)."""
 
 from __future__ import annotations
 
@@ -46,24 +46,34 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
 def ingest_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, globs, directories; .gz is read transparently.")],
     cluster: Annotated[Optional[str], typer.Option(help="Cluster name (default: from the log, else the file name).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="auto|sacct|sacct-json|pbs|swf")] = "auto",
+    fmt: Annotated[str, typer.Option("--format", help="auto|sacct|sacct-json|pbs|swf|sge|lsf (uge = sge)")] = "auto",
     timezone: Annotated[str, typer.Option(help="Time zone of local times in the logs (sacct, PBS).")] = "UTC",
     delimiter: Annotated[Optional[str], typer.Option(help="sacct field delimiter (any string, multi-byte too).")] = None,
     fields: Annotated[Optional[str], typer.Option(help="Column names of headerless sacct output, comma-separated.")] = None,
+    encoding: Annotated[Optional[str], typer.Option(help="Text encoding of the logs (default utf-8), e.g. latin-1 for older sites' logs; a file loaded before with undecodable lines is loaded again.")] = None,
     keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes.")] = False,
+    new_key: Annotated[bool, typer.Option("--new-key", help="Accept a new site key (secret.key missing, or not the one the warehouse records): the same users then get new ids; recorded in site_keys.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Ingest accounting logs into the warehouse; every line is loaded, merged, quarantined or skipped."""
-    from metapilot.flows.common import configure_prefect_storage
-
-    configure_prefect_storage(db)
-    from metapilot.flows.ingest import ingest_flow
+    from metapilot.cli.batch import prefect_session
     from metapilot.ground.paths import db_path
-    from metapilot.warehouse.ingest import IngestOptions
+    from metapilot.warehouse.ingest import IngestOptions, expand_paths_checked
+    from metapilot.warehouse.secret import load_site_key
 
+    expand_paths_checked(paths)  # nothing to load, a missing key: say so before starting anything
+    if encoding:
+        from metapilot.transforms.lines import check_encoding
+
+        check_encoding(encoding)  # an unknown or non-ASCII-compatible codec: say so now
+    load_site_key(db, new_key=new_key, log=lambda m: typer.echo(m, err=True))
     opts = IngestOptions(cluster=cluster, fmt=fmt, timezone=timezone, delimiter=delimiter,
-                         fields=[f.strip() for f in fields.split(",")] if fields else None, keep_names=keep_names)
-    reports = ingest_flow(paths, db=db, opts=opts)
+                         fields=[f.strip() for f in fields.split(",")] if fields else None, keep_names=keep_names,
+                         new_key=new_key, encoding=encoding)
+    with prefect_session(db):
+        from metapilot.flows.ingest import ingest_flow
+
+        reports = ingest_flow(paths, db=db, opts=opts)
     failed = print_ingest_summary(reports, str(db_path(db).resolve()))
     if failed:
         raise typer.Exit(1)

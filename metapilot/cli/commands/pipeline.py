@@ -17,29 +17,38 @@ def pipeline_cmd(
     steps: Annotated[int, typer.Option(help="Gradient steps per training run.")] = 2000,
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel).")] = "0",
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
-    sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history) and replay (simulator rollouts).")] = "as-run,replay",
+    sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history), replay (simulator rollouts), planner (the lookahead teacher).")] = "as-run,replay,planner",
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Ingest, build the dataset, train, validate, publish and report: prints where everything is."""
     import time
 
-    from metapilot.flows.common import configure_prefect_storage
-
-    configure_prefect_storage(db)
+    from metapilot.cli.batch import prefect_session
     from metapilot.cli.commands.ingest import print_ingest_summary
     from metapilot.cli.console import console
-    from metapilot.flows.pipeline import pipeline_flow
     from metapilot.ground.paths import beside_db, db_path
+    from metapilot.warehouse.ingest import expand_paths_checked
+    from metapilot.warehouse.secret import load_site_key
 
     t0 = time.perf_counter()
-    out = pipeline_flow([str(p) for p in (paths or [DEFAULT_SAMPLES])], db=db, cluster=cluster,
-                        seeds=tuple(int(s) for s in seeds.split(",") if s.strip()), steps=steps, dask=dask,
-                        sources=tuple(s.strip() for s in sources.split(",") if s.strip()))
+    logs = [str(p) for p in (paths or [DEFAULT_SAMPLES])]
+    expand_paths_checked(logs)
+    load_site_key(db, log=lambda m: typer.echo(m, err=True))
+    with prefect_session(db):
+        from metapilot.flows.pipeline import pipeline_flow
+
+        out = pipeline_flow(logs, db=db, cluster=cluster,
+                            seeds=tuple(int(s) for s in seeds.split(",") if s.strip()), steps=steps, dask=dask,
+                            sources=tuple(s.strip() for s in sources.split(",") if s.strip()))
     print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
     _print_validation(db, out["validation_id"])
     console.print(f"\n[bold]MetaPilot pipeline done in {time.perf_counter() - t0:.0f} s[/bold] (cluster {out['cluster']})")
     console.print(f"  warehouse  {db_path(db).resolve()}   (query: metapilot sql \"SELECT * FROM mart_weekly_cluster\")")
-    console.print(f"  policy     {beside_db(db, 'policies') / out['policy_id']}   (id {out['policy_id']}; published: {out['published']})")
+    decision = out["published"]
+    style = "green" if decision["kind"] == "controller" else "yellow"
+    console.print(f"\n[{style}]{'published' if decision['kind'] == 'controller' else 'warning'}:[/{style}] {decision['message']}")
+    console.print(f"  policy     {beside_db(db, 'policies') / out['policy_id']}   (id {out['policy_id']}; "
+                  f"{'published' if decision['kind'] == 'controller' else 'not published'}; pointer {decision['pointer']})")
     console.print(f"  validation {out['validation_id']}   (metapilot roi --validation {out['validation_id']})")
     files = out["report"]["files"]
     console.print(f"  report     {files['html']}")

@@ -1,4 +1,5 @@
-"""`metapilot serve`: run the scheduled deployments (daily ingest, Monday report, monthly retrain)."""
+"""`metapilot serve`: run the scheduled deployments (daily ingest, hourly sacct collect, Monday
+report, monthly retrain)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ def serve_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
     timezone: Annotated[str, typer.Option(help="Time zone of the schedules.")] = "UTC",
     list_only: Annotated[bool, typer.Option("--list", help="Print the deployments and schedules, then exit.")] = False,
+    collect: Annotated[Optional[list[str]], typer.Option("--collect", help="Slurm cluster to collect from sacct every hour (repeat for several; default $METAPILOT_COLLECT_CLUSTERS).")] = None,
 ) -> None:
     """Serve MetaPilot's scheduled flows from this process.
 
@@ -26,7 +28,7 @@ def serve_cmd(
     from metapilot.flows.deployments import Schedules, deployments
 
     Path(landing).mkdir(parents=True, exist_ok=True)
-    deps = deployments(str(Path(landing).resolve()), db, Schedules(timezone=timezone))
+    deps = deployments(str(Path(landing).resolve()), db, Schedules(timezone=timezone), collect_clusters=tuple(collect or ()))
     for d in deps:
         crons = ", ".join(s.schedule.cron for s in d.schedules)
         typer.echo(f"{d.name:16s} {crons:12s} ({timezone})  {d.flow_name}")
@@ -34,7 +36,11 @@ def serve_cmd(
         return
     from prefect import serve
 
-    serve(*deps)
+    from metapilot.cli.batch import prefect_session
+
+    with prefect_session(db) as url:
+        typer.echo(f"serving against the Prefect API at {url} (Ctrl-C stops)")
+        serve(*deps)
 
 
 def register(app: typer.Typer) -> None:

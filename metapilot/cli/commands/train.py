@@ -35,7 +35,9 @@ def train_cmd(
     algorithm: Annotated[str, typer.Option(help="Published algorithm: cql or dqn.")] = "cql",
     baselines: Annotated[str, typer.Option(help="Baselines scored on the same data (comma-separated: bc,dqn,bcq; empty for none).")] = "bc,dqn,bcq",
     fqe_steps: Annotated[int, typer.Option(help="DiscreteFQE steps per evaluated policy.")] = 4_000,
-    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated.")] = "as-run",
+    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated: as-run, replay, planner.")] = "as-run,replay,planner",
+    menu: Annotated[str, typer.Option(help="Objective menu: default (SJF,SAF,F1,WFP3,FCFS), uw (the seed's two), or names.")] = "default",
+    reward: Annotated[str, typer.Option(help="Reward: aligned (SPEC §7 default) or paper (the seed's).")] = "aligned",
     epoch: Annotated[int, typer.Option(help="Decision epoch length in seconds.")] = 3600,
     timezone_name: Annotated[str, typer.Option("--timezone", help="Local time for the hour/day features.")] = "UTC",
     replay: Annotated[bool, typer.Option(help="Choose the checkpoint by replay in the simulator when it is available.")] = True,
@@ -57,7 +59,11 @@ def train_cmd(
     from metapilot.transforms.state import StateConfig
     from metapilot.warehouse.db import connect
 
-    dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name), reward=RewardConfig(),
+    from metapilot.models.controller.objectives import Menu, menu_names
+    from metapilot.models.controller.tuning import tuned_config
+
+    dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name, menu=menu_names(menu)),
+                         reward=RewardConfig(kind=reward),
                          sources=tuple(s.strip() for s in sources.split(",") if s.strip()), seed=seed)
     tcfg = TrainConfig(
         algorithm=algorithm, baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
@@ -66,28 +72,31 @@ def train_cmd(
     )
     con = connect(db)
     try:
-        with console.status("building the dataset"):
+        with console.status("tuning the planner and building the dataset"):
+            dcfg, tuning = tuned_config(con, cluster, train_from, train_to, dcfg, partition=partition,
+                                        log=lambda m: console.print(f"[dim]{m}[/dim]"))
             splits = build_dataset(con, cluster, train_from, train_to, valid_from, valid_to, partition=partition, config=dcfg)
         evaluator = None
         if replay and splits.valid_window:
             evaluator = _replay_evaluator(con, TupleRequest(cluster, partition, splits.valid_window[0], splits.valid_window[1],
-                                                            dcfg.state, dcfg.reward, seed))
+                                                            dcfg.state, dcfg.reward, seed, dcfg.planner))
         for note in splits.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
         result = train_policy(splits.train, splits.validation, tcfg, replay_evaluator=evaluator,
-                              log=lambda m: console.print(f"[dim]{m}[/dim]"))
+                              log=lambda m: console.print(f"[dim]{m}[/dim]"), menu=Menu.of(dcfg.state))
     except (ValueError, KeyError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
     replay_metrics = result.chosen.replay
-    art = publish(result, splits, db=db, cluster=cluster, partition=partition, con=con, replay=replay_metrics)
+    art = publish(result, splits, db=db, cluster=cluster, partition=partition, con=con, replay=replay_metrics,
+                  tuning=tuning)
     rows = [result.chosen] + list(result.baselines.values())
     table = pl.DataFrame({
         "policy": [f"{r.name} (published)" if r is result.chosen else r.name for r in rows],
         "step": [r.step for r in rows],
         "fqe_value": [r.fqe_value for r in rows],
         "fqe_initial_value": [r.fqe_initial_value for r in rows],
-        "share_U": [r.action_share_u for r in rows],
+        **{f"share_{n}": [r.action_shares.get(n) for r in rows] for n in dcfg.state.menu},
         "matches_logged": [r.behaviour_match for r in rows],
     })
     print_frame(table, title=f"Off-policy evaluation on {result.validation_source} ({result.n_valid} tuples)")

@@ -1,0 +1,52 @@
+"""`metapilot collect --cluster C`: pull a Slurm cluster's jobs from sacct since the cursor and
+load them like any ingested log (a Prefect flow; warehouse/collect.py explains the cursor)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+
+def collect_cmd(
+    cluster: Annotated[str, typer.Option(help="Slurm cluster (sacct --clusters) and the warehouse's cluster name.")],
+    since: Annotated[Optional[str], typer.Option(help="Ask sacct from this UTC time (ISO, e.g. 2024-05-01 or 2024-05-01T06:00) instead of the cursor.")] = None,
+    until: Annotated[Optional[str], typer.Option(help="Ask sacct up to this UTC time (default: now).")] = None,
+    sacct: Annotated[Optional[str], typer.Option(help="The sacct executable (default: sacct on PATH).")] = None,
+    keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes.")] = False,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
+) -> None:
+    """Collect jobs from sacct incrementally; re-running asks only from the cursor and changes nothing."""
+    from metapilot.cli.batch import prefect_session
+    from metapilot.cli.commands.ingest import print_ingest_summary
+    from metapilot.cli.console import console
+    from metapilot.ground.paths import db_path
+    from metapilot.warehouse.collect import SacctError, find_sacct, parse_time
+
+    try:
+        start = parse_time(since) if since else None
+        end = parse_time(until) if until else None
+    except ValueError as e:
+        raise typer.BadParameter(f"not an ISO date or date-time: {e}") from None
+    try:
+        find_sacct(sacct)  # no sacct: say so before starting anything
+        with prefect_session(db):
+            from metapilot.flows.collect import collect_flow
+
+            out = collect_flow(cluster, db=db, since=start, until=end, sacct=sacct, keep_names=keep_names)
+    except SacctError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    console.print(f"{cluster}: asked sacct for {out['start']} .. {out['end']} UTC"
+                  f" ({'cursor ' + out['cursor'] if out['cursor'] and not since else '--since' if since else 'no data yet'})"
+                  f": {out['lines']:,} lines")
+    if out.get("message"):
+        console.print(f"[dim]{out['message']}[/dim]")
+    if out["reports"]:
+        failed = print_ingest_summary(out["reports"], str(db_path(db).resolve()))
+        if failed:
+            raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("collect")(collect_cmd)

@@ -1,0 +1,155 @@
+"""The publish gate of SPEC §7, and the one score that checkpoint choice and planner tuning share.
+
+A candidate (the learned controller, the planner) passes against the fixed contenders of a
+window (the 21 baselines and the menu's objectives held fixed) when none of them is at least as
+good on both mean wait and max wait (a tie is not a win: equal on both means the fixed rule,
+simpler to run, is kept), and its mean bounded slowdown is no worse than the best fixed one's.
+
+`gate_score` ranks candidates the same way on any window: the worst of its distances to the best
+fixed mean wait, max wait and mean bounded slowdown (1.0 = as good as the best fixed rule on all
+three at once, which no fixed rule is), plus 1 for each gate condition it fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+
+SIGNIFICANT_REL = 0.005  # differences under 0.5% are ties in the plain-language verdict
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the gate reads of one contender's replay of a window."""
+
+    name: str
+    mean_wait_s: float
+    max_wait_s: float
+    mean_bsld: float
+
+    @classmethod
+    def of(cls, name: str, metrics: Mapping[str, float]) -> Outcome:
+        """From a `models.simulator.metrics.overall` row (mean_wait, max_wait, mean_bsld)."""
+        return cls(name, float(metrics["mean_wait"]), float(metrics["max_wait"]), float(metrics["mean_bsld"]))
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    passes: bool
+    dominated_by: list[str]
+    bsld_ok: bool
+    best_mean: Outcome
+    best_max: Outcome
+    best_bsld: Outcome
+    mean_ratio: float  # candidate mean wait / best fixed mean wait
+    max_ratio: float  # candidate max wait / best fixed max wait
+    bsld_ratio: float  # candidate mean bounded slowdown / best fixed one
+    candidate: Outcome
+    recommended: Outcome  # the fixed contender to run if the candidate is not published
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return gate_score(self)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["score"] = self.score
+        return d
+
+
+def dominates(f: Outcome, c: Outcome) -> bool:
+    """`f` is at least as good as `c` on both mean and max wait (ties count for the fixed rule)."""
+    return f.mean_wait_s <= c.mean_wait_s and f.max_wait_s <= c.max_wait_s
+
+
+def gate(candidate: Outcome, fixed: Iterable[Outcome]) -> GateVerdict:
+    """The publish gate of `candidate` against the fixed contenders of the same window."""
+    fixed = list(fixed)
+    if not fixed:
+        raise ValueError("the gate needs at least one fixed contender")
+    best_mean = min(fixed, key=lambda o: o.mean_wait_s)
+    best_max = min(fixed, key=lambda o: o.max_wait_s)
+    best_bsld = min(fixed, key=lambda o: o.mean_bsld)
+    dom = [f.name for f in fixed if dominates(f, candidate)]
+    bsld_ok = candidate.mean_bsld <= best_bsld.mean_bsld
+    reasons = []
+    if dom:
+        reasons.append(f"dominated on (mean wait, max wait) by {', '.join(dom[:3])}{' ...' if len(dom) > 3 else ''}")
+    if not bsld_ok:
+        reasons.append(f"mean bounded slowdown {candidate.mean_bsld:.2f} > {best_bsld.mean_bsld:.2f} ({best_bsld.name})")
+    return GateVerdict(
+        passes=not dom and bsld_ok, dominated_by=dom, bsld_ok=bsld_ok, best_mean=best_mean, best_max=best_max,
+        best_bsld=best_bsld, mean_ratio=_ratio(candidate.mean_wait_s, best_mean.mean_wait_s),
+        max_ratio=_ratio(candidate.max_wait_s, best_max.max_wait_s),
+        bsld_ratio=_ratio(candidate.mean_bsld, best_bsld.mean_bsld), candidate=candidate,
+        recommended=best_fixed(fixed) if len(fixed) > 1 else fixed[0], reasons=reasons,
+    )
+
+
+def gate_score(v: GateVerdict) -> float:
+    """Lower is better (see the module docstring)."""
+    return max(v.mean_ratio, v.max_ratio, v.bsld_ratio) + (1.0 if v.dominated_by else 0.0) + (0.0 if v.bsld_ok else 1.0)
+
+
+def best_fixed(fixed: Iterable[Outcome]) -> Outcome:
+    """The fixed contender to recommend when no controller passes: the one closest to the best
+    mean wait, max wait and bounded slowdown at once, among those no other one dominates."""
+    fixed = list(fixed)
+    best = (min(f.mean_wait_s for f in fixed), min(f.max_wait_s for f in fixed), min(f.mean_bsld for f in fixed))
+
+    def key(o: Outcome) -> tuple:
+        dominated = any(dominates(f, o) and (f.mean_wait_s, f.max_wait_s) != (o.mean_wait_s, o.max_wait_s)
+                        for f in fixed)
+        worst = max(_ratio(o.mean_wait_s, best[0]), _ratio(o.max_wait_s, best[1]), _ratio(o.mean_bsld, best[2]))
+        return (dominated, worst, o.name)
+
+    return min(fixed, key=key)
+
+
+def publish_decision(gate_doc: dict | None) -> tuple[str, str | None, str]:
+    """What the publish step does with a controller whose card holds `gate_doc` (a
+    `GateVerdict.to_dict()` from the checkpoint window): ('controller', None, message) when it
+    passed, else ('fixed', the recommended fixed contender, a message that says why in words)."""
+    if not gate_doc:
+        return "fixed", None, ("Not published: the controller was not checked on a checkpoint window "
+                               "(no data after its training window), so keep the scheduler's current policy")
+    cand = Outcome(**gate_doc["candidate"])
+    rec = Outcome(**gate_doc["recommended"])
+    if gate_doc["passes"]:
+        return "controller", None, (
+            f"Run the MetaPilot controller: on its checkpoint window no fixed rule beats it on both mean and max "
+            f"wait, and its mean bounded slowdown {cand.mean_bsld:.1f} is the lowest "
+            f"(best fixed: {gate_doc['best_bsld']['name']} {gate_doc['best_bsld']['mean_bsld']:.1f})")
+    worse = in_words(cand, rec) or gate_doc.get("reasons") or ["not better on any measure"]
+    return "fixed", rec.name, f"Keep {display_name(rec.name)}: the learned controller is {', '.join(worse)}"
+
+
+def display_name(name: str) -> str:
+    """'SAF+easy' -> 'SAF+EASY' (how operators write a policy)."""
+    rule, _, backfill = name.partition("+")
+    return f"{rule}+{backfill.upper()}" if backfill else name
+
+
+def _ratio(x: float, best: float) -> float:
+    return x / best if best > 0 else (1.0 if x <= 0 else float("inf"))
+
+
+def in_words(candidate: Outcome, reference: Outcome) -> list[str]:
+    """Where the candidate is worse than the reference, in words with units ('+13.6 min')."""
+    out = []
+    for label, a, b, unit in (("mean wait", candidate.mean_wait_s, reference.mean_wait_s, "s"),
+                              ("max wait", candidate.max_wait_s, reference.max_wait_s, "s"),
+                              ("mean bounded slowdown", candidate.mean_bsld, reference.mean_bsld, "1")):
+        if a > b * (1 + SIGNIFICANT_REL):
+            out.append(f"worse on {label} ({'+' + human_seconds(a - b) if unit == 's' else f'{a:.1f} vs {b:.1f}'})")
+    return out
+
+
+def human_seconds(s: float) -> str:
+    """Seconds as s / min / h / d with one decimal."""
+    s = float(s)
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
+        if abs(s) >= size:
+            return f"{s / size:.1f} {unit}"
+    return f"{s:.0f} s"

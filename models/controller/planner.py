@@ -1,0 +1,132 @@
+"""The lookahead planner and the starvation guard (SPEC §7): the deployable teacher of the controller.
+
+At each epoch boundary the planner takes the scheduler's view of the cluster (the running jobs
+with their starts, the queued jobs; no future arrivals; requested times as run times:
+`Engine.planning_view`), rolls a copy forward `horizon_h` hours under each objective of the menu,
+and picks the one of lowest `A + lam * G` over the horizon: the aligned reward's cost (accrued
+job-seconds of waiting; growth of the record of the largest current wait, the record being the
+largest seen at any boundary so far). Ties keep the objective in
+force. The starvation guard switches to the menu's tail-first objective while the oldest queued
+job has waited more than `guard_h` hours. With no horizon (`horizon_h = 0`) there is no lookahead:
+the `base` objective, with the guard (the one-line rule "SJF; WFP3 when the oldest job has waited
+more than 6 h" is `PlannerConfig(0, base="SJF", guard_h=6)`); tuning chooses among both kinds, so
+the teacher is never worse on the training window than the best rule of this form. The oracle variant rolls the true future forward (the
+real engine copied, future arrivals and true run times included): a reference bound for
+validation, never published.
+
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+
+from metapilot.models.controller.objectives import Menu
+from metapilot.models.simulator.engine import Engine
+from metapilot.transforms.state import AGGREGATES
+
+WAIT_MAX = AGGREGATES.index("wait_max_s")
+QUEUE_LEN = AGGREGATES.index("queue_len")
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """The planner's settings, tuned on the training window only (`tune_planner`)."""
+
+    horizon_h: float = 12.0
+    lam: float = 50.0  # as the aligned reward's lam: jobs' worth of waiting per second of max wait
+    guard_h: float | None = 24.0  # None: no starvation guard
+    base: str | None = None  # horizon 0: the objective held (with the guard); None: the menu's first
+    oracle: bool = False  # see the true future (a bound, never published)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def horizon_cost(submit: np.ndarray, start: np.ndarray, t0: float, epoch_s: float, n_epochs: int,
+                 lam: float, record: float = 0.0) -> float:
+    """`A + lam * G` of a schedule over `[t0, t0 + n_epochs * epoch_s)`: the job-seconds queued in it,
+    and how far the largest current wait at its boundaries goes past `record` (the aligned
+    reward's terms, summed over the horizon's epochs)."""
+    t_end = t0 + n_epochs * epoch_s
+    st = np.where(np.isnan(start), np.inf, start)
+    m = (submit < t_end) & (st > t0)
+    if not m.any():
+        return 0.0
+    s, st = submit[m], st[m]
+    acc = np.maximum(np.minimum(st, t_end) - np.maximum(s, t0), 0.0)
+    total = float(acc.sum())
+    if lam > 0:
+        b = t0 + epoch_s * np.arange(n_epochs + 1)
+        queued = (s[None, :] <= b[:, None]) & (st[None, :] > b[:, None])
+        oldest = np.where(queued, s[None, :], np.inf).min(axis=1)
+        longest = np.where(np.isfinite(oldest), b - oldest, 0.0)
+        total += lam * max(float(longest.max()) - record, 0.0)
+    return total
+
+
+class LookaheadPlanner:
+    """Decides the next epoch's objective from the engine at a boundary (see the module docstring)."""
+
+    def __init__(self, menu: Menu, config: PlannerConfig = PlannerConfig(), epoch_s: int = 3600) -> None:
+        self.menu = menu
+        self.config = config
+        self.epoch_s = int(epoch_s)
+        self.n_epochs = int(math.ceil(config.horizon_h * 3600.0 / self.epoch_s))
+        self.base = menu.index(config.base) if config.base is not None else 0
+        self.tail = menu.tail_first
+        self.last = menu.user_first
+        self.costs = np.zeros(len(menu))  # the last decision's rollout cost of every objective
+        self.record = 0.0  # the largest wait seen at a boundary so far
+
+    @property
+    def name(self) -> str:
+        if self.n_epochs == 0:
+            c = self.config
+            guard = f"; {self.menu.names[self.tail]} after {c.guard_h:g} h" if c.guard_h is not None else ""
+            return f"{self.menu.names[self.base]}{guard}"
+        return "oracle" if self.config.oracle else "planner"
+
+    def reset(self) -> None:
+        self.last = self.menu.user_first
+        self.record = 0.0
+
+    def plan(self, engine: Engine, aggregates: np.ndarray, settings) -> int:
+        """The objective for the epoch that starts at the engine's clock. `aggregates`: the
+        boundary's aggregates (`transforms.state.AGGREGATES` order); `settings`: the engine
+        settings of each action."""
+        cfg = self.config
+        self.record = max(self.record, float(aggregates[WAIT_MAX]))
+        if aggregates[QUEUE_LEN] <= 0 and not cfg.oracle:
+            self.costs[:] = 0.0
+            return self.last  # nothing waits: any objective does the same; keep the one in force
+        if cfg.guard_h is not None and aggregates[WAIT_MAX] > cfg.guard_h * 3600.0:
+            self.last = self.tail
+            return self.tail
+        if self.n_epochs == 0:
+            self.last = self.base
+            return self.base
+        if cfg.oracle:
+            base, submit_of = engine, None
+        else:
+            base, _ = engine.planning_view()
+            submit_of = base.jobs.submit
+        now = engine.now
+        t_end = now + self.n_epochs * self.epoch_s
+        for a, (policy, backfill, fit_first) in enumerate(settings):
+            fork = base.copy()
+            fork.advance(t_end, policy, backfill, fit_first)
+            submit = submit_of if submit_of is not None else fork.jobs.submit
+            self.costs[a] = horizon_cost(submit, fork.start, now, self.epoch_s, self.n_epochs, cfg.lam, self.record)
+        best = float(self.costs.min())
+        if self.costs[self.last] <= best:
+            return self.last
+        self.last = int(np.argmin(self.costs))
+        return self.last
+
+
+def oracle_of(config: PlannerConfig) -> PlannerConfig:
+    """The same planner seeing the true future."""
+    return replace(config, oracle=True)

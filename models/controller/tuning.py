@@ -1,0 +1,189 @@
+"""Choosing the planner's horizon, lam and guard, and the reward's lam, on the training window only
+(SPEC §7): every setting of a small grid is replayed over the window and scored by the publish
+gate against the 21 fixed baselines of the same window (`gate.gate_score`).
+
+The reward's lam is the one under which the aligned reward ranks the menu's objectives (held
+fixed over the window) as `total wait + lam * max wait` does, choosing among the grid's values
+the one whose ranking best agrees with the gate's; the check itself is recorded.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from metapilot.models.controller.gate import GateVerdict, Outcome, gate
+from metapilot.models.controller.objectives import Menu
+from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
+from metapilot.models.controller.replay import replay_objectives
+from metapilot.models.simulator import BASELINES, Capacity, simulate
+from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.state import StateConfig
+from metapilot.transforms.workload import Workload
+
+DEFAULT_GRID: dict[str, tuple] = {
+    "horizon_h": (6.0, 12.0, 24.0),
+    "lam": (0.0, 30.0, 100.0, 300.0),
+    "guard_h": (None, 12.0, 24.0),
+    "rule_guard_h": (None, 6.0, 12.0, 24.0),  # no lookahead: each objective of the menu with these guards
+}
+
+
+@dataclass
+class Tuning:
+    """The chosen planner and reward lam, and the evidence (every setting's verdict)."""
+
+    planner: PlannerConfig
+    reward_lam: float
+    verdict: GateVerdict
+    fixed: list[Outcome]
+    rows: list[dict] = field(default_factory=list)
+    ranking_check: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {"planner": self.planner.to_dict(), "reward_lam": self.reward_lam, "verdict": self.verdict.to_dict(),
+                "fixed": [f.__dict__ for f in self.fixed], "grid": self.rows, "ranking_check": self.ranking_check,
+                "seconds": round(self.seconds, 2)}
+
+
+def describe(config: PlannerConfig, menu: Menu) -> str:
+    """A planner setting in words."""
+    guard = "no guard" if config.guard_h is None else f"{menu.names[menu.tail_first]} once a job waited {config.guard_h:g} h"
+    if config.horizon_h <= 0:
+        return f"{config.base or menu.names[0]}, {guard}"
+    return f"lookahead {config.horizon_h:g} h, lam {config.lam:g}, {guard}"
+
+
+def fixed_outcomes(workload: Workload, capacity: Capacity) -> list[Outcome]:
+    """The 21 baselines of SPEC §6 replayed over the window (the menu's objectives are among them)."""
+    return [Outcome.of(f"{p}+{b}", simulate(workload, capacity, p, b).metrics().row(0, named=True))
+            for p, b in BASELINES]
+
+
+def planner_outcome(workload: Workload, capacity: Capacity, state: StateConfig, config: PlannerConfig,
+                    partition: str | None = None) -> tuple[Outcome, np.ndarray]:
+    """The planner's replay of the window: its outcome and the objective of every epoch."""
+    res = replay_objectives(workload, capacity, LookaheadPlanner(Menu.of(state), config, state.epoch_s),
+                            state.epoch_s, state, partition=partition)
+    return Outcome.of("planner", res.metrics().row(0, named=True)), res.objectives
+
+
+def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, partition: str | None = None,
+                 grid: dict[str, Sequence] | None = None, log: Callable[[str], None] | None = None) -> Tuning:
+    """Replay every setting of the grid over the (training) window, lookahead planners and guarded
+    rules, and keep the best gate score (ties: the earlier setting of the grid)."""
+    t0 = time.perf_counter()
+    grid = grid or DEFAULT_GRID
+    fixed = fixed_outcomes(workload, capacity)
+    best: tuple[float, PlannerConfig, GateVerdict] | None = None
+    rows = []
+    settings = [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None if g is None else float(g))
+                for h, lam, g in itertools.product(grid["horizon_h"], grid["lam"], grid["guard_h"])]
+    settings += [PlannerConfig(horizon_h=0.0, lam=0.0, guard_h=None if g is None else float(g), base=name)
+                 for name in Menu.of(state).names for g in grid.get("rule_guard_h", ())]
+    for cfg in settings:
+        out, _ = planner_outcome(workload, capacity, state, cfg, partition)
+        v = gate(out, fixed)
+        rows.append(cfg.to_dict() | {"mean_wait_s": out.mean_wait_s, "max_wait_s": out.max_wait_s,
+                                     "mean_bsld": out.mean_bsld, "score": v.score, "passes": v.passes})
+        if best is None or v.score < best[0]:
+            best = (v.score, cfg, v)
+    assert best is not None
+    if log:
+        log(f"teacher: {describe(best[1], Menu.of(state))} (gate score {best[0]:.3f} on the training window, "
+            f"{len(rows)} settings tried)")
+    lam, check = choose_reward_lam(workload, capacity, state, fixed, grid["lam"], partition, prefer=best[1].lam)
+    return Tuning(best[1], lam, best[2], fixed, rows, check, time.perf_counter() - t0)
+
+
+def choose_reward_lam(workload: Workload, capacity: Capacity, state: StateConfig, fixed: list[Outcome],
+                      lams: Sequence[float], partition: str | None = None, prefer: float | None = None
+                      ) -> tuple[float, dict]:
+    """The reward lam whose return ranks the menu's objectives most like the gate score does, and
+    the check that the return ranks them as `total wait + lam * max wait` does."""
+    menu = Menu.of(state)
+    runs = [replay_objectives(workload, capacity, a, state.epoch_s, state, partition=partition)
+            for a in range(len(menu))]
+    metrics = [r.metrics().row(0, named=True) for r in runs]
+    gate_rank = _ranks([gate(Outcome.of(n, m), fixed).score for n, m in zip(menu.names, metrics, strict=True)])
+    candidates = []
+    for lam in lams:
+        rc = RewardConfig(lam=float(lam))
+        returns = [float(r.epoch_rewards(rc).sum()) for r in runs]
+        tau = _kendall(_ranks([-x for x in returns]), gate_rank)
+        candidates.append((tau, float(lam) == prefer, -float(lam), float(lam), returns))
+    tau, _, _, lam, returns = max(candidates)
+    n = [int(m["jobs"]) for m in metrics]
+    metric = [nj * float(m["mean_wait"]) + lam * float(m["max_wait"]) for nj, m in zip(n, metrics, strict=True)]
+    check = {
+        "objectives": list(menu.names), "lam": lam, "returns": returns, "total_wait_plus_lam_max": metric,
+        "rank_by_return": _ranks([-x for x in returns]), "rank_by_metric": _ranks(metric),
+        "agrees": _ranks([-x for x in returns]) == _ranks(metric), "tau_with_gate": tau,
+    }
+    return lam, check
+
+
+def _ranks(values: Sequence[float]) -> list[int]:
+    order = np.argsort(np.asarray(values, dtype=np.float64), kind="stable")
+    out = np.empty(len(order), dtype=np.int64)
+    out[order] = np.arange(len(order))
+    return out.tolist()
+
+
+def _kendall(a: Sequence[int], b: Sequence[int]) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    n = len(a)
+    if n < 2:
+        return 1.0
+    s = np.sign(a[:, None] - a[None, :]) * np.sign(b[:, None] - b[None, :])
+    return float(s[np.triu_indices(n, 1)].sum() / (n * (n - 1) / 2))
+
+
+def with_lam(reward: RewardConfig, lam: float) -> RewardConfig:
+    return replace(reward, lam=float(lam))
+
+
+def tune_window(con, cluster: str, window_from, window_to, *, partition: str | None = None,
+                state: StateConfig = StateConfig(), max_weeks: float = 13.0,
+                log: Callable[[str], None] | None = None) -> Tuning:
+    """`tune_planner` on the warehouse's jobs of the last `max_weeks` of a (training) window: the
+    most recent regime, and a bounded cost (a quarter replays 36 settings in ~10 s on one core)."""
+    from datetime import timedelta
+
+    from metapilot.models.controller.tuples import as_utc
+    from metapilot.warehouse.sim_store import load_replay_window
+
+    lo, hi = as_utc(window_from), as_utc(window_to)
+    lo = max(lo, hi - timedelta(weeks=max_weeks))
+    workload, rows = load_replay_window(con, cluster, lo, hi, partition)
+    if len(workload) == 0:
+        raise ValueError(f"no jobs of {cluster} submitted in {lo:%Y-%m-%d} .. {hi:%Y-%m-%d} to tune the planner on")
+    return tune_planner(workload, Capacity.from_rows(rows), state, partition=partition, log=log)
+
+
+def from_dict(d: dict) -> tuple[PlannerConfig, float]:
+    """The planner and reward lam of a stored `Tuning.to_dict()`."""
+    return PlannerConfig(**d["planner"]), float(d["reward_lam"])
+
+
+def apply_tuning(config, tuning: dict | None):
+    """A `DatasetConfig` with the tuned planner and reward lam (unchanged without a tuning)."""
+    if not tuning:
+        return config
+    planner, lam = from_dict(tuning)
+    return replace(config, planner=planner, reward=replace(config.reward, lam=lam))
+
+
+def tuned_config(con, cluster: str, train_from, train_to, config, *, partition: str | None = None,
+                 log: Callable[[str], None] | None = None):
+    """`config` with the planner and reward lam tuned on the training window when the planner is a
+    source (the commands' path; the flows cache `tune_window` as a task). Returns it and the tuning."""
+    if "planner" not in config.sources or config.reward.kind != "aligned":
+        return config, None
+    tuning = tune_window(con, cluster, train_from, train_to, partition=partition, state=config.state, log=log).to_dict()
+    return apply_tuning(config, tuning), tuning

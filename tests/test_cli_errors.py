@@ -1,0 +1,105 @@
+"""Errors a user can cause end in one or two lines that say what happened and what to do, with a
+non-zero exit; the traceback only with `metapilot --debug`. (The corrupt key: test_site_key.py; an
+unreachable Prefect API: test_prefect_api.py; nothing to ingest: here.)"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from metapilot.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+KTH = REPO / "samples" / "logs" / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
+
+
+def error_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def test_pipeline_on_a_short_history_is_two_lines_at_most(tmp_path):
+    """The issue's 30-line traceback around "only 36 days of history", through the real command."""
+    short = tmp_path / "kth-36-days.swf"
+    with gzip.open(KTH, "rt") as f:
+        lines = [ln for ln in f if ln.startswith(";") or (ln.split() and int(ln.split()[1]) < 36 * 86400)]
+    short.write_text("".join(lines))
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "METAPILOT_DEBUG")}
+    p = subprocess.run([sys.executable, "-m", "metapilot.cli", "pipeline", str(short), "--db", str(tmp_path / "m.duckdb")],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "Traceback" not in p.stdout + p.stderr and "╭" not in p.stderr
+    tail = error_lines(p.stderr)[-1]
+    assert tail.startswith("error: only 29 days of history: at least six weeks are needed"), p.stderr
+    assert "ingest a longer history" in tail
+    assert len([ln for ln in error_lines(p.stderr) if ln.startswith("error")]) == 1
+
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from metapilot.warehouse.db import connect
+    con = connect(sys.argv[1])
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[2]))
+""")
+
+
+@pytest.mark.parametrize("command", [["sql", "SELECT count(*) FROM jobs"], ["capacity"]])
+def test_a_warehouse_held_too_long_by_another_process_is_one_line(tmp_path, monkeypatch, command):
+    db = tmp_path / "m.duckdb"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db), "30"], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "holding"
+        monkeypatch.setenv("METAPILOT_DB_WAIT_S", "1")
+        r = CliRunner().invoke(app, [*command, "--db", str(db)])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.exit_code == 2, r.output
+    lines = error_lines(r.stderr)
+    assert lines[0].startswith("waiting: the warehouse") and lines[-1].startswith("error: the warehouse")
+    assert "stayed busy for 1 s" in lines[-1] and "METAPILOT_DB_WAIT_S" in lines[-1]
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_an_unexpected_error_is_two_lines_and_debug_shows_the_traceback(tmp_path, monkeypatch):
+    import metapilot.warehouse.db as wdb
+
+    def broken(*a, **k):
+        raise RuntimeError("something inside broke")
+
+    monkeypatch.setattr(wdb, "connect_sandboxed", broken)
+    (tmp_path / "m.duckdb").touch()
+    r = CliRunner().invoke(app, ["sql", "SELECT 1", "--db", str(tmp_path / "m.duckdb")])
+    assert r.exit_code == 1
+    assert error_lines(r.stderr) == ["error: unexpected RuntimeError: something inside broke",
+                                     "this is a MetaPilot bug: re-run with `metapilot --debug ...` for the traceback and report it"]
+    d = CliRunner().invoke(app, ["--debug", "sql", "SELECT 1", "--db", str(tmp_path / "m.duckdb")])
+    assert isinstance(d.exception, RuntimeError)  # the traceback is the user's when asked for
+
+
+@pytest.mark.parametrize("make", ["empty-dir", "glob", "missing"])
+def test_nothing_to_ingest_is_an_error(tmp_path, make):
+    empty = tmp_path / "logs"
+    empty.mkdir()
+    target = {"empty-dir": str(empty), "glob": str(empty / "*.log"), "missing": str(tmp_path / "nope.log")}[make]
+    r = CliRunner().invoke(app, ["ingest", target, "--db", str(tmp_path / "m.duckdb")])
+    assert r.exit_code == 2
+    assert error_lines(r.stderr) and error_lines(r.stderr)[-1].startswith(f"error: nothing to ingest: {target}")
+    assert not (tmp_path / "m.duckdb").exists() and not (tmp_path / "secret.key").exists()
+
+
+def test_nothing_to_ingest_names_what_is_empty_beside_what_loads(tmp_path):
+    from metapilot.warehouse.ingest import expand_paths_checked
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    files, problems = expand_paths_checked([str(KTH), str(empty)])
+    assert files == [KTH] and [p.outcome for p in problems] == ["failed"]
+    assert "holds no log files" in problems[0].message
