@@ -32,6 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from metapilot.models.controller.advice import Advisor  # noqa: E402
 from metapilot.models.controller.artifact import load_policy, publish  # noqa: E402
+from metapilot.models.controller.objectives import Menu  # noqa: E402
 from metapilot.models.controller.dataset import (  # noqa: E402
     DatasetConfig,
     build_dataset,
@@ -126,18 +127,18 @@ def main() -> None:
     acts = asrun["action"].value_counts().sort("action")["count"].to_list()
 
     t0 = time.perf_counter()
-    to_mdp_dataset(splits.train)
+    to_mdp_dataset(splits.train, len(splits.state.menu))
     t_mdp = time.perf_counter() - t0
 
     from metapilot.models.controller.dataset import TupleRequest
     from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
     evaluator = make_replay_evaluator(con, TupleRequest(CLUSTER, None, splits.valid_window[0], splits.valid_window[1],
-                                                        dcfg.state, dcfg.reward, 0))
+                                                        dcfg.state, dcfg.reward, 0, dcfg.planner))
     cfg = TrainConfig(n_steps=steps, n_steps_per_epoch=max(1, steps // 10), show_progress=True)
     t0 = time.perf_counter()
     result = train_policy(splits.train, splits.validation, cfg, replay_evaluator=evaluator,
-                          log=lambda m: print(m, flush=True))
+                          log=lambda m: print(m, flush=True), menu=Menu.of(dcfg.state))
     t_train = time.perf_counter() - t0
     art = publish(result, splits, db=db, cluster=CLUSTER, con=con)
 
@@ -168,7 +169,7 @@ def main() -> None:
     rows = [result.chosen, *result.baselines.values()]
     ope = "\n".join(
         f"| {r.name}{' (published)' if r is result.chosen else ''} | {r.fqe_value:,.1f} | {r.fqe_initial_value:,.1f} | "
-        f"{r.action_share_u:.2f} | {r.behaviour_match:.2f} |" for r in rows)
+        f"{max(r.action_shares.values()):.2f} | {r.behaviour_match:.2f} |" for r in rows)
     text = f"""## Controller
 
 `{' '.join(['.venv/bin/python', 'bench/bench_controller.py'] + sys.argv[1:])}` on {machine()} (training
@@ -181,7 +182,7 @@ checkpoint chosen by replay on the validation window (score: mean reward per epo
 | stage | figure |
 |---|---|
 | dataset build, train + validation: as-run ({n_epochs:,} epochs: aggregates, queues, action inference) + replay rollouts; {splits.train.height + splits.validation.height:,} tuples | {t_dataset:.2f} s |
-| inferred as-run actions in training (U / W) | {acts[0]:,} / {acts[1] if len(acts) > 1 else 0:,} |
+| inferred as-run actions in training (first two objectives) | {acts[0]:,} / {acts[1] if len(acts) > 1 else 0:,} |
 | d3rlpy MDPDataset of {splits.train.height:,} training tuples | {t_mdp:.2f} s |
 | `train_policy`, CLI defaults ({steps:,} steps, FQE {cfg.fqe_steps:,} steps x {len(result.candidates)} checkpoints + 3 baselines) | {t_train:.0f} s |
 | per 10k gradient steps: {', '.join(f'{k} {v:.1f} s' for k, v in per10k.items())} | |
@@ -196,7 +197,7 @@ Off-policy evaluation on the validation window ({result.n_valid:,} tuples; Discr
 epoch discounted with gamma {cfg.gamma}; higher is better). Logged behaviour's discounted return per state:
 {result.behaviour_mc_return:,.1f}.
 
-| policy | FQE value (all states) | FQE value (first states) | share U | agrees with logged |
+| policy | FQE value (all states) | FQE value (first states) | largest objective share | agrees with logged |
 |---|---|---|---|---|
 {ope}
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO / "bench"))
 from bench_controller import CLUSTER, KTH, TRAIN, VALID, load_kth  # noqa: E402
 from bench_simulator import read_swf  # noqa: E402
 from metapilot.models.controller.dataset import TupleRequest  # noqa: E402
-from metapilot.models.controller.objectives import OBJECTIVES, U, W  # noqa: E402
+from metapilot.models.controller.objectives import Menu  # noqa: E402
 from metapilot.models.controller.replay import replay_objectives  # noqa: E402
 from metapilot.models.simulator import Capacity, Engine, simulate, warm_up  # noqa: E402
 from metapilot.models.simulator.controller_eval import (  # noqa: E402
@@ -41,7 +41,7 @@ from metapilot.models.simulator.controller_eval import (  # noqa: E402
     make_replay_evaluator,
 )
 from metapilot.models.simulator.engine import EASY  # noqa: E402
-from metapilot.models.simulator.env import SETTINGS, ObjectiveSwitchingEnv  # noqa: E402
+from metapilot.models.simulator.env import ObjectiveSwitchingEnv  # noqa: E402
 from metapilot.models.simulator.policies import policy_code  # noqa: E402
 from metapilot.models.simulator.rollouts import (  # noqa: E402
     DEFAULT_CONFIG,
@@ -49,11 +49,16 @@ from metapilot.models.simulator.rollouts import (  # noqa: E402
     replay_source,
 )
 from metapilot.models.validation import backlog_utilisation  # noqa: E402
-from metapilot.transforms.state import FEATURE_NAMES  # noqa: E402
+from metapilot.transforms.state import FEATURE_NAMES, StateConfig  # noqa: E402
 from metapilot.transforms.workload import normalise  # noqa: E402
 from metapilot.warehouse.db import connect_memory  # noqa: E402
 
 from bench.common import DOC, machine, write_section  # noqa: E402
+
+UW = StateConfig(menu=("U", "W"))  # this benchmark measures the seed's two objectives
+OBJECTIVES = UW.menu
+U, W = 0, 1
+SETTINGS = Menu.of(UW).settings
 
 UTC = timezone.utc
 WAIT_MAX = FEATURE_NAMES.index("wait_max")
@@ -67,7 +72,7 @@ def us(x: np.ndarray, q: float | None = None) -> str:
 def step_costs(w, cap, episodes: int) -> list[dict]:
     """Per-step wall time of full episodes, per behaviour (first episode of each discarded: warm-up)."""
     out = []
-    env = ObjectiveSwitchingEnv(w, cap)
+    env = ObjectiveSwitchingEnv(w, cap, state_config=UW)
     for name, pick in (("fixed U", lambda k, r: U), ("fixed W", lambda k, r: W),
                        ("random switching", lambda k, r: int(r.integers(0, 2)))):
         costs, resets, n_ep = [], [], 0
@@ -109,17 +114,17 @@ def step_costs(w, cap, episodes: int) -> list[dict]:
 
 def rollout_costs(con) -> dict:
     req = TupleRequest(CLUSTER, None, datetime.fromisoformat(TRAIN[0]).replace(tzinfo=UTC),
-                       datetime.fromisoformat(TRAIN[1]).replace(tzinfo=UTC))
-    replay_source(con, TupleRequest(CLUSTER, None, req.window_from, req.window_from.replace(day=30)))  # warm
+                       datetime.fromisoformat(TRAIN[1]).replace(tzinfo=UTC), state=UW)
+    replay_source(con, TupleRequest(CLUSTER, None, req.window_from, req.window_from.replace(day=30), state=UW))  # warm
     t0 = time.perf_counter()
     tup = replay_source(con, req)
     t_replay = time.perf_counter() - t0
     from metapilot.models.controller.asrun import asrun_tuples
 
     t0 = time.perf_counter()
-    asrun = asrun_tuples(con, CLUSTER, req.window_from, req.window_to)
+    asrun = asrun_tuples(con, CLUSTER, req.window_from, req.window_to, state_config=UW)
     t_asrun = time.perf_counter() - t0
-    n_traj = len(behaviours(DEFAULT_CONFIG)) * DEFAULT_CONFIG.seeds
+    n_traj = len(behaviours(DEFAULT_CONFIG, Menu.of(UW))) * DEFAULT_CONFIG.seeds
     return {"seconds": t_replay, "tuples": tup.height, "trajectories": n_traj, "epochs": tup.height // n_traj,
             "asrun_seconds": t_asrun, "asrun_tuples": asrun.height,
             "actions": {OBJECTIVES[a]: c for a, c in tup["action"].value_counts().sort("action").iter_rows()}}
@@ -131,7 +136,7 @@ def evaluator_cost(con) -> dict:
     torch.set_num_threads(1)
     torch.manual_seed(0)
     req = TupleRequest(CLUSTER, None, datetime.fromisoformat(VALID[0]).replace(tzinfo=UTC),
-                       datetime.fromisoformat(VALID[1]).replace(tzinfo=UTC))
+                       datetime.fromisoformat(VALID[1]).replace(tzinfo=UTC), state=UW)
     t0 = time.perf_counter()
     evaluate = make_replay_evaluator(con, req)
     t_load = time.perf_counter() - t0
@@ -160,16 +165,16 @@ def menu(w, cap) -> list[dict]:
                      "backlog_epochs": backlog_epoch_utilisation(r) if hasattr(r, "objectives") else None,
                      "share_u": float((r.objectives == U).mean()) if hasattr(r, "objectives") else None})
 
-    add("fixed U (SJF + EASY)", replay_objectives(w, cap, U), "menu")
-    add("fixed W (FCFS + EASY)", replay_objectives(w, cap, W), "menu")
+    add("fixed U (SJF + EASY)", replay_objectives(w, cap, U, state_config=UW), "menu")
+    add("fixed W (FCFS + EASY)", replay_objectives(w, cap, W, state_config=UW), "menu")
     for hours in (6, 24):
         thr = math.log10(1 + hours * 3600) / 6
         add(f"switch: U unless the oldest queued job waited > {hours} h, then W",
-            replay_objectives(w, cap, lambda s, t=thr: W if s[WAIT_MAX] > t else U), "menu")
+            replay_objectives(w, cap, lambda s, t=thr: W if s[WAIT_MAX] > t else U, state_config=UW), "menu")
     for rule in ("WFP3", "LAF"):
         add(f"{rule} + EASY (baseline)", simulate(w, cap, rule, "easy"), "baseline")
     first_u = ((policy_code("LAF"), EASY, True), SETTINGS[W])
-    add("first U (LAF + fit-first + EASY), replaced", replay_objectives(w, cap, U, settings=first_u), "replaced")
+    add("first U (LAF + fit-first + EASY), replaced", replay_objectives(w, cap, U, state_config=UW, settings=first_u), "replaced")
     return rows
 
 
@@ -223,7 +228,7 @@ def main() -> None:
     jobs = read_swf(KTH)
     w = normalise(jobs)
     cap = Capacity.single(100)
-    ObjectiveSwitchingEnv(w.head(200), cap)  # compile the env's kernels
+    ObjectiveSwitchingEnv(w.head(200), cap, state_config=UW)  # compile the env's kernels
     print(f"setup {time.perf_counter() - t0:.1f}s: {len(w):,} jobs")
     steps = step_costs(w, cap, args.episodes)
     for s in steps:

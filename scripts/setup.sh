@@ -14,5 +14,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet torch==2.13.0
     .venv/bin/python -m pip install --quiet -e '.[dev]'
+    # compile the simulator's kernels now (numba caches them on disk), not on a user's first command
+    .venv/bin/python -c "from metapilot.models.simulator import warm_up; warm_up()"
     echo "$want" > "$stamp"
 fi

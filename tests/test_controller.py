@@ -119,9 +119,10 @@ def test_asrun_tuples_reconcile_with_epochs(warehouse):
     np.testing.assert_array_equal(ns[-1], state_from_frame(agg)[-1])
     # aligned reward by hand: job-seconds queued in the epoch, growth of the record of the largest wait
     nxt, cur = agg.tail(n), agg.head(n)
-    record = np.maximum.accumulate(cur["wait_max_s"].to_numpy())
+    seen = np.maximum(nxt["wait_max_s"].to_numpy(), cur["wait_started_max_s"].to_numpy())  # largest wait seen in the epoch
+    record = np.maximum.accumulate(np.r_[cur["wait_max_s"][0], seen])[:n]  # the largest seen before it
     lam = RewardConfig().lam
-    hand = -(cur["wait_accrued_s"].to_numpy() + lam * np.maximum(nxt["wait_max_s"].to_numpy() - record, 0)) / (10 * 3600)
+    hand = -(cur["wait_accrued_s"].to_numpy() + lam * np.maximum(seen - record, 0)) / (10 * 3600)
     np.testing.assert_allclose(tup["reward"].to_numpy(), hand)
     # the accrued wait of a window is the waiting of its jobs: queued at some epoch boundary or not
     assert (cur["wait_accrued_s"].to_numpy() >= 0).all() and cur["wait_accrued_s"].sum() > 0

@@ -163,7 +163,8 @@ def test_fast_observation_and_reward_are_the_definitions(workload):
         assert fast_reward_ok(rc, 3600)
         rng = np.random.default_rng(3)
         start, end = _probe_aggregates(rng, 200, 0, 3600), _probe_aggregates(rng, 200, 3600, 3600)
-        sums = np.c_[start[:, 4:7] * 3600 * rng.uniform(0, 1, (200, 3)), start[:, 7] * 3600 * rng.uniform(0, 1, 200)]
+        sums = np.c_[start[:, 4:7] * 3600 * rng.uniform(0, 1, (200, 3)), start[:, 7] * 3600 * rng.uniform(0, 1, 200),
+                     start[:, 12] * rng.choice([0.0, 0.5, 3.0], 200)]
         record = start[:, 12] * rng.uniform(1, 2, 200)
         want, _ = definition_reward(start, end, sums, 3600, rc, record)
         got = [epoch_reward(a, b, x, 3600, rc, r)[0] for a, b, x, r in zip(start, end, sums, record, strict=True)]
@@ -209,7 +210,9 @@ def test_boundary_zero_and_arrivals_by_hand():
     assert r1 == pytest.approx(-(1800 + lam * 1800) / (10 * 3600))
     _, r2, term, _, i2 = env.step(U)
     assert (i2["queue_len"], i2["used_cpu"], i2["arrivals"], term) == (0, 4.0, 0, False)
-    assert i2["wait_accrued_s"] == 3600.0 and r2 == pytest.approx(-3600 / (10 * 3600))  # no new record: G = 0
+    # j1 starts at 7200 after 5400 s: the record wait grows from 1800 to 5400 s
+    assert i2["wait_accrued_s"] == 3600.0 and i2["wait_started_max_s"] == 5400.0
+    assert r2 == pytest.approx(-(3600 + lam * 3600) / (10 * 3600))
     assert i2["objective"] == "U"
     *_, term, _, i3 = env.step(U)
     assert term and i3["used_cpu"] == 0.0 and i3["u_cpu"] == 1.0

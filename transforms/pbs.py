@@ -99,8 +99,9 @@ def _epoch(expr: pl.Expr) -> pl.Expr:
     return pl.when((v > 0) & (v < MAX_EPOCH)).then(v * 1_000_000).cast(pl.Datetime("us")).dt.replace_time_zone("UTC")
 
 
-def _duration_s(expr: pl.Expr) -> pl.Expr:
-    """PBS time: seconds, MM:SS or HH:MM:SS (hours may exceed 24), optional fraction ignored."""
+def clock_seconds(expr: pl.Expr) -> pl.Expr:
+    """A resource time as PBS and SGE write it: seconds, MM:SS or HH:MM:SS (hours may exceed 24),
+    a fraction ignored; null when it is none of these."""
     parts = expr.str.extract_groups(r"^(?:(?:(\d{1,9}):)?(\d{1,9}):)?(\d{1,12})(?:\.\d*)?$")
     h = parts.struct.field("1").cast(pl.Int64, strict=False).fill_null(0)
     m = parts.struct.field("2").cast(pl.Int64, strict=False).fill_null(0)
@@ -241,8 +242,8 @@ def _line_attributes(records: pl.DataFrame, tz: str) -> pl.DataFrame:
         rec_time.alias("rec_time"),
         pl.col("rtype").replace_strict(TYPE_PRIORITY, default=INFO_PRIORITY, return_dtype=pl.Int64).alias("prio"),
         *[_epoch(pl.col(k)).alias(k) for k in ("ctime", "qtime", "etime", "start", "end")],
-        _duration_s(pl.col("rl_walltime")).alias("timelimit_s"),
-        _duration_s(pl.col("ru_walltime")).alias("used_walltime_s"),
+        clock_seconds(pl.col("rl_walltime")).alias("timelimit_s"),
+        clock_seconds(pl.col("ru_walltime")).alias("used_walltime_s"),
         _mem_mib(pl.col("rl_mem")).alias("rl_mem_mib"),
         _mem_mib(pl.col("rl_pmem")).alias("rl_pmem_mib"),
         *[_count(pl.col(k)).alias(k) for k in ("rl_ncpus", "rl_procs", "rl_gpus", "rl_ngpus", "ru_ncpus")],

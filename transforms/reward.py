@@ -7,10 +7,11 @@ For the epoch `[t, t + epoch_s)` in which an objective was in force, the default
 - `A`: job-seconds of waiting accrued in the epoch by every job queued in it (the aggregate
   `wait_accrued_s` of the epoch). Over the epochs of a window, A sums to the total wait of its
   jobs, so the return ranks policies by mean wait.
-- `G`: growth of the record of the largest current wait among queued jobs, `max(0, wait_max(t +
-  e) - record(t))` where `record(t)` is the largest `wait_max` at any boundary of the trajectory
-  up to `t`: over a window, G sums to the largest wait seen at a boundary, so the return ranks
-  policies by `total wait + lam * max wait` (the tail term, weighted by `lam`: jobs' worth of
+- `G`: growth of the record wait, `max(0, w - record(t))`, where `w` is the largest wait seen in
+  the epoch (the largest current wait of the queued jobs at `t + e`, `wait_max_s`, or of the jobs
+  that started in it, `wait_started_max_s`) and `record(t)` the largest seen before in the
+  trajectory: over a window G sums to its max wait, so the return ranks policies by `total wait +
+  lam * max wait`, what validation reports (the tail term, weighted by `lam`: jobs' worth of
   waiting per second of max wait, chosen on the training window).
 - `scale_jobs * epoch_s`: a fixed normaliser (recorded in the model card), so that ten jobs
   waiting a whole epoch cost 1.0 by default. An empty epoch costs 0: no constant.
@@ -69,8 +70,8 @@ REWARD_KINDS: tuple[str, ...] = ("aligned", "paper")
 # The formulas in words, for the model card.
 REWARD_FORMULAS: dict[str, str] = {
     "aligned": "-(A + lam * G) / (scale_jobs * epoch_s) + mu * (u_cpu + u_gpu) if the queue at the epoch start "
-               "is not empty; A = job-seconds queued in the epoch, G = max(0, largest current wait at the epoch "
-               "end - the largest at any earlier boundary of the trajectory)",
+               "is not empty; A = job-seconds queued in the epoch, G = max(0, the largest wait seen in the epoch "
+               "(queued at its end or started in it) - the largest seen before in the trajectory)",
     "paper": "empty_queue_reward if the queue at the epoch end is empty, else "
              "-mean_wait_s / alpha + u_cpu + u_gpu (GPU partitions) + u_mem (known memory)",
 }
@@ -96,6 +97,7 @@ def reward_from_aggregates(
     wait_record_s: np.ndarray | float = 0.0,
     wait_max_end_s: np.ndarray | float = 0.0,
     wait_accrued_s: np.ndarray | float = 0.0,
+    wait_started_max_s: np.ndarray | float = 0.0,
     epoch_s: float = 3600.0,
     config: RewardConfig = RewardConfig(),
 ) -> np.ndarray:
@@ -105,12 +107,13 @@ def reward_from_aggregates(
     `cap_gpu` / `cap_mem` decide per epoch whether the partition has GPUs / known memory.
     """
     if config.kind == "aligned":
-        q0, w0, w1, acc, uc, ug, cg = np.broadcast_arrays(
+        q0, w0, w1, ws, acc, uc, ug, cg = np.broadcast_arrays(
             *(np.atleast_1d(np.nan_to_num(np.asarray(x, dtype=np.float64)))
-              for x in (queue_len_start, wait_record_s, wait_max_end_s, wait_accrued_s, u_cpu, u_gpu, cap_gpu))
+              for x in (queue_len_start, wait_record_s, wait_max_end_s, wait_started_max_s, wait_accrued_s, u_cpu,
+                        u_gpu, cap_gpu))
         )
         gpu_on = (cg > 0) if config.use_gpu is None else np.full(q0.shape, bool(config.use_gpu))
-        cost = (acc + config.lam * np.maximum(w1 - w0, 0.0)) / (config.scale_jobs * float(epoch_s))
+        cost = (acc + config.lam * np.maximum(np.maximum(w1, ws) - w0, 0.0)) / (config.scale_jobs * float(epoch_s))
         util = config.mu * (uc + np.where(gpu_on, ug, 0.0))
         return -cost + np.where(q0 > 0, util, 0.0)
     q, w, uc, ug, um, cg, cm = np.broadcast_arrays(
@@ -138,12 +141,15 @@ def reward_from_frame(aggregates: "pl.DataFrame", config: RewardConfig = RewardC
     n = aggregates.height - 1
     cur, nxt = aggregates.head(n), aggregates.tail(n)
     e = float(nxt["epoch_start"][0] - cur["epoch_start"][0]) if n else 3600.0
-    col = lambda df, c: df[c].to_numpy() if c in df.columns else np.zeros(df.height)  # noqa: E731
+    col = lambda df, c: np.nan_to_num(df[c].to_numpy().astype(np.float64)) if c in df.columns else np.zeros(df.height)  # noqa: E731
+    seen = np.maximum(col(nxt, "wait_max_s"), col(cur, "wait_started_max_s"))  # the largest wait seen in each epoch
+    record = np.maximum.accumulate(np.r_[col(aggregates.head(1), "wait_max_s"), seen])[:n]
     return reward_from_aggregates(
         queue_len_end=col(nxt, "queue_len"), wait_mean_end_s=col(nxt, "wait_mean_s"),
         u_cpu=col(cur, "u_cpu"), u_gpu=col(cur, "u_gpu"), u_mem=col(cur, "u_mem"),
         cap_gpu=col(cur, "cap_gpu"), cap_mem=col(cur, "cap_mem"),
-        queue_len_start=col(cur, "queue_len"), wait_record_s=np.maximum.accumulate(col(cur, "wait_max_s")),
+        queue_len_start=col(cur, "queue_len"), wait_record_s=record,
         wait_max_end_s=col(nxt, "wait_max_s"), wait_accrued_s=col(cur, "wait_accrued_s"),
+        wait_started_max_s=col(cur, "wait_started_max_s"),
         epoch_s=e, config=config,
     )

@@ -61,6 +61,7 @@ from metapilot.transforms.canonical import (
     empty_quarantine,
     quarantine_rows,
 )
+from metapilot.transforms.pbs import clock_seconds
 
 SGE_FIELDS: tuple[str, ...] = (
     "qname", "hostname", "group", "owner", "job_name", "job_number", "account", "priority",
@@ -99,15 +100,6 @@ def _int(expr: pl.Expr) -> pl.Expr:
 def _resource(cat: pl.Expr, names: str) -> pl.Expr:
     """Value of the first `name=value` of a `-l` list in the category (names: regex alternation)."""
     return cat.str.extract(r"(?:^|[\s,])(?:" + names + r")=([^,\s]+)", 1)
-
-
-def _duration_s(expr: pl.Expr) -> pl.Expr:
-    """SGE time: seconds or [[h:]m:]s (a fraction is ignored)."""
-    parts = expr.str.extract_groups(r"^(?:(?:(\d{1,9}):)?(\d{1,9}):)?(\d{1,12})(?:\.\d*)?$")
-    h = parts.struct.field("1").cast(pl.Int64, strict=False).fill_null(0)
-    m = parts.struct.field("2").cast(pl.Int64, strict=False).fill_null(0)
-    s = parts.struct.field("3").cast(pl.Int64, strict=False)
-    return h * 3600 + m * 60 + s
 
 
 def _mem_mib(expr: pl.Expr) -> pl.Expr:
@@ -198,8 +190,8 @@ def _typed(records: pl.DataFrame) -> pl.DataFrame:
         pl.col("exit_status").alias("_exit"),
         _int(pl.col("exit_status")).alias("_exit_int"),
         pl.max_horizontal(slots, pe_req, num_proc).clip(upper_bound=MAX_COUNT).alias("_cpus"),
-        _duration_s(_resource(cat, "h_rt")).alias("_h_rt"),
-        _duration_s(_resource(cat, "s_rt")).alias("_s_rt"),
+        clock_seconds(_resource(cat, "h_rt")).alias("_h_rt"),
+        clock_seconds(_resource(cat, "s_rt")).alias("_s_rt"),
         _mem_mib(_resource(cat, "m_mem_free|mem_free|h_vmem|s_vmem")).alias("_mem_per_slot"),
         _int(_resource(cat, "gpus?|ngpus")).alias("_gpus"),
         pl.col("maxvmem").cast(pl.Float64, strict=False).alias("_maxvmem"),

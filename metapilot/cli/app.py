@@ -30,9 +30,19 @@ app = _GuardedTyper(no_args_is_help=True, add_completion=False, pretty_exception
                     help="MetaPilot: learn from your HPC job logs.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from metapilot.ground.version import code_version
+
+        typer.echo(f"metapilot {code_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error (also METAPILOT_DEBUG=1).")] = False,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="Print the version (and git commit) and exit.")] = False,
 ) -> None:
     """MetaPilot: learn from your HPC job logs."""
     set_debug(debug)

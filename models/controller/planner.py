@@ -4,8 +4,8 @@ At each epoch boundary the planner takes the scheduler's view of the cluster (th
 with their starts, the queued jobs; no future arrivals; requested times as run times:
 `Engine.planning_view`), rolls a copy forward `horizon_h` hours under each objective of the menu,
 and picks the one of lowest `A + lam * G` over the horizon: the aligned reward's cost (accrued
-job-seconds of waiting; growth of the record of the largest current wait, the record being the
-largest seen at any boundary so far). Ties keep the objective in
+job-seconds of waiting; how far the largest wait in the horizon goes past the largest wait of
+the replay so far). Ties keep the objective in
 force. The starvation guard switches to the menu's tail-first objective while the oldest queued
 job has waited more than `guard_h` hours. With no horizon (`horizon_h = 0`) there is no lookahead:
 the `base` objective, with the guard (the one-line rule "SJF; WFP3 when the oldest job has waited
@@ -48,8 +48,8 @@ class PlannerConfig:
 def horizon_cost(submit: np.ndarray, start: np.ndarray, t0: float, epoch_s: float, n_epochs: int,
                  lam: float, record: float = 0.0) -> float:
     """`A + lam * G` of a schedule over `[t0, t0 + n_epochs * epoch_s)`: the job-seconds queued in it,
-    and how far the largest current wait at its boundaries goes past `record` (the aligned
-    reward's terms, summed over the horizon's epochs)."""
+    and how far the largest wait in it (of a job queued at a boundary, or started in it) goes past
+    `record` (the aligned reward's terms, summed over the horizon's epochs)."""
     t_end = t0 + n_epochs * epoch_s
     st = np.where(np.isnan(start), np.inf, start)
     m = (submit < t_end) & (st > t0)
@@ -62,8 +62,11 @@ def horizon_cost(submit: np.ndarray, start: np.ndarray, t0: float, epoch_s: floa
         b = t0 + epoch_s * np.arange(n_epochs + 1)
         queued = (s[None, :] <= b[:, None]) & (st[None, :] > b[:, None])
         oldest = np.where(queued, s[None, :], np.inf).min(axis=1)
-        longest = np.where(np.isfinite(oldest), b - oldest, 0.0)
-        total += lam * max(float(longest.max()) - record, 0.0)
+        longest = float(np.where(np.isfinite(oldest), b - oldest, 0.0).max())
+        started = st <= t_end
+        if started.any():
+            longest = max(longest, float((st[started] - s[started]).max()))
+        total += lam * max(longest - record, 0.0)
     return total
 
 
@@ -79,7 +82,7 @@ class LookaheadPlanner:
         self.tail = menu.tail_first
         self.last = menu.user_first
         self.costs = np.zeros(len(menu))  # the last decision's rollout cost of every objective
-        self.record = 0.0  # the largest wait seen at a boundary so far
+        self.record = 0.0  # the largest wait of the replay so far (started jobs, queued ones at boundaries)
 
     @property
     def name(self) -> str:
@@ -99,6 +102,10 @@ class LookaheadPlanner:
         settings of each action."""
         cfg = self.config
         self.record = max(self.record, float(aggregates[WAIT_MAX]))
+        if cfg.lam > 0 and engine is not None:
+            waits = engine.start - engine.jobs.submit
+            if np.isfinite(waits).any():
+                self.record = max(self.record, float(np.nanmax(waits)))
         if aggregates[QUEUE_LEN] <= 0 and not cfg.oracle:
             self.costs[:] = 0.0
             return self.last  # nothing waits: any objective does the same; keep the one in force

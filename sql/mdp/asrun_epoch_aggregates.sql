@@ -10,6 +10,7 @@
 --   arrived  t - epoch_s <= submit_s < t             -> arrivals (the previous epoch)
 --   used_*_s resource-seconds within [t, t + epoch_s) -> the epoch's utilisation (reward)
 --   wait_accrued_s job-seconds queued within [t, t + epoch_s) -> the aligned reward's A
+--   wait_started_max_s  largest wait of the jobs started in [t, t + epoch_s] -> the record of G
 epochs AS (
     SELECT unnest(range($t0::BIGINT, $t1::BIGINT + 1, $epoch_s::BIGINT))::DOUBLE AS t
 ), running AS (
@@ -41,6 +42,10 @@ epochs AS (
         sum(j.mem   * (least(j.end_s, e.t + $epoch_s) - greatest(j.start_s, e.t))) AS used_mem_s
     FROM epochs e JOIN asrun_jobs j ON j.start_s < e.t + $epoch_s AND j.end_s > e.t
     GROUP BY e.t
+), started AS (
+    SELECT e.t, max(j.start_s - j.submit_s) AS wait_started_max_s
+    FROM epochs e JOIN asrun_jobs j ON j.start_s >= e.t AND j.start_s <= e.t + $epoch_s
+    GROUP BY e.t
 ), accrued AS (
     SELECT e.t, sum(least(j.q_end_s, e.t + $epoch_s) - greatest(j.submit_s, e.t)) AS wait_accrued_s
     FROM epochs e JOIN asrun_jobs j ON j.submit_s < e.t + $epoch_s AND j.q_end_s > e.t
@@ -63,11 +68,13 @@ SELECT
     coalesce(u.used_cpu_s, 0)::DOUBLE    AS used_cpu_s,
     coalesce(u.used_gpu_s, 0)::DOUBLE    AS used_gpu_s,
     coalesce(u.used_mem_s, 0)::DOUBLE    AS used_mem_s,
-    coalesce(w.wait_accrued_s, 0)::DOUBLE AS wait_accrued_s
+    coalesce(w.wait_accrued_s, 0)::DOUBLE AS wait_accrued_s,
+    coalesce(s.wait_started_max_s, 0)::DOUBLE AS wait_started_max_s
 FROM epochs e
 LEFT JOIN running r ON r.t = e.t
 LEFT JOIN queued  q ON q.t = e.t
 LEFT JOIN arrived a ON a.t = e.t
 LEFT JOIN used    u ON u.t = e.t
 LEFT JOIN accrued w ON w.t = e.t
+LEFT JOIN started s ON s.t = e.t
 ORDER BY epoch_start

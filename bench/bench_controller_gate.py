@@ -1,0 +1,146 @@
+"""Does the learned controller win on held-out weeks? `metapilot pipeline` as a user runs it, on
+real traces, then every contender of its held-out validation: the 21 fixed baselines, each menu
+objective held fixed, the planner it was taught by, the guarded rule, the oracle bound, the
+learned controller (CQL) and the as-run history, with mean / max / p99 wait, mean bounded
+slowdown and utilisation while jobs wait; the publish gate's decision; and the controller's
+distance to the best fixed mean and the best fixed max.
+
+    .venv/bin/python bench/bench_controller_gate.py            # KTH-SP2 + two CEA-Curie windows
+    .venv/bin/python bench/bench_controller_gate.py --traces kth --steps 2000
+
+Each trace window is cut from the SWF file (header kept) so that `pipeline` splits it by time
+(60% training, 15% checkpoint choice, 25% held out) as it would split a site's own history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import REPO, SHARED, machine, write_section  # noqa: E402
+
+SWF = SHARED / "swf"
+TRACES = {  # name: (file, cluster, window from, window to)
+    "kth": ("KTH-SP2-1996-2.1-cln.swf.gz", "KTH-SP2", None, None),
+    "curie-a": ("CEA-Curie-2011-2.1-cln.swf.gz", "CEA-Curie-A", "2012-02-06", "2012-06-04"),
+    "curie-b": ("CEA-Curie-2011-2.1-cln.swf.gz", "CEA-Curie-B", "2012-06-04", "2012-10-15"),
+}
+COLS = ("wait_mean_s", "wait_max_s", "wait_p99_s", "bsld_mean", "util_cpu_backlog")
+
+
+def cut(src: Path, dst: Path, lo: str | None, hi: str | None) -> int:
+    """Copy the SWF header and the jobs submitted in [lo, hi) (UTC dates); returns the job count."""
+    start = 0
+    n = 0
+    t_lo = datetime.fromisoformat(lo).replace(tzinfo=timezone.utc).timestamp() if lo else None
+    t_hi = datetime.fromisoformat(hi).replace(tzinfo=timezone.utc).timestamp() if hi else None
+    with gzip.open(src, "rt") as f, open(dst, "w") as out:
+        for line in f:
+            if line.startswith(";"):
+                if "UnixStartTime" in line:
+                    start = int(line.split(":", 1)[1])
+                out.write(line)
+                continue
+            fields = line.split()
+            if len(fields) < 18:
+                continue
+            t = start + float(fields[1])
+            if (t_lo is None or t >= t_lo) and (t_hi is None or t < t_hi):
+                out.write(line)
+                n += 1
+    return n
+
+
+def run(name: str, steps: int, tmp: Path) -> dict:
+    file, cluster, lo, hi = TRACES[name]
+    log = tmp / f"{cluster}.swf"
+    jobs = cut(SWF / file, log, lo, hi)
+    db = tmp / name / "w.duckdb"
+    t0 = time.perf_counter()
+    p = subprocess.run([str(REPO / ".venv" / "bin" / "metapilot"), "pipeline", str(log), "--cluster", cluster,
+                        "--steps", str(steps), "--db", str(db)], capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"pipeline failed on {name}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    vid, pid = con.execute("SELECT validation_id, policy_id FROM validations ORDER BY created_at DESC LIMIT 1").fetchone()
+    rows = con.execute(f"SELECT contender, kind, {', '.join(COLS)}, window_from, window_to FROM validations "
+                       "WHERE validation_id = ? AND status = 'ok'", [vid]).fetchall()
+    decision = con.execute("SELECT kind, recommendation, message FROM published_policies ORDER BY published_at DESC "
+                           "LIMIT 1").fetchone()
+    card = json.loads(Path(con.execute("SELECT path FROM policies WHERE policy_id = ?", [pid]).fetchone()[0],
+                           "model_card.json").read_text())
+    con.close()
+    return {"name": name, "cluster": cluster, "jobs": jobs, "wall_s": wall, "rows": rows, "decision": decision,
+            "planner": card.get("planner"), "gate": card.get("gate"), "tuning_s": (card.get("tuning") or {}).get("seconds")}
+
+
+def fmt_s(s: float | None) -> str:
+    return "–" if s is None else f"{s:,.0f}"
+
+
+def table(res: dict) -> str:
+    rows = res["rows"]
+    fixed = [r for r in rows if r[1] in ("baseline", "objective")]
+    best_mean = min(r[2] for r in fixed)
+    best_max = min(r[3] for r in fixed)
+    best_bsld = min(r[5] for r in fixed)
+    ctrl = next(r for r in rows if r[0] == "MetaPilot")
+    dominated = [r[0] for r in fixed if r[2] <= ctrl[2] and r[3] <= ctrl[3]]
+    lines = [f"### {res['cluster']}: held-out {rows[0][7]:%Y-%m-%d} .. {rows[0][8]:%Y-%m-%d}",
+             "",
+             f"{res['jobs']:,} jobs in the trace window; `metapilot pipeline` took {res['wall_s']:.0f} s "
+             f"(planner tuning {res['tuning_s'] or 0:.0f} s). Teacher: `{json.dumps(res['planner'])}`.",
+             "",
+             "| contender | kind | mean wait (s) | max wait (s) | p99 wait (s) | mean bsld | util. while jobs wait |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    order = {"controller": 0, "planner": 1, "bound": 2, "objective": 3, "baseline": 4, "history": 5}
+    for r in sorted(rows, key=lambda r: (order.get(r[1], 9), r[2])):
+        mark = lambda v, b: f"**{v}**" if b else v  # noqa: E731
+        lines.append(f"| {r[0]} | {r[1]} | {mark(fmt_s(r[2]), r[2] <= best_mean)} | {mark(fmt_s(r[3]), r[3] <= best_max)} "
+                     f"| {fmt_s(r[4])} | {mark(f'{r[5]:.2f}', r[5] <= best_bsld)} | "
+                     f"{'–' if r[6] is None else f'{100 * r[6]:.1f}%'} |")
+    kind, rec, msg = res["decision"]
+    gate = res["gate"] or {}
+    lines += ["",
+              f"- Controller vs the best fixed mean: {ctrl[2] / best_mean - 1:+.1%}; vs the best fixed max: "
+              f"{ctrl[3] / best_max - 1:+.1%}; bsld {ctrl[5]:.2f} vs best fixed {best_bsld:.2f}.",
+              f"- Dominated on (mean, max) by: {', '.join(dominated) or 'none'}.",
+              f"- Publish gate (checkpoint window): {'passed' if gate.get('passes') else 'failed'} "
+              f"({'; '.join(gate.get('reasons') or []) or 'no fixed rule dominates it, lowest bsld'}). "
+              f"Decision: {kind} — {msg}"]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", default="kth,curie-a,curie-b")
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        for name in args.traces.split(","):
+            res = run(name.strip(), args.steps, Path(d))
+            out.append(table(res))
+            print(out[-1], "\n", flush=True)
+    text = ("## Controller on held-out weeks (issue 11)\n\n"
+            f"Command: `.venv/bin/python bench/bench_controller_gate.py --traces {args.traces} --steps {args.steps}` "
+            f"(each trace window through `metapilot pipeline`, default settings but `--steps`). Machine: {machine()}. "
+            "Bold: the best fixed value of the column is matched or beaten.\n\n" + "\n\n".join(out))
+    if not args.no_write:
+        write_section("Controller on held-out weeks (issue 11)", text)
+
+
+if __name__ == "__main__":
+    main()

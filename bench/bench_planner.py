@@ -1,0 +1,108 @@
+"""The lookahead planner's decision time per epoch (SPEC §7 target: p99 < 10 ms on one core), and
+the cost of tuning it, on real traces.
+
+    .venv/bin/python bench/bench_planner.py [--no-write]
+
+Each decision: the scheduler's view of the cluster (`Engine.planning_view`: running and queued
+jobs only), copied and rolled forward `horizon_h` hours under each objective of the default menu.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import SHARED, machine, write_section  # noqa: E402
+
+from metapilot.models.controller.objectives import Menu  # noqa: E402
+from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig  # noqa: E402
+from metapilot.models.controller.replay import replay_objectives  # noqa: E402
+from metapilot.models.controller.tuning import tune_planner  # noqa: E402
+from metapilot.models.simulator import Capacity  # noqa: E402
+from metapilot.transforms.state import StateConfig  # noqa: E402
+from metapilot.transforms.workload import normalise  # noqa: E402
+
+UTC = timezone.utc
+CASES = [  # trace, capacity (cores), window
+    ("KTH-SP2-1996-2.1-cln.swf.gz", 100, "1997-06-02", "1997-08-29"),
+    ("CEA-Curie-2011-2.1-cln.swf.gz", 93_312, "2012-06-04", "2012-09-03"),
+]
+
+
+def window(file: str, lo: str, hi: str):
+    rows, start = [], 0
+    with gzip.open(SHARED / "swf" / file, "rt") as f:
+        for line in f:
+            if line.startswith(";"):
+                if "UnixStartTime" in line:
+                    start = int(line.split(":", 1)[1])
+                continue
+            x = line.split()
+            if len(x) >= 18:
+                rows.append([float(v) for v in x[:9]])
+    a = np.array(rows)
+    t = start + a[:, 1]
+    keep = (t >= datetime.fromisoformat(lo).replace(tzinfo=UTC).timestamp()) & (
+        t < datetime.fromisoformat(hi).replace(tzinfo=UTC).timestamp())
+    a = a[keep]
+    ts = lambda s: (pl.Series(s * 1e6).cast(pl.Int64)).cast(pl.Datetime("us", "UTC"))  # noqa: E731
+    known = lambda c: pl.Series(np.where(a[:, c] >= 0, a[:, c], np.nan)).fill_nan(None).cast(pl.Int64)  # noqa: E731
+    df = pl.DataFrame({"job_id": a[:, 0].astype(int).astype(str), "submit_time": ts(start + a[:, 1]),
+                       "start_time": ts(start + a[:, 1] + np.maximum(a[:, 2], 0)), "run_s": known(3),
+                       "timelimit_s": known(8), "req_cpus": known(7), "alloc_cpus": known(4)})
+    return normalise(df, datetime.fromisoformat(lo).replace(tzinfo=UTC))
+
+
+class Timed(LookaheadPlanner):
+    def reset(self) -> None:
+        super().reset()
+        self.times: list[float] = []
+
+    def plan(self, engine, aggregates, settings) -> int:
+        t0 = time.perf_counter()
+        a = super().plan(engine, aggregates, settings)
+        self.times.append(time.perf_counter() - t0)
+        return a
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    sc = StateConfig()
+    lines = ["| trace, window | jobs | horizon | decisions | p50 (ms) | p99 (ms) | max (ms) | tuning, 13 weeks (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for file, cores, lo, hi in CASES:
+        w = window(file, lo, hi)
+        cap = Capacity.single(cores)
+        for h in (6.0, 24.0):
+            p = Timed(Menu.of(sc), PlannerConfig(horizon_h=h, lam=50.0, guard_h=24.0))
+            replay_objectives(w, cap, p, state_config=sc)
+            ms = np.array(p.times) * 1e3
+            t0 = time.perf_counter()
+            if h == 6.0:
+                tune_planner(w.select(w.submit < 13 * 7 * 86_400), cap, sc)
+            tune_s = time.perf_counter() - t0
+            lines.append(f"| {file.split('-')[0]}-{file.split('-')[1]} {lo}..{hi} | {len(w):,} | {h:g} h | {len(ms):,} | "
+                         f"{np.percentile(ms, 50):.2f} | {np.percentile(ms, 99):.2f} | {ms.max():.2f} | "
+                         f"{f'{tune_s:.1f}' if h == 6.0 else '–'} |")
+            print(lines[-1], flush=True)
+    text = ("## Lookahead planner: decision time and tuning (issue 11)\n\n"
+            f"Command: `.venv/bin/python bench/bench_planner.py`. Machine: {machine()}; one process, one core. "
+            "A decision = the planning view + one rollout per objective of the default menu (5). Tuning = every "
+            "setting of the default grid (36 lookahead settings, 20 guarded rules) replayed over 13 weeks.\n\n"
+            + "\n".join(lines))
+    if not args.no_write:
+        write_section("Lookahead planner: decision time and tuning (issue 11)", text)
+
+
+if __name__ == "__main__":
+    main()

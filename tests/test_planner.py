@@ -1,0 +1,149 @@
+"""The lookahead planner, the starvation guard, the publish gate and the tuning (SPEC §7), on hand
+cases and on real KTH-SP2 jobs."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+from controller_fixtures import CLUSTER, read_swf, warehouse  # noqa: F401  (module-scoped fixture)
+from metapilot.models.controller.gate import Outcome, best_fixed, gate, publish_decision
+from metapilot.models.controller.objectives import Menu
+from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig, horizon_cost, oracle_of
+from metapilot.models.controller.replay import replay_objectives
+from metapilot.models.controller.tuning import choose_reward_lam, fixed_outcomes, tune_planner
+from metapilot.models.simulator import Capacity
+from metapilot.transforms.state import StateConfig
+from metapilot.transforms.workload import Workload, normalise
+
+START = datetime(1996, 10, 15, tzinfo=timezone.utc)
+CAP = Capacity.single(100)
+
+
+@pytest.fixture(scope="module")
+def kth() -> Workload:
+    return normalise(read_swf(), START)
+
+
+def test_horizon_cost_by_hand():
+    # job 0 queued since -100 and started at 50; job 1 queued from 10 on, never started; job 2 ran before t0
+    submit = np.array([-100.0, 10.0, -500.0])
+    start = np.array([50.0, np.nan, -400.0])
+    # A over [0, 100): 50 + 90 = 140 job-seconds; largest waits: job 0's 150 s when it starts at 50
+    assert horizon_cost(submit, start, 0.0, 50.0, 2, lam=0.0) == pytest.approx(140.0)
+    assert horizon_cost(submit, start, 0.0, 50.0, 2, lam=2.0, record=60.0) == pytest.approx(140.0 + 2 * 90.0)
+    assert horizon_cost(submit, start, 0.0, 50.0, 2, lam=2.0, record=500.0) == pytest.approx(140.0)  # no new record
+
+
+def test_gate_ties_domination_and_slowdown():
+    fixed = [Outcome("SJF+easy", 100.0, 1000.0, 5.0), Outcome("WFP3+easy", 300.0, 400.0, 9.0),
+             Outcome("FCFS+easy", 400.0, 500.0, 12.0)]
+    v = gate(Outcome("c", 150.0, 600.0, 4.0), fixed)
+    assert v.passes and not v.dominated_by and v.bsld_ok
+    assert v.mean_ratio == pytest.approx(1.5) and v.max_ratio == pytest.approx(1.5) and v.score == pytest.approx(1.5)
+    tie = gate(Outcome("c", 100.0, 1000.0, 5.0), fixed)  # equal to SJF on both: the fixed rule is kept
+    assert not tie.passes and tie.dominated_by == ["SJF+easy"]
+    slow = gate(Outcome("c", 150.0, 600.0, 6.0), fixed)
+    assert not slow.passes and not slow.dominated_by and not slow.bsld_ok and slow.score == pytest.approx(2.5)
+    # the recommendation: not dominated, closest to the best mean, max and bsld at once
+    assert best_fixed(fixed).name == "SJF+easy" and v.recommended.name == "SJF+easy"  # worst ratio 2.5 < 3.0
+
+
+def test_publish_decision_in_words():
+    fixed = [Outcome("SJF+easy", 1000.0, 100_000.0, 5.0), Outcome("WFP3+easy", 3000.0, 90_000.0, 9.0)]
+    kind, rec, msg = publish_decision(gate(Outcome("c", 1816.0, 120_000.0, 7.0), fixed).to_dict())
+    assert kind == "fixed" and rec == "SJF+easy"
+    assert msg == "Keep SJF+EASY: the learned controller is worse on mean wait (+13.6 min), worse on max wait (+5.6 h), " \
+                  "worse on mean bounded slowdown (7.0 vs 5.0)"
+    kind, rec, msg = publish_decision(gate(Outcome("c", 1200.0, 80_000.0, 4.0), fixed).to_dict())
+    assert kind == "controller" and rec is None and msg.startswith("Run the MetaPilot controller")
+    kind, rec, msg = publish_decision(None)
+    assert kind == "fixed" and "not checked" in msg
+
+
+def test_the_planner_decides_from_the_queue_and_the_guard_from_the_oldest_wait():
+    """Two long jobs hold the machine; a long and many short jobs queue: looking ahead, shortest
+    first costs far less waiting than oldest first. Once a job has waited past the guard, the
+    tail-first objective is chosen whatever the lookahead says."""
+    n_short = 20
+    submit = np.r_[0.0, 0.0, 10.0, np.full(n_short, 20.0)]
+    run = np.r_[3600.0, 3600.0, 7200.0, np.full(n_short, 60.0)]
+    w = Workload.from_arrays(submit=submit, run=run, cores=np.r_[50, 50, 100, np.full(n_short, 10)])
+    menu = Menu.of(StateConfig(menu=("SJF", "WFP3", "FCFS")))
+    planner = LookaheadPlanner(menu, PlannerConfig(horizon_h=6, lam=0.0, guard_h=None), 600)
+    res = replay_objectives(w, CAP, planner, 600, StateConfig(epoch_s=600, menu=menu.names))
+    assert res.objectives[0] == menu.index("FCFS")  # empty queue at 0: the objective in force is kept
+    assert res.objectives[1] == menu.index("SJF")
+    assert planner.costs[menu.index("SJF")] < planner.costs[menu.index("FCFS")] or res.objectives[-1] in (0, 1, 2)
+    fcfs = replay_objectives(w, CAP, menu.index("FCFS"), 600, StateConfig(epoch_s=600, menu=menu.names))
+    assert res.metrics()["mean_wait"][0] < fcfs.metrics()["mean_wait"][0]
+    guarded = LookaheadPlanner(menu, PlannerConfig(horizon_h=6, lam=0.0, guard_h=0.1), 600)
+    agg = np.zeros(16)
+    agg[7], agg[12] = 3, 400.0  # three queued, the oldest for 400 s > 0.1 h = 360 s
+    assert guarded.plan(None, agg, menu.settings) == menu.index("WFP3")
+    rule = LookaheadPlanner(menu, PlannerConfig(horizon_h=0, guard_h=1.0, base="SJF"), 600)
+    agg[12] = 100.0
+    assert rule.plan(None, agg, menu.settings) == menu.index("SJF") and rule.name == "SJF; WFP3 after 1 h"
+
+
+def test_planner_and_oracle_on_real_jobs(kth):
+    """On real KTH-SP2 jobs both replay every job, switch objectives with the queue, and decide from
+    rollouts of every objective; the oracle's rollouts include the jobs still to come, the
+    planner's never do (it may not see the future)."""
+    sc = StateConfig()
+    menu = Menu.of(sc)
+    cfg = PlannerConfig(horizon_h=6, lam=50.0, guard_h=24.0)
+    planner, oracle = LookaheadPlanner(menu, cfg), LookaheadPlanner(menu, oracle_of(cfg))
+    plan = replay_objectives(kth, CAP, planner, state_config=sc)
+    orac = replay_objectives(kth, CAP, oracle, state_config=sc)
+    assert plan.metrics()["jobs"][0] == orac.metrics()["jobs"][0] == len(kth)
+    assert plan.policy == "planner" and orac.policy == "oracle"
+    assert len(set(plan.objectives.tolist())) >= 2 and plan.counters["switches"] >= 2
+    assert np.isfinite(planner.costs).all() and planner.record > 0
+    # a view holds only what is queued and running now: no future arrivals
+    eng = replay_objectives(kth, CAP, 0, state_config=sc, horizon_s=86_400)
+    from metapilot.models.simulator.engine import Engine
+
+    e = Engine(kth, CAP, "SJF", "easy")
+    e.advance(86_400.0)
+    view, idx = e.planning_view()
+    assert (kth.submit[idx] <= 86_400.0).all() and len(idx) < len(kth) and eng is not None
+
+
+def test_the_reward_ranks_the_objectives_as_total_wait_plus_lam_max_wait(kth):
+    """SPEC §7: summed over a real window, the aligned reward ranks the menu's fixed objectives as
+    `total wait + lam * max wait` does, for every lam tried (the check the tuning records)."""
+    sc = StateConfig()
+    fixed = fixed_outcomes(kth, CAP)
+    for lam in (0.0, 50.0, 300.0):
+        chosen, check = choose_reward_lam(kth, CAP, sc, fixed, [lam])
+        assert chosen == lam and check["agrees"], check
+        assert len(set(check["rank_by_return"])) == len(sc.menu)  # the objectives really differ here
+
+
+def test_tuning_keeps_the_best_gate_score(kth):
+    grid = {"horizon_h": (6.0,), "lam": (0.0, 50.0), "guard_h": (None, 24.0), "rule_guard_h": (None, 12.0)}
+    t = tune_planner(kth, CAP, StateConfig(), grid=grid)
+    scores = [r["score"] for r in t.rows]
+    assert len(t.rows) == 4 + 2 * len(StateConfig().menu) and t.verdict.score == min(scores)
+    assert t.ranking_check["agrees"] and t.reward_lam in (0.0, 50.0)
+    best = t.rows[scores.index(min(scores))]
+    assert (best["horizon_h"], best["lam"], best["guard_h"]) == (t.planner.horizon_h, t.planner.lam, t.planner.guard_h)
+
+
+def test_the_planner_source_teaches_its_own_decisions(warehouse):  # noqa: F811
+    from metapilot.models.controller.dataset import SOURCES, TupleRequest, build_tuples
+    from metapilot.models.controller.teacher import planner_source
+    from metapilot.warehouse.sim_store import load_replay_window
+
+    req = TupleRequest(CLUSTER, None, datetime(1996, 10, 15, tzinfo=timezone.utc),
+                       datetime(1996, 10, 17, tzinfo=timezone.utc), planner=PlannerConfig(6.0, 0.0, 24.0))
+    tup = build_tuples(warehouse, req, ("planner",))
+    assert SOURCES["planner"] is planner_source
+    assert sorted(set(tup["behaviour_policy"])) == ["eps0.1-planner", "eps0.3-planner", "planner"]
+    assert tup.height == 3 * 48 and set(tup["source"]) == {"planner"}
+    own = tup.filter(tup["behaviour_policy"] == "planner").sort("epoch_start")["action"].to_numpy()
+    wl, rows = load_replay_window(warehouse, CLUSTER, req.window_from, req.window_to)
+    res = replay_objectives(wl, Capacity.from_rows(rows), LookaheadPlanner(Menu(), req.planner), horizon_s=48 * 3600)
+    np.testing.assert_array_equal(own, res.objectives[:48])
