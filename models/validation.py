@@ -349,21 +349,29 @@ def verdict(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLL
                 "The table compares the other contenders only; it is no evidence for or against the controller."]
     won = winners(table)
     cols = [m for m in METRICS if m.column in won]
-    wins = [m.label + (f" (tied with {len(won[m.column]) - 1} other{'s' if len(won[m.column]) > 2 else ''})"
-                       if len(won[m.column]) > 1 else "") for m in cols if controller in won[m.column]]
-    lines = []
-    if len(wins) == len(cols):
-        lines.append(f"{controller} is best (or tied best) on every column: {', '.join(wins)}.")
-    else:
-        lines.append(f"{controller} wins {len(wins)} of {len(cols)} columns" + (f": {', '.join(wins)}." if wins else "."))
-        lost = []
-        c = row.row(0, named=True)
-        for m in cols:
-            if controller in won[m.column]:
-                continue
-            best = won[m.column][0]
-            bval = table.filter(pl.col("contender") == best)[m.column][0]
-            lost.append(f"{m.label} (best {best} {fmt_value(bval, m.unit)}, {controller} {fmt_value(c[m.column], m.unit)})")
+    ref = {r["metric"]: r for r in diffs.filter(pl.col("reference_kind") == "best-fixed").iter_rows(named=True)}
+
+    def significant_win(m: Metric) -> bool:
+        """Better than the best fixed contender, beyond the weekly interval (a tie is not a win)."""
+        r = ref.get(m.column)
+        if r is None or not r["better"]:
+            return False
+        return bool(r["significant"]) if r["ci_low"] is not None else (m.weekly is False and r["diff"] != 0)
+
+    wins = [m.label for m in cols if significant_win(m)]
+    ties = [m.label for m in cols if not significant_win(m) and controller in won[m.column]]
+    lines = [f"{controller} is significantly better than every fixed rule on {len(wins)} of {len(cols)} measures"
+             + (f": {', '.join(wins)}." if wins else ".")
+             + (f" Tied or not significantly better (not wins): {', '.join(ties)}." if ties else "")]
+    lost = []
+    c = row.row(0, named=True)
+    for m in cols:
+        if controller in won[m.column]:
+            continue
+        best = won[m.column][0]
+        bval = table.filter(pl.col("contender") == best)[m.column][0]
+        lost.append(f"{m.label} (best {best} {fmt_value(bval, m.unit)}, {controller} {fmt_value(c[m.column], m.unit)})")
+    if lost:
         lines.append(f"{controller} does NOT win: " + "; ".join(lost) + ".")
     for r in diffs.filter(pl.col("reference_kind") == "best-fixed").iter_rows(named=True):
         m = METRIC_BY_COLUMN[r["metric"]]
@@ -545,13 +553,15 @@ def run_validation(
     n_boot: int = 2000,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
+    state_config: Any = None,
 ) -> str:
     """Replay the held-out window under every contender, store `validations`, `validation_weeks`
     and `validation_diffs`, and return the validation id.
 
     `replay` (default: models.controller.replay.replay_objectives) and `controller_fn` (default:
-    the published policy, checksums verified) can be injected; a missing one makes the contenders
-    that need it `unavailable`, with the reason, instead of failing the validation."""
+    the published policy, checksums verified) can be injected (with the `state_config`, menu
+    included, it decides in; default: the default one); a missing one makes the contenders that
+    need it `unavailable`, with the reason, instead of failing the validation."""
     from metapilot.models.simulator import BASELINES, Capacity, simulate
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.sim_store import load_capacity, load_window
@@ -587,7 +597,7 @@ def run_validation(
     from metapilot.models.controller.planner import LookaheadPlanner
     from metapilot.transforms.state import StateConfig
 
-    state = getattr(loaded, "state_config", None) or StateConfig()
+    state = getattr(loaded, "state_config", None) or state_config or StateConfig()
     epoch = int(epoch_s or state.epoch_s or 3600)
     state = replace(state, epoch_s=epoch)
     menu = Menu.of(state)

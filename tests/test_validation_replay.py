@@ -249,6 +249,16 @@ def test_verdict_is_plain(val):
     if len(wins) < len(won):
         assert any("does NOT win" in line for line in lines)
     assert any("vs " in line and "CI" in line for line in lines)
+    # a tie is not a win: a measure where a fixed rule is as good is never listed among the wins
+    first = lines[0]
+    assert first.startswith(f"{CONTROLLER} is significantly better than every fixed rule on ")
+    listed = first.split(":", 1)[1].split(".")[0] if ":" in first.split(" measures")[1][:2] else ""
+    for m in METRICS:
+        names = won.get(m.column, [])
+        tied_with_fixed = CONTROLLER in names and any(n != CONTROLLER and not n.startswith(("planner", "guard", "oracle"))
+                                                      for n in names)
+        if tied_with_fixed:
+            assert m.label not in listed.split(", "), m.label
 
 
 def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
@@ -273,7 +283,8 @@ def test_published_policy_drives_the_controller(wh, tmp_path):
     insert_policy(wh, "kth-artifact", path=str(folder), sums_sha256=sums)
     end = TRAIN_TO + timedelta(days=7)
     loaded = load_validation(wh, run_validation(wh, "kth-artifact", TRAIN_TO, end, replay=REPLAY))
-    injected = load_validation(wh, run_validation(wh, POLICY_ID, TRAIN_TO, end, replay=REPLAY, controller_fn=stub_controller))
+    injected = load_validation(wh, run_validation(wh, POLICY_ID, TRAIN_TO, end, replay=REPLAY, controller_fn=stub_controller,
+                                                  state_config=StateConfig(menu=("U", "W"))))  # the artifact's menu
     a = loaded.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
     b = injected.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
     assert a["status"] == "ok" and a["policy_id"] == "kth-artifact"

@@ -30,8 +30,9 @@ from metapilot.transforms.lines import (
 
 FORMATS = ("sacct", "sacct-json", "pbs", "swf", "sge", "lsf")
 FORMAT_ALIASES = {"uge": "sge", "lsb.acct": "lsf", "slurm": "sacct", "torque": "pbs"}
-# The values of jobs.source_format: the formats, and "uge" for SGE-format rows with millisecond epochs.
-SOURCE_FORMATS = (*FORMATS, "uge")
+# The values of jobs.source_format: the formats, "uge" for SGE-format rows with millisecond epochs,
+# and "openb" for pods of Alibaba's openb pod lists (loaded by warehouse.placement_ingest).
+SOURCE_FORMATS = (*FORMATS, "uge", "openb")
 
 
 class UnknownFormatError(ValueError):

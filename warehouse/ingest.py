@@ -35,6 +35,7 @@ from metapilot.transforms.validation import validate_jobs
 from metapilot.ground.files import sha256_file
 from metapilot.ground.paths import db_path, sql_statements, sql_text
 from metapilot.warehouse.db import connect, writer_lock, writer_wait_s
+from metapilot.warehouse.placement_ingest import load_placement_file, placement_format
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
 
@@ -537,6 +538,9 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
     prior = _prior(con, sha)
     if prior is not None and prior[0] == "loaded" and not reload_allowed(con, sha, opts):
         return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
+    if (pfmt := placement_format(path, opts.fmt)) is not None:  # node lists, pod lists, node metrics (SPEC §11)
+        return load_placement_file(con, path, pfmt, opts, key, FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"),
+                                   opts.cluster or default_cluster_name(path), t0)
     return commit_staged(con, stage_file(path, opts, key, sha, size, t0))
 
 
@@ -567,6 +571,14 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
             from metapilot.warehouse.secret import different_key_message, secret_path
 
             raise SiteKeyError(different_key_message(Path(opts.key_file or secret_path(db)), key_fingerprint(key), recorded))
+    if (pfmt := placement_format(path, opts.fmt)) is not None:  # node lists, pod lists, node metrics (SPEC §11)
+        with writer_lock(db, log=log):
+            con = connect(db, log=log)
+            try:
+                return load_placement_file(con, path, pfmt, opts, key, FileReport(path=str(path), sha256=sha, bytes=size,
+                                           outcome="loaded"), opts.cluster or default_cluster_name(path), t0)
+            finally:
+                con.close()
     st = stage_file(path, opts, key, sha, size, t0)
     try:
         with writer_lock(db, log=log):

@@ -1,0 +1,321 @@
+"""Node-level replay (SPEC §11): a cluster of nodes with per-GPU milli-GPU, pods placed by a policy.
+
+Two experiments: `time` (pods arrive at their creation time, hold their resources for their
+logged duration, wait in a queue when nothing fits) and `inflate` (the FGD paper's: pods drawn
+at random with replacement, seeded, no departures, each placed or failed and dropped, until the
+GPUs requested reach 130% of the cluster's; the result is the allocated GPU share at every arrived
+percentage). The loop itself is compiled (`kernels`); this module builds its arrays from frames,
+runs it, and turns its sums into the metrics of SPEC §11:
+
+- `pods`, `placed`, `failed` (never placed: still waiting at the end of a time replay, or dropped
+  in an inflation; `unfit` and `unknown_gpu_model` count the pods among them that fit no node of
+  the empty cluster, and those whose GPU model no node has);
+- `mean_wait_s`: mean wait of the placed pods (time mode; none in inflate mode);
+- `gpu_alloc_share`: allocated milli-GPU / cluster milli-GPU: in inflate mode when the arrived
+  demand reaches 100% (the paper's headline figure), in time mode time-weighted over the replay;
+- `frag_gpu_share`: idle milli-GPU that the typical pods cannot use (FGD's fragment measure,
+  typical pods = the most common pod shapes making up 95% of the list) / cluster milli-GPU;
+- `imbalance`: standard deviation across nodes of node utilisation (mean of CPU and GPU
+  allocated shares), `hot_node_share`: share of nodes above 80% CPU or GPU; both time-weighted
+  (time mode) or at the 100% point (inflate);
+- `idle_share`: share of cluster GPU left unallocated while pods wait, averaged over the replay
+  (0 when no pod waits; in inflate mode, at the 100% point once a pod has failed).
+
+A time replay whose pods all arrive at one instant (a list without times) has no duration to
+weight by: its figures are then those of the state at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from metapilot.models.placement import kernels as K
+
+POLICIES = ("random", "first-fit", "best-fit", "least-loaded", "fgd")
+POLICY_CODES = {"random": K.RANDOM, "first-fit": K.FIRST_FIT, "best-fit": K.BEST_FIT,
+                "least-loaded": K.LEAST_LOADED, "fgd": K.FGD}
+GPU_SEL = {"random": 1, "fgd": 2}  # the others take the fitting GPU with the least milli left
+MODES = ("time", "inflate")
+INFLATE_TO = 1.30
+# FGD's target workload: the most common pod shapes making up this share of the list. The paper's
+# runs pass 95 (podPopularityThreshold); on the openb default list a 95% cut keeps 35 of 91 shapes
+# and leaves out every multi-GPU shape, and FGD then allocates ~89.5% at 100% arrived, not the
+# published 95.2%; at 98-100% it reproduces the published figure (docs/benchmarks.md).
+TYPICAL_SHARE = 0.99
+METRICS = ("pods", "placed", "failed", "mean_wait_s", "gpu_alloc_share", "frag_gpu_share", "imbalance",
+           "hot_node_share", "idle_share")
+
+
+@dataclass
+class Cluster:
+    """The nodes, as arrays: capacity, GPU count and model index per node."""
+
+    names: list[str]
+    cpu: np.ndarray
+    mem: np.ndarray
+    ngpu: np.ndarray
+    model: np.ndarray  # index into `models`, -1 for a node without GPUs
+    models: list[str]
+
+    @property
+    def gpu_milli(self) -> int:
+        return int(self.ngpu.sum()) * K.MILLI
+
+    @property
+    def max_gpus(self) -> int:
+        return max(1, int(self.ngpu.max()) if self.ngpu.size else 1)
+
+
+@dataclass
+class Workload:
+    """The pods, as arrays: requests, GPU-model constraint, arrival and holding time."""
+
+    cpu: np.ndarray
+    mem: np.ndarray
+    ng: np.ndarray
+    gm: np.ndarray
+    spec: np.ndarray  # index into `specs`, -1: any model
+    specs: list[str]
+    access: np.ndarray  # (specs, models) bool
+    t_arr: np.ndarray  # seconds
+    dur: np.ndarray  # seconds, -1: never leaves
+    timed: bool
+    unknown_model: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    @property
+    def n(self) -> int:
+        return int(self.cpu.shape[0])
+
+
+def build_cluster(nodes: pl.DataFrame) -> Cluster:
+    """From a `nodes` frame (node, cpu_milli, memory_mib, gpus, gpu_model)."""
+    if nodes.height == 0:
+        raise ValueError("the cluster has no nodes: ingest its node list first (metapilot ingest NODES.csv --cluster C)")
+    nodes = nodes.sort("node")
+    models = sorted(m for m in nodes["gpu_model"].drop_nulls().unique().to_list())
+    idx = {m: i for i, m in enumerate(models)}
+    model = np.array([idx.get(m, -1) if m is not None else -1 for m in nodes["gpu_model"].to_list()], np.int64)
+    ngpu = nodes["gpus"].to_numpy().astype(np.int64)
+    model[ngpu == 0] = -1
+    return Cluster(nodes["node"].to_list(), nodes["cpu_milli"].to_numpy().astype(np.int64),
+                   nodes["memory_mib"].to_numpy().astype(np.int64), ngpu, model, models)
+
+
+def build_workload(pods: pl.DataFrame, cluster: Cluster) -> Workload:
+    """From a pods frame (cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_spec, creation_s, duration_s),
+    in the order of the list."""
+    specs = sorted(s for s in pods["gpu_spec"].drop_nulls().unique().to_list())
+    sidx = {s: i for i, s in enumerate(specs)}
+    access = np.zeros((max(1, len(specs)), max(1, len(cluster.models))), np.bool_)
+    for s, i in sidx.items():
+        for m in s.split("|"):
+            if m.strip() in cluster.models:
+                access[i, cluster.models.index(m.strip())] = True
+    spec = np.array([sidx[s] if s is not None else -1 for s in pods["gpu_spec"].to_list()], np.int64)
+    ng = pods["num_gpu"].fill_null(0).to_numpy().astype(np.int64)
+    unknown = (spec >= 0) & (ng > 0) & ~access[np.maximum(spec, 0)].any(axis=1)
+    t = pods["creation_s"].to_numpy().astype(np.float64)
+    dur = pods["duration_s"].fill_null(-1).to_numpy().astype(np.float64)
+    timed = bool(pods["duration_s"].is_not_null().any())
+    return Workload(pods["cpu_milli"].fill_null(0).to_numpy().astype(np.int64),
+                    pods["memory_mib"].fill_null(0).to_numpy().astype(np.int64), ng,
+                    pods["gpu_milli"].fill_null(0).to_numpy().astype(np.int64), spec, specs, access,
+                    np.nan_to_num(t, nan=0.0), np.where(np.isnan(dur), -1.0, dur), timed, unknown)
+
+
+def typical_pods(w: Workload, share: float = TYPICAL_SHARE) -> tuple:
+    """FGD's target workload: the most common pod shapes (CPU, milli-GPU, GPUs, model constraint)
+    until they make up `share` of the pods, renormalised; grouped for the compiled frag measure."""
+    keys = pl.DataFrame({"cpu": w.cpu, "gm": w.gm, "ng": w.ng, "spec": w.spec})
+    counts = keys.group_by("cpu", "gm", "ng", "spec").len().sort(["len", "cpu", "gm", "ng", "spec"], descending=True)
+    cum = counts["len"].cum_sum()
+    k = int((cum < share * w.n).sum()) + 1
+    top = counts.head(k).with_columns((pl.col("len") / pl.col("len").sum()).alias("p"))
+    nogpu = top.filter((pl.col("gm") == 0) | (pl.col("ng") == 0))
+    gpu = top.filter((pl.col("gm") > 0) & (pl.col("ng") > 0)).sort(["gm", "ng", "spec", "cpu"])
+    groups = gpu.group_by("gm", "ng", "spec", maintain_order=True).agg(pl.col("cpu"), pl.col("p"))
+    g_cpu, g_cum, g_start, g_len = [], [], [], []
+    for cpus, ps in zip(groups["cpu"].to_list(), groups["p"].to_list()):
+        g_start.append(len(g_cpu))
+        g_len.append(len(cpus))
+        g_cpu.extend(cpus)
+        g_cum.extend(np.cumsum(ps).tolist())
+    return (groups["gm"].to_numpy().astype(np.int64), groups["ng"].to_numpy().astype(np.int64),
+            groups["spec"].to_numpy().astype(np.int64), np.array([sum(p) for p in groups["p"].to_list()], np.float64),
+            np.array(g_start, np.int64), np.array(g_len, np.int64), np.array(g_cpu, np.int64),
+            np.array(g_cum, np.float64), float(nogpu["p"].sum()))
+
+
+def inflate_draws(w: Workload, cluster: Cluster, seed: int, to: float = INFLATE_TO) -> np.ndarray:
+    """Pod indices drawn at random with replacement until their GPUs reach `to` x the cluster's."""
+    rng = np.random.default_rng(seed)
+    target = to * cluster.gpu_milli
+    req = (w.ng * w.gm).astype(np.float64)
+    mean = max(req.mean(), 1.0)
+    out: list[np.ndarray] = []
+    total = 0.0
+    while total < target:
+        batch = rng.integers(0, w.n, size=int(target / mean * 1.2) + 64)
+        c = total + np.cumsum(req[batch])
+        cut = int(np.searchsorted(c, target, side="left")) + 1
+        out.append(batch[:cut])
+        total = c[min(cut, len(c)) - 1]
+    return np.concatenate(out).astype(np.int64)
+
+
+class Replay:
+    """One replay's state; `run` for a heuristic, `step`/`place` for an external chooser (PPO)."""
+
+    def __init__(self, cluster: Cluster, w: Workload, mode: str = "time", seed: int = 0,
+                 typical: tuple | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}: use time or inflate")
+        self.cluster, self.w, self.mode, self.seed = cluster, w, mode, seed
+        n, g = len(cluster.names), cluster.max_gpus
+        gfree = np.zeros((n, g), np.int64)
+        for i, k in enumerate(cluster.ngpu):
+            gfree[i, :k] = K.MILLI
+        self.typ = typical if typical is not None else typical_pods(w)
+        self.cl = (cluster.cpu.copy(), cluster.cpu.copy(), cluster.mem.copy(), gfree,
+                   cluster.ngpu, cluster.model, w.access)
+        self.unfit = ~K.fits_empty(cluster.cpu, cluster.mem, gfree.copy(), cluster.ngpu, cluster.model, w.access,
+                                   w.cpu, w.mem, w.ng, w.gm, w.spec)
+        dur = w.dur if mode == "time" else np.full(w.n, -1.0)  # inflation: nobody leaves
+        self.pods = (w.cpu, w.mem, w.ng, w.gm, w.spec, w.t_arr, dur, self.unfit)
+        iv = np.zeros(K.N_IV, np.int64)
+        iv[K.IV_PENDING] = -1
+        fv = np.zeros(K.N_FV, np.float64)
+        fv[K.FV_CAP] = max(cluster.gpu_milli, 1)
+        f_cache = np.zeros(n, np.float64)
+        self.st = (f_cache, fv, iv, np.full(w.n, -1, np.int64), np.zeros(w.n, np.int64), np.zeros(w.n + 1, np.float64),
+                   np.zeros(w.n + 1, np.int64), np.full(w.n + 1, -1, np.int64), np.zeros(n, np.bool_),
+                   np.full(w.n, np.nan, np.float64))
+        self._init_sums()
+        if mode == "time":
+            self.order = np.argsort(w.t_arr, kind="stable").astype(np.int64)
+            fv[K.FV_NOW] = float(w.t_arr[self.order[0]]) if w.n else 0.0
+            fv[K.FV_T0] = fv[K.FV_NOW]
+        else:
+            self.order = inflate_draws(w, cluster, seed)
+            self.curve = np.full(int(round(INFLATE_TO * 100)) + 1, np.nan, np.float64)
+            self.curve[0] = 0.0
+        K.seed_rng(seed)
+        self.seconds = 0.0
+
+    def _init_sums(self) -> None:
+        f_cache, fv, iv = self.st[0], self.st[1], self.st[2]
+        args = self.cl[1], self.cl[3], self.cl[4], self.cl[5], self.cl[6], *self.typ
+        for n in range(len(self.cluster.names)):
+            f_cache[n] = K.node_frag(n, *args)
+        fv[K.FV_SUM_F] = f_cache.sum()
+
+    # --- driving the loop ------------------------------------------------------------------------
+
+    def _loop(self, code: int, gpu_sel: int) -> int:
+        if self.mode == "time":
+            return int(K.run_time(self.cl, self.pods, self.typ, self.st, self.order, code, gpu_sel))
+        return int(K.run_inflate(self.cl, self.pods, self.typ, self.st, self.order, code, gpu_sel, self.curve))
+
+    def run(self, policy: str) -> dict:
+        """Replay to the end under a heuristic; the metrics."""
+        if policy not in POLICY_CODES:
+            raise ValueError(f"unknown policy {policy!r}: use one of {', '.join(POLICIES)} or a PPO policy id")
+        t0 = time.perf_counter()
+        self._loop(POLICY_CODES[policy], GPU_SEL.get(policy, 0))
+        self.seconds += time.perf_counter() - t0
+        return self.result(policy)
+
+    def step(self) -> int | None:
+        """Run to the next decision; the pod to place (feasible nodes in `mask`), or None at the end."""
+        t0 = time.perf_counter()
+        status = self._loop(K.EXTERNAL, 0)
+        self.seconds += time.perf_counter() - t0
+        return int(self.st[2][K.IV_PENDING]) if status == 1 else None
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self.st[8]
+
+    def place(self, node: int) -> None:
+        """Put the pending pod on `node` (must be feasible)."""
+        if not self.st[8][node]:
+            raise ValueError(f"node {node} cannot take pod {int(self.st[2][K.IV_PENDING])}")
+        K.external_place(int(node), self.cl, self.pods, self.typ, self.st, 0)
+
+    # --- state the agent sees ----------------------------------------------------------------------
+
+    def node_features(self) -> np.ndarray:
+        """Per node: CPU, memory, GPU shares left, largest GPU share left, whole GPUs free, GPU count."""
+        cpu_cap, cpu_free, mem_free, gfree, ngpu = self.cl[0], self.cl[1], self.cl[2], self.cl[3], self.cl[4]
+        gcap = np.maximum(ngpu, 1) * K.MILLI
+        mem_cap = np.maximum(self.cluster.mem, 1)
+        return np.stack([cpu_free / np.maximum(cpu_cap, 1), mem_free / mem_cap, gfree.sum(1) / gcap,
+                         gfree.max(1) / K.MILLI, (gfree == K.MILLI).sum(1) / 8.0, ngpu / 8.0], axis=1).astype(np.float32)
+
+    def pod_features(self, p: int) -> np.ndarray:
+        w = self.w
+        return np.array([w.cpu[p] / 128000.0, w.mem[p] / 1048576.0, w.ng[p] / 8.0, w.gm[p] / K.MILLI,
+                         float(w.spec[p] >= 0)], np.float32)
+
+    def imbalance_now(self) -> float:
+        fv = self.st[1]
+        n = len(self.cluster.names)
+        mean = fv[K.FV_SUM_U] / n
+        return float(np.sqrt(max(fv[K.FV_SUM_U2] / n - mean * mean, 0.0)))
+
+    @property
+    def queue_len(self) -> int:
+        return int(self.st[2][K.IV_QLEN])
+
+    # --- results -----------------------------------------------------------------------------------
+
+    def result(self, policy: str) -> dict:
+        fv, iv = self.st[1], self.st[2]
+        w = self.w
+        if self.mode == "time":
+            pods = w.n
+            span = fv[K.FV_SPAN]
+            if span > 0:
+                tw = lambda slot: float(fv[slot] / span)  # noqa: E731
+            else:  # every pod arrived at the same instant (a list without times): the state at the end
+                fv[K.FV_ANY_FAIL] = float(iv[K.IV_QLEN] > 0)
+                K._snapshot(self.cl, self.st)
+                snap = {K.FV_W_ALLOC: K.FV_SNAP_ALLOC, K.FV_W_FRAG: K.FV_SNAP_FRAG, K.FV_W_STD: K.FV_SNAP_STD,
+                        K.FV_W_HOT: K.FV_SNAP_HOT, K.FV_W_IDLE: K.FV_SNAP_IDLE}
+                tw = lambda slot: float(fv[snap[slot]])  # noqa: E731
+            out = {"pods": pods, "placed": int(iv[K.IV_PLACED]),
+                   "mean_wait_s": float(fv[K.FV_WAIT_SUM] / iv[K.IV_PLACED]) if iv[K.IV_PLACED] else None,
+                   "gpu_alloc_share": tw(K.FV_W_ALLOC), "frag_gpu_share": tw(K.FV_W_FRAG), "imbalance": tw(K.FV_W_STD),
+                   "hot_node_share": tw(K.FV_W_HOT), "idle_share": tw(K.FV_W_IDLE), "span_s": float(span),
+                   "still_waiting": int(iv[K.IV_QLEN])}
+            unknown = int(w.unknown_model.sum())
+        else:
+            drawn = self.order[: int(iv[K.IV_DRAWN])]
+            reached = not np.isnan(self.curve[100])
+            out = {"pods": int(drawn.size), "placed": int(iv[K.IV_PLACED]), "mean_wait_s": None,
+                   "gpu_alloc_share": float(self.curve[100]) if reached else None,
+                   "frag_gpu_share": float(fv[K.FV_SNAP_FRAG]) if reached else None,
+                   "imbalance": float(fv[K.FV_SNAP_STD]) if reached else None,
+                   "hot_node_share": float(fv[K.FV_SNAP_HOT]) if reached else None,
+                   "idle_share": float(fv[K.FV_SNAP_IDLE]) if reached else None,
+                   "curve": [None if np.isnan(v) else round(float(v), 6) for v in self.curve]}
+            unknown = int(w.unknown_model[drawn].sum())
+        out["failed"] = out["pods"] - out["placed"]
+        return {"policy": policy, "mode": self.mode, "seed": self.seed, **{k: out[k] for k in METRICS},
+                "unfit": int(iv[K.IV_UNFIT]), "unknown_gpu_model": unknown,
+                "nodes": len(self.cluster.names), "gpus": int(self.cluster.ngpu.sum()),
+                "seconds": round(self.seconds, 4), **{k: v for k, v in out.items() if k not in METRICS}}
+
+
+def replay(cluster: Cluster, w: Workload, policy: str, mode: str = "time", seed: int = 0,
+           typical: tuple | None = None) -> dict:
+    """Replay the workload on the cluster under a heuristic; the metrics of SPEC §11."""
+    return Replay(cluster, w, mode, seed, typical).run(policy)
+
+
+__all__ = ["Cluster", "Workload", "Replay", "replay", "build_cluster", "build_workload", "typical_pods",
+           "inflate_draws", "POLICIES", "MODES", "METRICS"]

@@ -1,0 +1,45 @@
+"""Read a cluster's nodes and pods for the node-level replay, and keep its runs (`placement_runs`)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime, timezone
+
+import duckdb
+import polars as pl
+
+from metapilot.ground.paths import sql_text
+from metapilot.ground.version import code_version
+from metapilot.warehouse.db import query_frame
+
+
+def load_nodes(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
+    return query_frame(con, sql_text("placement/nodes.sql"), [cluster])
+
+
+def load_pods(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
+    return query_frame(con, sql_text("placement/pods.sql"), [cluster])
+
+
+def placement_clusters(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r[0] for r in con.execute("SELECT DISTINCT cluster FROM nodes ORDER BY 1").fetchall()]
+
+
+def store_run(con: duckdb.DuckDBPyConnection, cluster: str, result: dict) -> str:
+    """Record one replay's result; returns its run id."""
+    run_id = str(uuid.uuid4())
+    cols = ("pods", "placed", "failed", "mean_wait_s", "gpu_alloc_share", "frag_gpu_share", "imbalance",
+            "hot_node_share", "idle_share", "unfit", "unknown_gpu_model", "seconds")
+    row = {"run_id": run_id, "cluster": cluster, "policy": result["policy"], "mode": result["mode"],
+           "seed": int(result["seed"]), "created_at": datetime.now(timezone.utc),
+           **{c: result.get(c) for c in cols}, "result_json": json.dumps(result), "code_version": code_version()}
+    con.execute(f"INSERT INTO placement_runs ({', '.join(row)}) VALUES ({', '.join('$' + k for k in row)})", row)
+    return run_id
+
+
+def latest_runs(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
+    """The latest run of each (policy, mode) of a cluster, for the weekly report."""
+    return query_frame(con, "SELECT * EXCLUDE (result_json) FROM placement_runs WHERE cluster = ? "
+                       "QUALIFY row_number() OVER (PARTITION BY policy, mode ORDER BY created_at DESC) = 1 "
+                       "ORDER BY mode, policy", [cluster])
