@@ -14,10 +14,16 @@ import time
 import numpy as np
 import polars as pl
 from common import SHARED, machine, write_section
-
-from metapilot.models.placement.engine import METRICS, POLICIES, build_cluster, build_workload, replay, typical_pods
+from metapilot.models.placement.engine import (
+    METRICS,
+    POLICIES,
+    build_cluster,
+    build_workload,
+    replay,
+    typical_pods,
+)
 from metapilot.transforms.lines import iter_line_chunks, read_head
-from metapilot.transforms.openb import parse_node_list, parse_pod_list
+from metapilot.transforms.openb import parse_node_list, parse_pod_list, placement_pods
 
 DATA = SHARED / "gpu" / "alibaba-2023"
 PREFIX = "cluster-trace-gpu-v2023_csv_openb_"
@@ -36,12 +42,7 @@ def load(name: str):
     path = DATA / f"{PREFIX}pod_list_{name}.csv"
     header = tuple(read_head(path, max_lines=1)[0].strip().split(","))
     res, extras = parse_pod_list(_lines(path), header, name)
-    j = res.jobs.join(extras, on="source_line")
-    pods = j.select("cpu_milli", pl.col("req_mem_mib").alias("memory_mib"), pl.col("req_gpus").alias("num_gpu"),
-                    "gpu_milli", pl.col("gpu_type").alias("gpu_spec"),
-                    pl.col("submit_time").dt.epoch("s").cast(pl.Float64).alias("creation_s"),
-                    (pl.col("end_time") - pl.coalesce("start_time", "submit_time")).dt.total_seconds()
-                    .cast(pl.Float64).alias("duration_s"))
+    pods = placement_pods(res.jobs, extras)
     c = build_cluster(nodes)
     return c, build_workload(pods, c), res.quarantine.height
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-
 from metapilot.models.placement.engine import (
     Replay,
     build_cluster,
@@ -18,7 +17,13 @@ from metapilot.models.placement.engine import (
     replay,
     typical_pods,
 )
-from metapilot.transforms.openb import POD_HEADER, detect_openb, parse_node_list, parse_pod_list
+from metapilot.transforms.openb import (
+    POD_HEADER,
+    detect_openb,
+    parse_node_list,
+    parse_pod_list,
+    placement_pods,
+)
 from metapilot.transforms.prometheus import (
     is_exposition,
     is_query_range_json,
@@ -224,12 +229,7 @@ def test_inflate_reproduces_the_fgd_papers_allocation_on_one_seed():
     one seed here, with the seed-to-seed spread as tolerance (docs/benchmarks.md has the 10-seed means)."""
     nodes, _ = parse_node_list(_lines(NODES.read_text()))
     res, extras = parse_pod_list(_lines(gzip.decompress(PODS.read_bytes()).decode()), POD_HEADER, "c")
-    j = res.jobs.join(extras, on="source_line")
-    pods = j.select("cpu_milli", pl.col("req_mem_mib").alias("memory_mib"), pl.col("req_gpus").alias("num_gpu"),
-                    "gpu_milli", pl.col("gpu_type").alias("gpu_spec"),
-                    pl.col("submit_time").dt.epoch("s").cast(pl.Float64).alias("creation_s"),
-                    (pl.col("end_time") - pl.coalesce("start_time", "submit_time")).dt.total_seconds()
-                    .cast(pl.Float64).alias("duration_s"))
+    pods = placement_pods(res.jobs, extras)
     c = build_cluster(nodes)
     w = build_workload(pods, c)
     typ = typical_pods(w)
@@ -244,11 +244,11 @@ def test_inflate_reproduces_the_fgd_papers_allocation_on_one_seed():
 
 
 def test_place_replay_cli_json(tmp_path, site_key, monkeypatch):
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.ingest import IngestOptions, ingest_file
     from typer.testing import CliRunner
 
     from metapilot.cli.app import app
-    from metapilot.warehouse.db import connect
-    from metapilot.warehouse.ingest import IngestOptions, ingest_file
 
     db = tmp_path / "w.duckdb"
     con = connect(db)

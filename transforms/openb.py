@@ -173,3 +173,17 @@ def parse_pod_list(lines: pl.DataFrame, header: tuple[str, ...], cluster: str) -
 
 
 __all__ = ["detect_openb", "parse_node_list", "parse_pod_list", "TRACE_EPOCH", "NODE_HEADER", "POD_HEADER"]
+
+
+def placement_pods(jobs: pl.DataFrame, extras: pl.DataFrame) -> pl.DataFrame:
+    """The replay's pods frame (`models.placement.engine.build_workload`) from a parsed pod list,
+    as `sql/placement/pods.sql` reads it from the warehouse: sizes, GPU model, creation time and
+    how long the pod holds its resources (end - scheduled, else - created)."""
+    j = jobs.join(extras, on="source_line")
+    return j.select(
+        "cpu_milli", pl.col("req_mem_mib").alias("memory_mib"), pl.col("req_gpus").alias("num_gpu"), "gpu_milli",
+        pl.col("gpu_type").alias("gpu_spec"),
+        pl.col("submit_time").dt.epoch("s").cast(pl.Float64).alias("creation_s"),
+        (pl.col("end_time") - pl.coalesce("start_time", "submit_time")).dt.total_seconds().cast(pl.Float64)
+        .alias("duration_s"),
+    )
