@@ -16,7 +16,7 @@ def replay_baseline(workload, capacity, policy: str, backfill: str) -> dict:
 
     res = simulate(workload, capacity, policy, backfill)
     return {"policy": policy, "backfill": backfill, "overall": res.metrics(), "weekly": res.weekly(),
-            "counters": res.counters, "wall_s": res.wall_s}
+            "counters": res.counters, "wall_s": res.wall_s, "engine_s": res.engine_s}
 
 
 @flow(name="baseline-sweep")
@@ -42,7 +42,8 @@ def baseline_sweep_flow(cluster: str, db: str | None = None, start: datetime | N
         ids = [store_run(con, cluster=cluster, partition=partition, window_from=start, window_to=end,
                          policy=r["policy"], backfill=r["backfill"],
                          objective_schedule={"fixed": f"{r['policy']}+{r['backfill']}"}, seed=None,
-                         wall_s=r["wall_s"], counters=r["counters"], overall=r["overall"], weekly=r["weekly"])
+                         wall_s=r["wall_s"], counters=r["counters"], overall=r["overall"], weekly=r["weekly"],
+                         engine_s=r["engine_s"])
                for r in results]
     finally:
         con.close()

@@ -51,18 +51,23 @@ def load_replay_window(con: duckdb.DuckDBPyConnection, cluster: str, window_from
 
 def store_run(con: duckdb.DuckDBPyConnection, *, cluster: str, partition: str | None, window_from: datetime | None,
               window_to: datetime | None, policy: str, backfill: str, objective_schedule: dict | list | None,
-              seed: int | None, wall_s: float, counters: dict, overall: pl.DataFrame, weekly: pl.DataFrame) -> str:
-    """Write one `sim_runs` row and its `sim_metrics` (overall and per ISO week); return the run id."""
+              seed: int | None, wall_s: float, counters: dict, overall: pl.DataFrame, weekly: pl.DataFrame,
+              engine_s: float | None = None) -> str:
+    """Write one `sim_runs` row and its `sim_metrics` (overall and per ISO week); return the run id.
+    `wall_s`: the whole call; `engine_s`: the replay's event loop alone."""
     run_id = str(uuid.uuid4())
     o = overall.row(0, named=True)
     con.execute("BEGIN TRANSACTION")
     try:
         con.execute(
-            "INSERT INTO sim_runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO sim_runs (run_id, cluster, partition, window_from, window_to, policy, backfill, "
+            "objective_schedule, seed, code_version, wall_s, jobs_replayed, jobs_left_out, runs_clamped, "
+            "estimates_filled, cannot_fit, created_at, engine_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [run_id, cluster, partition, window_from, window_to, policy, backfill,
              json.dumps(objective_schedule) if objective_schedule is not None else None, seed, code_version(),
              wall_s, int(o["jobs"] or 0), int(counters.get("left_out", 0)), int(counters.get("clamped", 0)),
-             int(counters.get("estimates_filled", 0)), int(counters.get("cannot_fit", 0)), datetime.now(timezone.utc)],
+             int(counters.get("estimates_filled", 0)), int(counters.get("cannot_fit", 0)), datetime.now(timezone.utc),
+             engine_s],
         )
         rows = [("overall", "all", None, o)] + [("week", w["week"], w["week_start"], w) for w in weekly.iter_rows(named=True)]
         for scope, label, start, r in rows:

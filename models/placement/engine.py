@@ -207,7 +207,7 @@ class Replay:
         self.seconds = 0.0
 
     def _init_sums(self) -> None:
-        f_cache, fv, iv = self.st[0], self.st[1], self.st[2]
+        f_cache, fv = self.st[0], self.st[1]
         args = self.cl[1], self.cl[3], self.cl[4], self.cl[5], self.cl[6], *self.typ
         for n in range(len(self.cluster.names)):
             f_cache[n] = K.node_frag(n, *args)

@@ -330,7 +330,7 @@ def heap_pop(ht, hp, iv):
 @nb.njit(cache=True)
 def _accumulate(dt, cl, typ, st):
     cpu_cap = cl[0]
-    f_cache, fv, iv = st[0], st[1], st[2]
+    fv, iv = st[1], st[2]
     if dt <= 0:
         return
     n = cpu_cap.shape[0]
@@ -400,7 +400,7 @@ def run_time(cl, pods, typ, st, order, policy, gpu_sel):
     """Time replay: pods arrive at their creation time, hold their resources for their duration,
     wait in a queue (in arrival order) when nothing fits. Returns 1 when the EXTERNAL policy has a
     decision to make (pod in iv[IV_PENDING], feasible nodes in `mask`), 0 when the trace is over."""
-    t_arr, dur, unfit = pods[5], pods[6], pods[7]
+    t_arr, unfit = pods[5], pods[7]
     f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
     n_arr = order.shape[0]
     while True:
@@ -437,7 +437,7 @@ def run_time(cl, pods, typ, st, order, policy, gpu_sel):
 @nb.njit(cache=True)
 def _snapshot(cl, st):
     cpu_cap = cl[0]
-    f_cache, fv, iv = st[0], st[1], st[2]
+    fv, iv = st[1], st[2]
     n = cpu_cap.shape[0]
     mean = fv[FV_SUM_U] / n
     var = fv[FV_SUM_U2] / n - mean * mean
@@ -496,7 +496,7 @@ def run_inflate(cl, pods, typ, st, draws, policy, gpu_sel, curve):
 @nb.njit(cache=True)
 def external_place(n, cl, pods, typ, st, gpu_sel):
     """Place the pending pod on node n (the caller's choice) and let the loop go on."""
-    f_cache, fv, iv = st[0], st[1], st[2]
+    iv = st[2]
     p = iv[IV_PENDING]
     _place(n, p, gpu_sel, cl, pods, typ, st)
     return p

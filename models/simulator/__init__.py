@@ -37,8 +37,10 @@ def simulate(
     bf = backfill_code(backfill)
     t0 = time.perf_counter()
     engine = Engine(workload, capacity, code, bf, fit_first=fit_first)
+    t1 = time.perf_counter()
     events = engine.run()
-    wall = time.perf_counter() - t0
+    t2 = time.perf_counter()
+    wall, engine_s = t2 - t0, t2 - t1
     counters = dict(workload.report.as_dict()) if workload.report is not None else {}
     counters["cannot_fit"] = int(engine.cannot_fit.size)
     pool = engine.jobs.pool.copy()
@@ -46,7 +48,7 @@ def simulate(
     return SimResult(
         workload=workload, capacity=capacity, policy=POLICIES[code], backfill=BACKFILLS[bf],
         start=engine.start.copy(), end=engine.end.copy(), pool=pool, cannot_fit=engine.cannot_fit,
-        wall_s=wall, events=events, counters=counters,
+        wall_s=wall, events=events, counters=counters, engine_s=engine_s,
     )
 
 

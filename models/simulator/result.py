@@ -26,6 +26,7 @@ class SimResult:
     wall_s: float
     events: int
     counters: dict[str, int] = field(default_factory=dict)
+    engine_s: float = float("nan")  # the event loop alone, after the compiled code is loaded
 
     @property
     def wait(self) -> np.ndarray:

@@ -17,8 +17,10 @@ CREATE TABLE IF NOT EXISTS sim_runs (
     runs_clamped       BIGINT NOT NULL,    -- run time cut at the requested time
     estimates_filled   BIGINT NOT NULL,    -- no requested time: run time used (perfect estimate)
     cannot_fit         BIGINT NOT NULL,    -- larger than their partition: reported, not replayed
-    created_at         TIMESTAMPTZ NOT NULL
+    created_at         TIMESTAMPTZ NOT NULL,
+    engine_s           DOUBLE              -- the replay's event loop alone (wall_s: the whole call)
 );
+ALTER TABLE sim_runs ADD COLUMN IF NOT EXISTS engine_s DOUBLE;  -- warehouses created before it
 
 CREATE TABLE IF NOT EXISTS sim_metrics (
     run_id          VARCHAR NOT NULL,

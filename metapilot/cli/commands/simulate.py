@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Optional
 
 import typer
@@ -47,15 +48,18 @@ def simulate_cmd(
     runs = list(BASELINES) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:
+        t_call = time.perf_counter()
         try:
             result = simulate(workload, capacity, pol, bf)
         except ValueError as e:
             console.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
         overall = result.metrics()
+        weekly = result.weekly()
         run_id = store_run(con, cluster=cluster, partition=partition, window_from=w_from, window_to=w_to, policy=pol,
-                           backfill=bf, objective_schedule={"fixed": f"{pol}+{bf}"}, seed=None, wall_s=result.wall_s,
-                           counters=result.counters, overall=overall, weekly=result.weekly())
+                           backfill=bf, objective_schedule={"fixed": f"{pol}+{bf}"}, seed=None,
+                           wall_s=time.perf_counter() - t_call, counters=result.counters, overall=overall,
+                           weekly=weekly, engine_s=result.engine_s)
         summaries.append(overall.with_columns(pl.lit(run_id).alias("run_id")))
         if jobs_out and not all_baselines:
             _write_jobs(result, jobs_out)
