@@ -9,8 +9,15 @@ import io
 
 def import_d3rlpy(quiet: bool = True):
     """The d3rlpy module, without the banner; `quiet` keeps its structlog output to warnings."""
-    with contextlib.redirect_stderr(io.StringIO()):
-        import d3rlpy
+    import builtins
+
+    shown = builtins.print  # Prefect's `log_prints` swaps print for a logger: silence that one too
+    builtins.print = lambda *args, **kwargs: None
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            import d3rlpy
+    finally:
+        builtins.print = shown
     if quiet:
         import logging
 
