@@ -182,3 +182,12 @@ def query_frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = 
     import polars as pl
 
     return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())
+
+
+def insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: "pl.DataFrame") -> None:
+    """Append a polars frame to a table, columns matched by name."""
+    con.register("__frame", df.to_arrow())
+    try:
+        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM __frame")
+    finally:
+        con.unregister("__frame")

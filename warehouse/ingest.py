@@ -142,14 +142,6 @@ def default_cluster_name(path: Path) -> str:
     return m.group(1) if m else stem
 
 
-def _insert_frame(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame) -> None:
-    con.register("__frame", df.to_arrow())
-    try:
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM __frame")
-    finally:
-        con.unregister("__frame")
-
-
 def _quarantine_frame(q: pl.DataFrame, sha: str, path: str, now: datetime) -> pl.DataFrame:
     return q.select(
         pl.lit(sha).alias("file_sha256"),

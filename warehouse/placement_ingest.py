@@ -26,6 +26,7 @@ from metapilot.transforms.prometheus import is_exposition, is_query_range_json, 
 from metapilot.transforms.validation import validate_jobs
 
 from metapilot.ground.paths import sql_statements
+from metapilot.warehouse.db import insert_frame
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
 PLACEMENT_FORMATS = ("openb-nodes", "openb-pods", "prom-text", "prom-range")
@@ -47,17 +48,9 @@ def placement_format(path: Path, fmt: str = "auto") -> str | None:
     return found if fmt == "auto" or fmt == found else None
 
 
-def _insert(con: duckdb.DuckDBPyConnection, table: str, df: pl.DataFrame) -> None:
-    con.register("__frame", df.to_arrow())
-    try:
-        con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM __frame")
-    finally:
-        con.unregister("__frame")
-
-
 def _quarantine(con, q: pl.DataFrame, sha: str, path: Path, now: datetime) -> None:
     if q.height:
-        _insert(con, "quarantine", q.select(pl.lit(sha).alias("file_sha256"), pl.lit(str(path)).alias("path"), "line_no",
+        insert_frame(con, "quarantine", q.select(pl.lit(sha).alias("file_sha256"), pl.lit(str(path)).alias("path"), "line_no",
                                             "raw", "reason", pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("quarantined_at")))
 
 
@@ -89,7 +82,7 @@ def _load_nodes(con, path: Path, cluster: str, sha: str, now: datetime) -> tuple
                               pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("ingested_at"))
     con.execute("DELETE FROM nodes WHERE cluster = ?", [cluster])  # a node list describes the whole cluster
     if rows.height:
-        _insert(con, "nodes", rows)
+        insert_frame(con, "nodes", rows)
         tot = rows.select(pl.len(), pl.col("cpu_milli").sum(), pl.col("gpus").sum(), pl.col("memory_mib").sum()).row(0)
         con.execute("INSERT OR REPLACE INTO capacity VALUES (?, '*', ?, ?, ?, ?, ?, 'node-list', ?)",
                     [cluster, TRACE_EPOCH, tot[0], tot[1] // 1000, tot[2], tot[3],
@@ -115,7 +108,7 @@ def _load_pods(con, path: Path, cluster: str, sha: str, now: datetime, key: byte
         rows = pseudonymise(jobs, key, keep_names).with_columns(
             pl.lit(sha).alias("source_file_id"), pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("ingested_at"),
         ).join(extras, on="source_line", how="left")
-        _insert(con, "jobs", rows)
+        insert_frame(con, "jobs", rows)
         for stmt in sql_statements("ingest/dedupe_jobs.sql"):
             con.execute(stmt, [sha])
         written = con.execute("SELECT count(*) FROM jobs WHERE source_file_id = ?", [sha]).fetchall()[0][0]
@@ -151,7 +144,7 @@ def _load_metrics(con, path: Path, fmt: str, cluster: str, sha: str, now: dateti
             res = ParseResult(conform(pl.DataFrame()), quarantine_rows(list(range(1, n_read + 1)), lines[:n_read], str(e)), n_read)
             n_lines = 0
     if rows.height:
-        _insert(con, "node_metrics", rows.with_columns(pl.lit(cluster).alias("cluster"), pl.lit(sha).alias("source_file_id")))
+        insert_frame(con, "node_metrics", rows.with_columns(pl.lit(cluster).alias("cluster"), pl.lit(sha).alias("source_file_id")))
     return res, n_lines, rows.height, warnings
 
 
