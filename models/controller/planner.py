@@ -102,10 +102,6 @@ class LookaheadPlanner:
         settings of each action."""
         cfg = self.config
         self.record = max(self.record, float(aggregates[WAIT_MAX]))
-        if cfg.lam > 0 and engine is not None:
-            waits = engine.start - engine.jobs.submit
-            if np.isfinite(waits).any():
-                self.record = max(self.record, float(np.nanmax(waits)))
         if aggregates[QUEUE_LEN] <= 0 and not cfg.oracle:
             self.costs[:] = 0.0
             return self.last  # nothing waits: any objective does the same; keep the one in force
@@ -115,6 +111,10 @@ class LookaheadPlanner:
         if self.n_epochs == 0:
             self.last = self.base
             return self.base
+        if cfg.lam > 0:  # the waits of every job started so far: only a rollout's cost needs them
+            waits = engine.start - engine.jobs.submit
+            if np.isfinite(waits).any():
+                self.record = max(self.record, float(np.nanmax(waits)))
         if cfg.oracle:
             base, submit_of = engine, None
         else:

@@ -144,10 +144,6 @@ def _kendall(a: Sequence[int], b: Sequence[int]) -> float:
     return float(s[np.triu_indices(n, 1)].sum() / (n * (n - 1) / 2))
 
 
-def with_lam(reward: RewardConfig, lam: float) -> RewardConfig:
-    return replace(reward, lam=float(lam))
-
-
 def tune_window(con, cluster: str, window_from, window_to, *, partition: str | None = None,
                 state: StateConfig = StateConfig(), max_weeks: float = 13.0,
                 log: Callable[[str], None] | None = None) -> Tuning:
