@@ -13,9 +13,10 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from metapilot.transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
+from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.lines import iter_line_chunks
 from metapilot.transforms.lsf import identity_spans, parse_lsf_chunk
+from parser_contract import check_contract, utc
 
 DATA = Path(__file__).parent / "data" / "lsf"
 XDMOD = DATA / "xdmod-unit"
@@ -35,21 +36,6 @@ def parse_file(path: Path, bad_lines: int = 0) -> ParseResult:
     chunks = list(iter_line_chunks(path))
     assert len(chunks) == 1 and chunks[0].bad.height == bad_lines
     return parse_lsf_chunk(chunks[0].lines, "c1")
-
-
-def check_contract(r: ParseResult) -> None:
-    assert dict(r.jobs.schema) == PARSED_SCHEMA
-    assert r.reconciles(), (r.lines_read, r.lines_loaded, r.merged, r.quarantine.height, r.skipped)
-    assert set(r.jobs["state"].to_list()) <= set(SLURM_STATES)
-    assert r.jobs["submit_time"].null_count() == 0
-    assert r.jobs.select(pl.struct("job_id", "submit_time").is_unique()).to_series().all()
-    for col in ("wait_s", "run_s", "alloc_cpus", "req_cpus", "req_gpus", "timelimit_s", "alloc_mem_mib", "alloc_nodes"):
-        assert (r.jobs[col].drop_nulls() >= 0).all(), col
-    assert (r.quarantine["reason"].str.len_chars() > 10).all()
-
-
-def utc(epoch: int | str) -> datetime:
-    return datetime.fromtimestamp(int(epoch), tz=timezone.utc)
 
 
 def iso(text: str) -> datetime:

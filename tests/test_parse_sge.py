@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from metapilot.transforms.canonical import PARSED_SCHEMA, SLURM_STATES, ParseResult
+from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.lines import iter_line_chunks
 from metapilot.transforms.sge import IDENTITY_FIELDS, identity_spans, parse_sge_chunk
+from parser_contract import check_contract, utc
 
 DATA = Path(__file__).parent / "data" / "sge"
 
@@ -32,21 +32,6 @@ def parse_file(path: Path) -> ParseResult:
     chunks = list(iter_line_chunks(path))
     assert len(chunks) == 1 and chunks[0].bad.height == 0
     return parse_sge_chunk(chunks[0].lines, "c1")
-
-
-def check_contract(r: ParseResult) -> None:
-    assert dict(r.jobs.schema) == PARSED_SCHEMA
-    assert r.reconciles(), (r.lines_read, r.lines_loaded, r.merged, r.quarantine.height, r.skipped)
-    assert set(r.jobs["state"].to_list()) <= set(SLURM_STATES)
-    assert r.jobs["submit_time"].null_count() == 0
-    assert r.jobs.select(pl.struct("job_id", "submit_time").is_unique()).to_series().all()
-    for col in ("wait_s", "run_s", "alloc_cpus", "req_cpus", "req_mem_mib", "req_gpus", "timelimit_s", "alloc_mem_mib"):
-        assert (r.jobs[col].drop_nulls() >= 0).all(), col
-    assert (r.quarantine["reason"].str.len_chars() > 10).all()
-
-
-def utc(epoch: int | str) -> datetime:
-    return datetime.fromtimestamp(int(epoch), tz=timezone.utc)
 
 
 def row(r: ParseResult, job_id: str) -> dict:
