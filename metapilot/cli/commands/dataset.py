@@ -58,6 +58,8 @@ def dataset_cmd(
     except (ValueError, KeyError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
+    finally:
+        con.close()
     folder = out or beside_db(db, "datasets") / f"{cluster}-{splits.train_window[0]:%Y%m%d}-{splits.train_window[1]:%Y%m%d}"
     paths = export_parquet(splits, folder)
     summary = splits.summary()

@@ -84,12 +84,13 @@ def train_cmd(
             console.print(f"[yellow]note:[/yellow] {note}")
         result = train_policy(splits.train, splits.validation, tcfg, replay_evaluator=evaluator,
                               log=lambda m: console.print(f"[dim]{m}[/dim]"), menu=Menu.of(dcfg.state))
+        art = publish(result, splits, db=db, cluster=cluster, partition=partition, con=con,
+                      replay=result.chosen.replay, tuning=tuning)
     except (ValueError, KeyError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
-    replay_metrics = result.chosen.replay
-    art = publish(result, splits, db=db, cluster=cluster, partition=partition, con=con, replay=replay_metrics,
-                  tuning=tuning)
+    finally:
+        con.close()  # the warehouse is released before the command returns (a caller may open it next)
     rows = [result.chosen] + list(result.baselines.values())
     table = pl.DataFrame({
         "policy": [f"{r.name} (published)" if r is result.chosen else r.name for r in rows],
