@@ -17,7 +17,7 @@ from prefect.cache_policies import NONE
 from metapilot.ground.version import code_version
 
 
-DEFAULT_SOURCES: tuple[str, ...] = ("as-run", "replay", "planner")
+DEFAULT_SOURCES: tuple[str, ...] = ("as-run", "planner")  # replay rollouts: opt-in (docs/benchmarks.md, issue 11)
 
 
 def _fingerprint(db: str | None, cluster: str) -> str:

@@ -89,7 +89,7 @@ def test_tuples_reconcile_with_the_replay(warehouse, tuples):
     traj = tuples.filter((pl.col("behaviour_policy") == "hold-6") & (pl.col("seed") == 3)).sort("epoch_start")
     actions = traj["action"].to_numpy()
     wl, cap_rows = load_replay_window(warehouse, CLUSTER, REQ.window_from, REQ.window_to)
-    rows, used = rollout(EpochReplay(wl, Capacity.from_rows(cap_rows)), actions)
+    rows, used, _ = rollout(EpochReplay(wl, Capacity.from_rows(cap_rows)), actions)
     assert used.shape == (N, 5)  # resource-seconds of cores, GPUs, memory; job-seconds queued; largest started wait
     agg = aggregates_frame(rows, used, 3600)
     np.testing.assert_array_equal(traj.select(S_COLS).to_numpy(), state_from_frame(agg)[:-1])

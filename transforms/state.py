@@ -92,6 +92,12 @@ class StateConfig:
     long_tail_s: int = 86_400
     timezone: str = "UTC"
     menu: tuple[str, ...] = DEFAULT_MENU
+    # Lookahead features (SPEC §7 planner costs): each objective's cost over the next
+    # `lookahead_h` hours (`A + lookahead_lam * G`, waits weighed by `lookahead_slowdown`), from a
+    # rollout of the jobs queued and running at the boundary. 0 h: none (the 16 base features).
+    lookahead_h: float = 0.0
+    lookahead_lam: float = 0.0
+    lookahead_slowdown: float = 0.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "menu", tuple(self.menu))
@@ -100,9 +106,44 @@ class StateConfig:
         return asdict(self)
 
 
-def feature_table() -> list[dict]:
-    """FEATURES as plain dicts (index, name, meaning, normalisation): for the model card."""
-    return [{"index": i, **asdict(f)} for i, f in enumerate(FEATURES)]
+LOOKAHEAD_SCALE = 4.0  # ln(1 + extra epochs' worth of waiting) / 4: 1.0 at ~54 job-epochs more
+LOOKAHEAD_MIN_SCALE = 10.0
+
+
+def lookahead_feature_list(config: StateConfig) -> tuple[Feature, ...]:
+    """The lookahead features of a configuration: one per objective of the menu, and the best cost."""
+    if config.lookahead_h <= 0:
+        return ()
+    how = (f"rollout of the queued and running jobs over {config.lookahead_h:g} h (requested times, no arrivals), "
+           f"cost A + {config.lookahead_lam:g} G, waits weighed by slowdown {config.lookahead_slowdown:g}")
+    per = tuple(Feature(f"la_{name}", f"how much more the {name} objective costs than the best one: {how}",
+                        f"ln(1 + (cost - min cost) / epoch_s) / {LOOKAHEAD_SCALE:g}") for name in config.menu)
+    return per + (Feature("la_min", f"the best objective's cost: {how}",
+                          f"ln(1 + min cost / epoch_s) / {LOOKAHEAD_MIN_SCALE:g}"),)
+
+
+def state_features(config: StateConfig) -> tuple[Feature, ...]:
+    """Every feature of the state vector of a configuration: FEATURES, then the lookahead ones."""
+    return FEATURES + lookahead_feature_list(config)
+
+
+def n_features(config: StateConfig) -> int:
+    return len(state_features(config))
+
+
+def lookahead_features(costs: np.ndarray, epoch_s: float) -> np.ndarray:
+    """The lookahead features (`lookahead_feature_list` order) of rollout costs `(n, n_objectives)`
+    in job-seconds: pure, the same for the as-run history, the replay and the advice."""
+    c = np.clip(np.nan_to_num(np.atleast_2d(np.asarray(costs, dtype=np.float64))), 0.0, None)
+    lo = c.min(axis=1, keepdims=True)
+    rel = np.log1p((c - lo) / float(epoch_s)) / LOOKAHEAD_SCALE
+    return np.concatenate([rel, np.log1p(lo / float(epoch_s)) / LOOKAHEAD_MIN_SCALE], axis=1).astype(np.float32)
+
+
+def feature_table(config: StateConfig | None = None) -> list[dict]:
+    """The state's features as plain dicts (index, name, meaning, normalisation): for the model card."""
+    feats = FEATURES if config is None else state_features(config)
+    return [{"index": i, **asdict(f)} for i, f in enumerate(feats)]
 
 
 _OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})$")

@@ -7,6 +7,7 @@ import uuid
 from datetime import datetime, timezone
 
 import duckdb
+import numpy as np
 import polars as pl
 from metapilot.warehouse.db import query_frame
 
@@ -37,6 +38,26 @@ def load_replay_window(con: duckdb.DuckDBPyConnection, cluster: str, window_from
     """Jobs submitted in the window (normalised, time zero = window start) and the capacity rows
     in force at its start: the partition's own pool, else the whole cluster's (as validation does).
     The simulator takes both as they are (`Capacity.from_rows`)."""
+    jobs, rows, start = _window_rows(con, cluster, window_from, window_to, partition)
+    return normalise(jobs, start), rows
+
+
+def load_replay_window_starts(con: duckdb.DuckDBPyConnection, cluster: str, window_from: TimeLike,
+                              window_to: TimeLike, partition: str | None = None
+                              ) -> tuple[Workload, pl.DataFrame, np.ndarray]:
+    """`load_replay_window`, plus every replayed job's real start (epoch seconds, NaN: never
+    started): the as-run history's view of the same jobs."""
+    jobs, rows, start = _window_rows(con, cluster, window_from, window_to, partition)
+    workload = normalise(jobs, start)
+    starts = (jobs.select(pl.col("job_id").cast(pl.Utf8), pl.col("start_time").dt.epoch("s").cast(pl.Float64).alias("s"))
+              .unique("job_id", keep="first"))
+    order = pl.DataFrame({"job_id": workload.job_ids.astype(str)}).with_row_index("i")
+    s = order.join(starts, on="job_id", how="left").sort("i")["s"].fill_null(float("nan")).to_numpy()
+    return workload, rows, s.astype(np.float64)
+
+
+def _window_rows(con: duckdb.DuckDBPyConnection, cluster: str, window_from: TimeLike, window_to: TimeLike,
+                 partition: str | None) -> tuple[pl.DataFrame, pl.DataFrame, datetime]:
     start = datetime.fromtimestamp(to_epoch_s(window_from), tz=timezone.utc)
     end = datetime.fromtimestamp(to_epoch_s(window_to), tz=timezone.utc)
     jobs = load_window(con, cluster, start, end, partition)
@@ -46,7 +67,7 @@ def load_replay_window(con: duckdb.DuckDBPyConnection, cluster: str, window_from
         rows = own if own.height else rows.filter(pl.col("partition") == "*")
         if rows.height == 0:
             raise LookupError(f"no capacity for partition {partition!r} of {cluster} (nor for '*')")
-    return normalise(jobs, start), rows
+    return jobs, rows, start
 
 
 def store_run(con: duckdb.DuckDBPyConnection, *, cluster: str, partition: str | None, window_from: datetime | None,

@@ -20,8 +20,7 @@ from metapilot.models.controller.artifact import (
 from metapilot.models.controller.objectives import Menu
 from metapilot.transforms.state import (
     AGGREGATES,
-    FEATURE_NAMES,
-    N_FEATURES,
+    lookahead_features,
     state_from_aggregates,
 )
 
@@ -53,24 +52,34 @@ def registry_sums(con, policy_id: str) -> str | None:
 
 
 def state_from_json(doc: dict | list, policy: ScriptedPolicy) -> np.ndarray:
-    """A state from JSON: a list of N_FEATURES numbers, {"features": {name: value}}, or
-    {"aggregates": {name: value}} (turned into features by transforms.state)."""
+    """A state from JSON: a list of the policy's n_features numbers, {"features": {name: value}},
+    or {"aggregates": {name: value}} (turned into features by transforms.state; a policy with
+    lookahead features also needs "lookahead_costs": one rollout cost per objective, job-seconds)."""
+    names = policy.feature_names
     if isinstance(doc, list) or (isinstance(doc, dict) and "state" in doc):
         vec = np.asarray(doc if isinstance(doc, list) else doc["state"], dtype=np.float32)
-        if vec.shape != (N_FEATURES,):
-            raise ValueError(f"a state has {N_FEATURES} numbers in this order: {', '.join(FEATURE_NAMES)}")
+        if vec.shape != (len(names),):
+            raise ValueError(f"a state of this policy has {len(names)} numbers in this order: {', '.join(names)}")
         return vec.reshape(1, -1)
     if "features" in doc:
-        missing = [n for n in FEATURE_NAMES if n not in doc["features"]]
+        missing = [n for n in names if n not in doc["features"]]
         if missing:
             raise ValueError(f"features missing: {missing}")
-        return np.asarray([[doc["features"][n] for n in FEATURE_NAMES]], dtype=np.float32)
+        return np.asarray([[doc["features"][n] for n in names]], dtype=np.float32)
     if "aggregates" in doc:
         agg = doc["aggregates"]
         missing = [n for n in AGGREGATES if n not in agg]
         if missing:
             raise ValueError(f"aggregates missing: {missing}")
-        return state_from_aggregates(**{k: agg[k] for k in AGGREGATES}, config=policy.state_config)
+        s = state_from_aggregates(**{k: agg[k] for k in AGGREGATES}, config=policy.state_config)
+        sc = policy.state_config
+        if sc.lookahead_h > 0:
+            costs = doc.get("lookahead_costs")
+            if costs is None or len(costs) != len(sc.menu):
+                raise ValueError(f"this policy also reads lookahead features: give \"lookahead_costs\", one "
+                                 f"rollout cost per objective ({', '.join(sc.menu)}), or ask for a moment (--at)")
+            s = np.concatenate([s, lookahead_features(np.asarray(costs, dtype=np.float64), sc.epoch_s)], axis=1)
+        return s
     raise ValueError('expected a list of numbers, {"features": {...}} or {"aggregates": {...}}')
 
 
@@ -91,8 +100,17 @@ class Advisor:
         from metapilot.warehouse.asrun_queries import aggregates_at
 
         part = None if self.partition == "*" else self.partition
-        agg = aggregates_at(con, self.cluster, np.array([to_epoch_s(at)]), partition=part, config=self.policy.state_config)
-        return state_from_frame(agg, self.policy.state_config)
+        sc = self.policy.state_config
+        t = to_epoch_s(at)
+        agg = aggregates_at(con, self.cluster, np.array([t]), partition=part, config=sc)
+        s = state_from_frame(agg, sc)
+        if sc.lookahead_h > 0:  # the queue and running jobs at `at`, rolled forward under every objective
+            from metapilot.models.controller.lookahead import LOOKBACK_S, asrun_lookahead_costs
+
+            costs = asrun_lookahead_costs(con, self.cluster, t - LOOKBACK_S, t + 1, np.array([t]), agg,
+                                          partition=part, state=sc)
+            s = np.concatenate([s, lookahead_features(costs, sc.epoch_s)], axis=1)
+        return s
 
     def decide(self, state: np.ndarray, at: str | None = None, state_ms: float = 0.0) -> Advice:
         t0 = time.perf_counter()
@@ -103,7 +121,7 @@ class Advisor:
             policy_id=self.policy.policy_id, cluster=self.cluster, partition=self.partition, at=at,
             action=a, objective=self.menu.names[a], meaning=self.menu.meanings()[a],
             q_values={self.menu.names[i]: float(v) for i, v in enumerate(q)},
-            state={n: float(v) for n, v in zip(FEATURE_NAMES, np.asarray(state).reshape(-1))},
+            state={n: float(v) for n, v in zip(self.policy.feature_names, np.asarray(state).reshape(-1))},
             latency_ms={"state": state_ms, "decision": decision_ms, "total": state_ms + decision_ms},
         )
 

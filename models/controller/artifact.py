@@ -2,7 +2,7 @@
 
 `<database folder>/policies/<policy_id>/` holds:
 
-- `policy.pt`: TorchScript. Input: float32 states `(n, N_FEATURES)` as `transforms.state` makes
+- `policy.pt`: TorchScript. Input: float32 states `(n, n_features)` as `transforms.state` makes
   them; it standardises them itself (`(x - mean) / (std + eps)`, the training scaler) and returns
   the Q-values `(n, len(OBJECTIVES))` in reward units. Needs torch only.
 - `model.pt`: the d3rlpy networks' weights, a dict of tensors (`torch.load(weights_only=True)`);
@@ -36,10 +36,11 @@ from metapilot.models.controller.objectives import Menu
 from metapilot.transforms.reward import REWARD_FORMULAS
 from metapilot.transforms.state import (
     AGGREGATES,
-    FEATURE_NAMES,
     N_FEATURES,
     StateConfig,
     feature_table,
+    n_features,
+    state_features,
 )
 
 from metapilot.ground.files import sha256_file
@@ -75,8 +76,9 @@ def weights_digest(states: dict[str, dict]) -> str:
 # --- the TorchScript policy ----------------------------------------------------------------------
 
 
-def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps: float, q_scale: float):
-    """A TorchScript module: states -> Q-values in reward units, scaler included (no d3rlpy)."""
+def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps: float, q_scale: float,
+                  n_in: int = N_FEATURES):
+    """A TorchScript module: states `(n, n_in)` -> Q-values in reward units, scaler included (no d3rlpy)."""
     import copy
 
     import torch
@@ -86,7 +88,7 @@ def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps:
             super().__init__()
             self.q_funcs = copy.deepcopy(q_funcs).cpu().eval()
             if mean is None or std is None:  # no standardisation: identity
-                mean_t, denom_t = torch.zeros(N_FEATURES), torch.ones(N_FEATURES)
+                mean_t, denom_t = torch.zeros(n_in), torch.ones(n_in)
             else:  # exactly d3rlpy's StandardObservationScaler: float32 (x - mean) / (std + eps)
                 mean_t = torch.tensor(np.asarray(mean), dtype=torch.float32)
                 denom_t = torch.tensor(np.asarray(std), dtype=torch.float32) + eps
@@ -101,7 +103,7 @@ def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps:
 
     module = QPolicy().eval()
     with torch.no_grad(), _no_jit_deprecation():
-        traced = torch.jit.trace(module, torch.zeros(2, N_FEATURES), check_trace=False)
+        traced = torch.jit.trace(module, torch.zeros(2, n_in), check_trace=False)
         return torch.jit.freeze(traced.eval())
 
 
@@ -122,12 +124,14 @@ class ScriptedPolicy:
         self.card = card
         self.policy_id: str = card["policy_id"]
         self.state_config = StateConfig(**card["state"]["config"])
+        self.n_features = n_features(self.state_config)
+        self.feature_names = tuple(f.name for f in state_features(self.state_config))
 
     def q_values(self, states: np.ndarray) -> np.ndarray:
-        """Q-values `(n, n_actions)` in reward units for states `(n, N_FEATURES)`."""
+        """Q-values `(n, n_actions)` in reward units for states `(n, n_features)`."""
         import torch
 
-        x = torch.from_numpy(np.ascontiguousarray(states, dtype=np.float32).reshape(-1, N_FEATURES))
+        x = torch.from_numpy(np.ascontiguousarray(states, dtype=np.float32).reshape(-1, self.n_features))
         with torch.inference_mode():
             return self.module(x).numpy()
 
@@ -184,7 +188,7 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
         "state": {
             "config": splits.state.to_dict(),
             "aggregates": list(AGGREGATES),
-            "features": feature_table(),
+            "features": feature_table(splits.state),
             "defined_in": "transforms/state.py (state_from_aggregates)",
             "observation_scaler": {
                 "formula": "(x - mean) / (std + eps), applied inside policy.pt",
@@ -220,12 +224,13 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
         "tuning": tuning,
         "timings_s": {k: round(v, 3) for k, v in result.seconds.items()},
         "files": {
-            "policy.pt": f"TorchScript; input float32 (n, {N_FEATURES}) states in FEATURES order; "
+            "policy.pt": f"TorchScript; input float32 (n, {n_features(splits.state)}) states in the order of "
+                         f"state.features; "
                          f"output (n, {len(menu)}) Q-values, argmax = recommended objective",
             "model.pt": "d3rlpy network weights: {module: state_dict}, load with torch.load(weights_only=True)",
             "d3rlpy_config.json": "algorithm config for d3rlpy (deserialize + create_impl + load model.pt)",
         },
-        "feature_names": list(FEATURE_NAMES),
+        "feature_names": [f.name for f in state_features(splits.state)],
         "code_version": code_version(),
         "runtime": _runtime(),
     }
@@ -284,13 +289,13 @@ def publish(
             "algorithm": result.algorithm,
             "config_class": CONFIG_CLASSES[result.algorithm],
             "config": json.loads(result.algo.config.serialize()),
-            "observation_shape": [N_FEATURES],
+            "observation_shape": [n_features(splits.state)],
             "action_size": len(splits.state.menu),
         }, indent=2))
         mods = result.algo.impl.modules
         scripted = script_policy(mods.q_funcs, result.scaler_mean if result.config.standardize else None,
                                  result.scaler_std if result.config.standardize else None,
-                                 result.config.scaler_eps, result.q_scale)
+                                 result.config.scaler_eps, result.q_scale, n_features(splits.state))
         with _no_jit_deprecation():
             torch.jit.save(scripted, str(tmp / "policy.pt"))
         (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=_json_default))
@@ -409,7 +414,7 @@ def load_policy(folder: str | Path, expected_sums_sha256: str | None = None) -> 
     module.eval()
     policy = ScriptedPolicy(folder, module, card)
     for _ in range(3):  # TorchScript optimises on its first calls: pay that at load, not per decision
-        policy.q_values(np.zeros((1, N_FEATURES), dtype=np.float32))
+        policy.q_values(np.zeros((1, policy.n_features), dtype=np.float32))
     return policy
 
 

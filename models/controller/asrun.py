@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import polars as pl
+from metapilot.models.controller.lookahead import asrun_lookahead_costs
 from metapilot.models.controller.objectives import Menu, sort_keys
 from metapilot.models.controller.tuples import tuples_from_aggregates
 from metapilot.transforms.asrun_state import TimeLike, epoch_grid
@@ -132,9 +133,16 @@ def asrun_tuples(
     grid = epoch_grid(window_from, window_to, state_config.epoch_s)
     queues = asrun_queues(con, cluster, window_from, window_to, partition=partition, config=state_config)
     acts = infer_actions(queues, grid, state_config.epoch_s, inference, Menu.of(state_config))
+    costs = None
+    if state_config.lookahead_h > 0:
+        if not isinstance(con, duckdb.DuckDBPyConnection):
+            raise ValueError("lookahead features of the as-run history need the warehouse (a connection), not a frame")
+        bounds = np.r_[grid, grid[-1] + state_config.epoch_s] if len(grid) else grid
+        costs = asrun_lookahead_costs(con, cluster, window_from, window_to, bounds, agg, partition=partition,
+                                      state=state_config)
     return tuples_from_aggregates(
         agg, acts["action"].to_numpy(),
         cluster=cluster, partition=partition, window_from=window_from, window_to=window_to,
         source="as-run", behaviour_policy="as-run-inferred", seed=None,
-        state_config=state_config, reward_config=reward_config,
+        state_config=state_config, reward_config=reward_config, lookahead_costs=costs,
     )

@@ -33,12 +33,13 @@ from metapilot.models.controller.tuples import (  # noqa: F401  (re-exported: th
     as_utc,
     conform_exprs,
     conform_tuples,
+    state_matrix,
     state_spec,
     tuples_from_aggregates,
 )
 from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
 from metapilot.transforms.reward import RewardConfig
-from metapilot.transforms.state import N_FEATURES, StateConfig
+from metapilot.transforms.state import StateConfig
 from metapilot.warehouse.asrun_queries import query_pl
 
 # --- sources ---------------------------------------------------------------------------------
@@ -169,6 +170,7 @@ class DatasetConfig:
     reward: RewardConfig = RewardConfig()
     sources: tuple[str, ...] = ("as-run",)
     planner: PlannerConfig = PlannerConfig()  # the teacher of the 'planner' source (tuned on the training window)
+    lookahead: bool = True  # with a tuning: the state gains the tuned planner's lookahead features
     older_fraction: float = 0.1  # share of the training set drawn from windows older than train_from
     validation_share: float = 0.25  # default validation window length, as a share of the train window
     seed: int = 0
@@ -299,6 +301,9 @@ def dataset_hash(frame: pl.DataFrame) -> str:
         s = df[c]
         if s.dtype in (pl.Utf8,):
             h.update("\x1f".join("" if v is None else v for v in s.to_list()).encode())
+        elif isinstance(s.dtype, pl.List):  # the lookahead features: lengths, then the values
+            h.update(s.list.len().fill_null(-1).to_numpy().tobytes())
+            h.update(s.explode().fill_null(-1).to_numpy().tobytes())
         else:
             h.update(s.cast(pl.Int64 if s.dtype == UTC else s.dtype).fill_null(-1 if s.dtype != pl.Boolean else False).to_numpy().tobytes())
     return h.hexdigest()
@@ -331,8 +336,8 @@ def to_episodes(frame: pl.DataFrame) -> Episodes:
     n = df.height
     if n == 0:
         raise ValueError("no tuples")
-    s = df.select(S_COLS).to_numpy().astype(np.float32)
-    ns = df.select(NS_COLS).to_numpy().astype(np.float32)
+    s = state_matrix(df)
+    ns = state_matrix(df, next_state=True)
     a = df["action"].to_numpy().astype(np.int64)
     r = df["reward"].to_numpy().astype(np.float32)
     term = df["terminal"].to_numpy().astype(bool)
@@ -380,8 +385,8 @@ def to_mdp_dataset(frame: pl.DataFrame, n_actions: int, fast_sampling: bool = Tr
 
     df = conform_tuples(frame).sort(list(TRAJECTORY_KEYS) + ["epoch_start"], nulls_last=True)
     n = df.height
-    obs = df.select(S_COLS).to_numpy().astype(np.float32)
-    nobs = df.select(NS_COLS).to_numpy().astype(np.float32)
+    obs = state_matrix(df)
+    nobs = state_matrix(df, next_state=True)
     act = df["action"].to_numpy().astype(np.float32).reshape(-1, 1)
     rew = df["reward"].to_numpy().astype(np.float32).reshape(-1, 1)
     term = df["terminal"].to_numpy().astype(np.float32).reshape(-1, 1)
@@ -404,8 +409,8 @@ def to_mdp_dataset(frame: pl.DataFrame, n_actions: int, fast_sampling: bool = Tr
 
 
 def observations(frame: pl.DataFrame) -> np.ndarray:
-    """The states of a tuple frame, (n, N_FEATURES) float32."""
-    return frame.select(S_COLS).to_numpy().astype(np.float32).reshape(-1, N_FEATURES)
+    """The states of a tuple frame, (n, n_features) float32 (lookahead features included)."""
+    return state_matrix(frame)
 
 
 def window_days(w: tuple[datetime, datetime]) -> float:

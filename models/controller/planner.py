@@ -39,6 +39,8 @@ class PlannerConfig:
     lam: float = 50.0  # as the aligned reward's lam: jobs' worth of waiting per second of max wait
     guard_h: float | None = 24.0  # None: no starvation guard
     base: str | None = None  # horizon 0: the objective held (with the guard); None: the menu's first
+    slowdown: float = 0.0  # beta: 0 counts every job's waiting alike (mean wait); 1 weighs it by the
+    # job's slowdown (mean bounded slowdown; see `horizon_cost`)
     oracle: bool = False  # see the true future (a bound, never published)
 
     def to_dict(self) -> dict:
@@ -46,10 +48,11 @@ class PlannerConfig:
 
 
 def horizon_cost(submit: np.ndarray, start: np.ndarray, t0: float, epoch_s: float, n_epochs: int,
-                 lam: float, record: float = 0.0) -> float:
+                 lam: float, record: float = 0.0, weight: np.ndarray | None = None) -> float:
     """`A + lam * G` of a schedule over `[t0, t0 + n_epochs * epoch_s)`: the job-seconds queued in it,
     and how far the largest wait in it (of a job queued at a boundary, or started in it) goes past
-    `record` (the aligned reward's terms, summed over the horizon's epochs)."""
+    `record` (the aligned reward's terms, summed over the horizon's epochs). `weight`: per job, what
+    a second of its waiting counts in `A` (default 1; `slowdown_weights` for bounded slowdown)."""
     t_end = t0 + n_epochs * epoch_s
     st = np.where(np.isnan(start), np.inf, start)
     m = (submit < t_end) & (st > t0)
@@ -57,7 +60,7 @@ def horizon_cost(submit: np.ndarray, start: np.ndarray, t0: float, epoch_s: floa
         return 0.0
     s, st = submit[m], st[m]
     acc = np.maximum(np.minimum(st, t_end) - np.maximum(s, t0), 0.0)
-    total = float(acc.sum())
+    total = float(acc.sum() if weight is None else (acc * weight[m]).sum())
     if lam > 0:
         b = t0 + epoch_s * np.arange(n_epochs + 1)
         queued = (s[None, :] <= b[:, None]) & (st[None, :] > b[:, None])
@@ -68,6 +71,20 @@ def horizon_cost(submit: np.ndarray, start: np.ndarray, t0: float, epoch_s: floa
             longest = max(longest, float((st[started] - s[started]).max()))
         total += lam * max(longest - record, 0.0)
     return total
+
+
+BSLD_FLOOR_S = 10.0  # bounded slowdown's floor on the run time (SPEC §6 metrics)
+
+
+def slowdown_weights(req: np.ndarray, beta: float) -> np.ndarray | None:
+    """Per job, `(1 - beta) + beta * m / max(req, 10 s)`, `m` the mean of `max(req, 10 s)` over the
+    jobs: a second of waiting adds `1 / max(run, 10)` to a job's bounded slowdown, so `beta = 1`
+    makes `A` the slowdown accrued (requested times standing for run times, scaled by `m` to stay
+    in job-seconds), `beta = 0` the plain wait. None when beta is 0."""
+    if beta <= 0:
+        return None
+    r = np.maximum(np.nan_to_num(np.asarray(req, dtype=np.float64), nan=BSLD_FLOOR_S), BSLD_FLOOR_S)
+    return (1.0 - beta) + beta * float(r.mean()) / r
 
 
 class LookaheadPlanner:
@@ -122,11 +139,13 @@ class LookaheadPlanner:
             submit_of = base.jobs.submit
         now = engine.now
         t_end = now + self.n_epochs * self.epoch_s
+        weight = slowdown_weights(base.jobs.req, cfg.slowdown)
         for a, (policy, backfill, fit_first) in enumerate(settings):
             fork = base.copy()
             fork.advance(t_end, policy, backfill, fit_first)
             submit = submit_of if submit_of is not None else fork.jobs.submit
-            self.costs[a] = horizon_cost(submit, fork.start, now, self.epoch_s, self.n_epochs, cfg.lam, self.record)
+            self.costs[a] = horizon_cost(submit, fork.start, now, self.epoch_s, self.n_epochs, cfg.lam, self.record,
+                                         weight)
         best = float(self.costs.min())
         if self.costs[self.last] <= best:
             return self.last

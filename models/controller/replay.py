@@ -17,13 +17,14 @@ from typing import Protocol
 
 import numpy as np
 import polars as pl
+from metapilot.models.controller.lookahead import LookaheadProbe
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator import SimResult
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.engine import Engine
 from metapilot.models.simulator.env import N_SUMS, EpochReplay, StateEncoder, aggregates_frame
 from metapilot.transforms.reward import RewardConfig, reward_from_frame
-from metapilot.transforms.state import N_FEATURES, StateConfig
+from metapilot.transforms.state import StateConfig, lookahead_features
 from metapilot.transforms.workload import Workload
 
 StatePolicy = Callable[[np.ndarray], int]
@@ -54,6 +55,7 @@ class ObjectiveReplayResult(SimResult):
     epoch_sums: np.ndarray = field(default_factory=lambda: np.zeros((0, N_SUMS)))
     state_config: StateConfig = StateConfig()
     reward_config: RewardConfig = RewardConfig()
+    lookahead_costs: np.ndarray | None = None  # (n + 1, menu size) at the boundaries, when the state has them
 
     def aggregates(self) -> pl.DataFrame:
         """The boundaries as a frame (AGGREGATES + the epoch sums + u_* of the epoch each opens)."""
@@ -86,14 +88,16 @@ def replay_objectives(
     partition: str | None = None,
     horizon_s: float | None = None,
     settings: Sequence[tuple[int, int, bool]] | None = None,
+    lookahead: bool | None = None,
 ) -> ObjectiveReplayResult:
     """Replay the workload to its end, epoch by epoch, under `objective`: an action index held
     throughout, or `state -> action` called at every boundary with the state (float32,
-    (N_FEATURES,)) of `transforms.state`, or an `EnginePolicy` (the planner) asked at every
-    boundary. `horizon_s`: keep deciding at least this long after the
-    window start (e.g. to score a whole validation window even after the last job ends).
-    `settings`: raw engine settings per action instead of the menu's (what-if benchmarks; see
-    `models.simulator.env.EpochReplay`)."""
+    (n_features,)) of `transforms.state` (lookahead features included when the state config has
+    them), or an `EnginePolicy` (the planner) asked at every boundary. `horizon_s`: keep deciding
+    at least this long after the window start (e.g. to score a whole validation window even after
+    the last job ends). `settings`: raw engine settings per action instead of the menu's (what-if
+    benchmarks; see `models.simulator.env.EpochReplay`). `lookahead`: record the lookahead costs
+    of every boundary (default: when a state policy needs them; tuple sources ask for them)."""
     sc = replace(state_config or StateConfig(), epoch_s=int(epoch_s))
     rc = reward_config or RewardConfig()
     menu = Menu.of(sc)
@@ -107,9 +111,13 @@ def replay_objectives(
     rp = EpochReplay(workload, capacity, epoch_s=sc.epoch_s, long_tail_s=sc.long_tail_s, partition=partition,
                      menu=menu, settings=settings)
     encode = None if fixed or planner else StateEncoder(sc, rp.origin_s, sc.epoch_s)
+    if lookahead is None:
+        lookahead = encode is not None and sc.lookahead_h > 0
+    probe = LookaheadProbe(sc) if lookahead else None
     if planner:
         objective.reset()
     rows = [rp.reset()]
+    costs = [probe.costs(rp.engine, rows[-1], rp.settings)] if probe else []
     used: list[np.ndarray] = []
     actions: list[int] = []
     min_k = 0 if horizon_s is None else int(np.ceil(horizon_s / sc.epoch_s))
@@ -119,11 +127,16 @@ def replay_objectives(
         elif planner:
             a = int(objective.plan(rp.engine, rows[-1], rp.settings))
         else:
-            a = int(objective(encode(rows[-1], rp.k)))
+            s = encode(rows[-1], rp.k)
+            if probe is not None:
+                s = np.concatenate([s, lookahead_features(costs[-1], sc.epoch_s)[0]])
+            a = int(objective(s))
             if not 0 <= a < len(menu):
                 raise ValueError(f"the controller chose {a}, not an index into the menu {names}")
         used.append(rp.advance(a))
         rows.append(rp.aggregates())
+        if probe is not None:
+            costs.append(probe.costs(rp.engine, rows[-1], rp.settings))
         actions.append(a)
     wall = time.perf_counter() - t0
     eng = rp.engine
@@ -145,15 +158,16 @@ def replay_objectives(
         wall_s=wall, events=rp.events, counters=counters,
         epoch_s=sc.epoch_s, objectives=acts, boundary_aggregates=np.stack(rows),
         epoch_sums=np.stack(used) if used else np.zeros((0, N_SUMS)), state_config=sc, reward_config=rc,
+        lookahead_costs=np.stack(costs) if costs else None,
     )
 
 
 def batch_policy(policy: Callable[[np.ndarray], np.ndarray]) -> StatePolicy:
-    """A `states (n, N_FEATURES) -> actions (n,)` function (d3rlpy, the TorchScript artifact) as
+    """A `states (n, n_features) -> actions (n,)` function (d3rlpy, the TorchScript artifact) as
     the one-state callable `replay_objectives` takes."""
 
     def one(state: np.ndarray) -> int:
-        out = np.asarray(policy(np.asarray(state, dtype=np.float32).reshape(1, N_FEATURES)))
+        out = np.asarray(policy(np.asarray(state, dtype=np.float32).reshape(1, -1)))
         return int(out.reshape(-1)[0])
 
     return one

@@ -73,12 +73,14 @@ def planner_source(con: duckdb.DuckDBPyConnection, request: TupleRequest,
     frames = []
     for name, seed, policy in teachers:
         res = replay_objectives(workload, capacity, policy, e, request.state, request.reward,
-                                partition=request.partition, horizon_s=n * e)
+                                partition=request.partition, horizon_s=n * e, lookahead=request.state.lookahead_h > 0)
         agg = res.aggregates().head(n + 1)
+        costs = None if res.lookahead_costs is None else res.lookahead_costs[: n + 1]
         frames.append(tuples_from_aggregates(
             agg, res.objectives[:n], cluster=request.cluster, partition=request.partition,
             window_from=request.window_from, window_to=request.window_to, source="planner",
             behaviour_policy=name, seed=seed, state_config=request.state, reward_config=request.reward,
+            lookahead_costs=costs,
         ))
     return pl.concat(frames) if frames else pl.DataFrame(schema=TUPLE_SCHEMA)
 

@@ -7,7 +7,7 @@ trained on the same data and scored the same way, for the model card. Every fit 
 (`d3rlpy.seed`, deterministic torch), so the same data and config give the same weights.
 
 The replay hook: `replay_evaluator(policy) -> {"score": float, ...}` where
-`policy(states: np.ndarray[(n, N_FEATURES) float32]) -> np.ndarray[(n,) int]` (action indices).
+`policy(states: np.ndarray[(n, n_features) float32]) -> np.ndarray[(n,) int]` (action indices).
 Higher score is better; other keys are recorded as replay metrics in the model card.
 """
 
@@ -22,7 +22,6 @@ import numpy as np
 import polars as pl
 from metapilot.models.controller.d3 import import_d3rlpy
 from metapilot.models.controller.dataset import (
-    S_COLS,
     observations,
     to_episodes,
     to_mdp_dataset,
@@ -354,7 +353,8 @@ def train_policy(
 
 def q_values(algo, states: np.ndarray, q_scale: float = 1.0) -> np.ndarray:
     """Q-values of every action (n, n_actions) from d3rlpy, in reward units via `q_scale`."""
-    states = np.asarray(states, dtype=np.float32).reshape(-1, len(S_COLS))
+    states = np.asarray(states, dtype=np.float32)
+    states = states.reshape(-1, states.shape[-1])
     n_actions = int(algo.action_size)
     cols = [algo.predict_value(states, np.full(len(states), a, dtype=np.int64)) for a in range(n_actions)]
     return np.stack(cols, axis=1) * q_scale

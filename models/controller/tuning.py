@@ -82,8 +82,10 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
     fixed = fixed_outcomes(workload, capacity)
     best: tuple[float, PlannerConfig, GateVerdict] | None = None
     rows = []
-    settings = [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None if g is None else float(g))
-                for h, lam, g in itertools.product(grid["horizon_h"], grid["lam"], grid["guard_h"])]
+    settings = [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None if g is None else float(g),
+                              slowdown=float(b))
+                for b, h, lam, g in itertools.product(grid.get("slowdown", (0.0,)), grid["horizon_h"], grid["lam"],
+                                                      grid["guard_h"])]
     settings += [PlannerConfig(horizon_h=0.0, lam=0.0, guard_h=None if g is None else float(g), base=name)
                  for name in Menu.of(state).names for g in grid.get("rule_guard_h", ())]
     for cfg in settings:
@@ -167,12 +169,26 @@ def from_dict(d: dict) -> tuple[PlannerConfig, float]:
     return PlannerConfig(**d["planner"]), float(d["reward_lam"])
 
 
+LOOKAHEAD_RULE_H = 12.0  # the lookahead features' horizon when the tuned teacher is a rule (no horizon)
+
+
+def with_lookahead(state: StateConfig, planner: PlannerConfig) -> StateConfig:
+    """The state with the lookahead features of the teacher's own cost (its horizon, lam and
+    slowdown weight): the controller sees what the planner weighs when it decides."""
+    if planner.horizon_h > 0:
+        return replace(state, lookahead_h=float(planner.horizon_h), lookahead_lam=float(planner.lam),
+                       lookahead_slowdown=float(planner.slowdown))
+    return replace(state, lookahead_h=LOOKAHEAD_RULE_H, lookahead_lam=0.0, lookahead_slowdown=float(planner.slowdown))
+
+
 def apply_tuning(config, tuning: dict | None):
-    """A `DatasetConfig` with the tuned planner and reward lam (unchanged without a tuning)."""
+    """A `DatasetConfig` with the tuned planner and reward lam, and (with `config.lookahead`) the
+    state's lookahead features from the tuned planner (unchanged without a tuning)."""
     if not tuning:
         return config
     planner, lam = from_dict(tuning)
-    return replace(config, planner=planner, reward=replace(config.reward, lam=lam))
+    state = with_lookahead(config.state, planner) if getattr(config, "lookahead", False) else config.state
+    return replace(config, planner=planner, reward=replace(config.reward, lam=lam), state=state)
 
 
 def tuned_config(con, cluster: str, train_from, train_to, config, *, partition: str | None = None,

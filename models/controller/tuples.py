@@ -13,8 +13,9 @@ from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
 from metapilot.transforms.reward import RewardConfig, reward_from_frame
 from metapilot.transforms.state import (
     FEATURE_NAMES,
-    FEATURES,
     StateConfig,
+    lookahead_features,
+    state_features,
     state_from_frame,
 )
 
@@ -27,10 +28,13 @@ TUPLE_SCHEMA: dict[str, pl.DataType] = (
     {"cluster": pl.Utf8, "partition": pl.Utf8, "window_from": UTC, "window_to": UTC, "epoch_start": UTC,
      "epoch_s": pl.Int64, "source": pl.Utf8, "behaviour_policy": pl.Utf8, "seed": pl.Int64, "state_spec": pl.Utf8}
     | {c: pl.Float32 for c in S_COLS}
+    | {"s_lookahead": pl.List(pl.Float32)}
     | {"action": pl.Int32, "reward": pl.Float64}
     | {c: pl.Float32 for c in NS_COLS}
+    | {"ns_lookahead": pl.List(pl.Float32)}
     | {"terminal": pl.Boolean}
 )
+LOOKAHEAD_COLS: tuple[str, str] = ("s_lookahead", "ns_lookahead")  # the lookahead features (empty without)
 TUPLE_COLUMNS: tuple[str, ...] = tuple(TUPLE_SCHEMA)
 TRAJECTORY_KEYS: tuple[str, ...] = ("cluster", "partition", "window_from", "source", "behaviour_policy", "seed")
 
@@ -38,7 +42,7 @@ TRAJECTORY_KEYS: tuple[str, ...] = ("cluster", "partition", "window_from", "sour
 def state_spec(state_config: StateConfig, reward_config: RewardConfig) -> str:
     """Short hash of what a tuple's numbers mean: features, their normalisation, configs, actions."""
     doc = {
-        "features": [[f.name, f.normalisation] for f in FEATURES],
+        "features": [[f.name, f.normalisation] for f in state_features(state_config)],
         "state": state_config.to_dict(),
         "reward": reward_config.to_dict(),
         "actions": list(state_config.menu),
@@ -65,12 +69,14 @@ def tuples_from_aggregates(
     state_config: StateConfig = StateConfig(),
     reward_config: RewardConfig = RewardConfig(),
     terminal_last: bool = False,
+    lookahead_costs: np.ndarray | None = None,
 ) -> pl.DataFrame:
     """Tuples of one trajectory from its aggregates at n + 1 consecutive boundaries and n actions.
 
     Row k: s = state(boundary k), action k, reward of epoch k (queue at boundary k + 1, utilisation
     `u_*` of row k), ns = state(boundary k + 1). The env's rollouts call this with the aggregates
-    they track, exactly as the as-run path does.
+    they track, exactly as the as-run path does. `lookahead_costs`: the n + 1 boundaries' rollout
+    costs per objective, required when the state config has lookahead features.
     """
     n = aggregates.height - 1
     actions = np.asarray(actions, dtype=np.int64)
@@ -80,6 +86,13 @@ def tuples_from_aggregates(
     if actions.min() < 0 or actions.max() >= len(menu):
         raise ValueError(f"actions must be indices into the menu {menu}")
     states = state_from_frame(aggregates, state_config)
+    if state_config.lookahead_h > 0:
+        if lookahead_costs is None or np.shape(lookahead_costs) != (n + 1, len(menu)):
+            raise ValueError(f"the state has lookahead features: need ({n + 1}, {len(menu)}) rollout costs, "
+                             f"got {None if lookahead_costs is None else np.shape(lookahead_costs)}")
+        la = lookahead_features(lookahead_costs, state_config.epoch_s)
+    else:
+        la = np.zeros((n + 1, 0), np.float32)
     cur = aggregates.head(n)
     rewards = reward_from_frame(aggregates, reward_config)
     terminal = np.zeros(n, dtype=bool)
@@ -88,9 +101,11 @@ def tuples_from_aggregates(
         {
             "epoch_start": (cur["epoch_start"].to_numpy().astype(np.int64) * 1_000_000),
             **{c: states[:n, i] for i, c in enumerate(S_COLS)},
+            "s_lookahead": list(la[:n]),
             "action": actions.astype(np.int32),
             "reward": rewards,
             **{c: states[1:, i] for i, c in enumerate(NS_COLS)},
+            "ns_lookahead": list(la[1:]),
             "terminal": terminal,
         }
     ).with_columns(pl.col("epoch_start").cast(UTC))
@@ -105,6 +120,22 @@ def tuples_from_aggregates(
         pl.lit(seed, dtype=pl.Int64).alias("seed"),
         pl.lit(state_spec(state_config, reward_config)).alias("state_spec"),
     ).select(conform_exprs())
+
+
+def state_matrix(frame: pl.DataFrame, next_state: bool = False) -> np.ndarray:
+    """The full states of tuples `(n, n_features)` float32: the base features, then the lookahead ones."""
+    cols, la = (NS_COLS, "ns_lookahead") if next_state else (S_COLS, "s_lookahead")
+    base = frame.select(cols).to_numpy().astype(np.float32)
+    if la not in frame.columns or frame.height == 0:
+        return base
+    widths = frame[la].list.len()
+    w = int(widths.max() or 0)
+    if w == 0:
+        return base
+    if int(widths.min()) != w:
+        raise ValueError("tuples with different lookahead widths are mixed (another state configuration)")
+    extra = np.asarray(frame[la].explode().to_numpy(), dtype=np.float32).reshape(-1, w)
+    return np.concatenate([base, extra], axis=1)
 
 
 def conform_exprs() -> list[pl.Expr]:

@@ -177,7 +177,14 @@ class Engine:
         st = self.state
         running = np.flatnonzero(st.status == RUNNING)
         running = running[np.argsort(st.order[running], kind="stable")]
-        alive = np.r_[running, np.flatnonzero(st.status == QUEUED)].astype(np.int64)
+        return self.view(running, st.start[running], np.flatnonzero(st.status == QUEUED), self.now)
+
+    def view(self, running: np.ndarray, running_start: np.ndarray, queued: np.ndarray,
+             now: float) -> tuple[Engine, np.ndarray]:
+        """The planning view of any moment of this engine's jobs (the as-run history's too): jobs
+        `running` (in start order) since `running_start`, jobs `queued`, the clock at `now`;
+        requested times as run times. Returns it and, per job of the view, the job's index here."""
+        alive = np.r_[np.asarray(running, np.int64), np.asarray(queued, np.int64)]
         j = self.jobs
         req = j.req[alive]
         jobs = Jobs(submit=j.submit[alive], run=req, req=req, need=np.ascontiguousarray(j.need[alive]),
@@ -188,9 +195,9 @@ class Engine:
         view.jobs = jobs
         view.pools, view.state = build_state(jobs, self.pools.cap, np.zeros(len(alive), np.bool_))
         view.policy, view.fit_first, view.backfill = self.policy, self.fit_first, NONE
-        seed_view(jobs, view.pools, view.state, len(running), np.ascontiguousarray(st.start[running]), self.now,
-                  self.policy)
-        view._util_t = self.now
+        seed_view(jobs, view.pools, view.state, len(running), np.ascontiguousarray(running_start, dtype=np.float64),
+                  float(now), self.policy)
+        view._util_t = float(now)
         view._set_backfill(self.backfill)
         return view, alive
 

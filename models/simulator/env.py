@@ -61,9 +61,13 @@ from metapilot.transforms.state import (
     AGGREGATES,
     LOG_COUNT_SCALE,
     LOG_TIME_SCALE,
+    LOOKAHEAD_MIN_SCALE,
+    LOOKAHEAD_SCALE,
     N_FEATURES,
     RATIO_CLIP,
     StateConfig,
+    lookahead_feature_list,
+    lookahead_features,
     state_from_aggregates,
 )
 from metapilot.transforms.workload import Workload
@@ -499,15 +503,21 @@ def fast_reward_ok(config: RewardConfig, epoch_s: int) -> bool:
 # --- the env ---------------------------------------------------------------------------------------
 
 
-def observation_bounds() -> tuple[np.ndarray, np.ndarray]:
+def observation_bounds(config: StateConfig | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Box bounds of the state: ratios in [0, RATIO_CLIP], ln(1 + ratio), shares in [0, 1],
     sin/cos in [-1, 1]; log-scaled times up to 1e15 s and counts up to 1e9 (finite, so that
-    agents that normalise by the bounds can)."""
+    agents that normalise by the bounds can); lookahead features (with `config`'s) of costs up
+    to 1e15 job-epochs."""
     t = np.log10(1.0 + 1e15) / LOG_TIME_SCALE
     c = np.log10(1.0 + 1e9) / LOG_COUNT_SCALE
     q = float(np.log1p(RATIO_CLIP))
     low = np.array([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1], dtype=np.float32)
     high = np.array([RATIO_CLIP] * 3 + [c, q, q, q, t, t, 1.0, t, c, 1, 1, 1, 1], dtype=np.float32)
+    n_la = len(lookahead_feature_list(config)) if config is not None else 0
+    if n_la:
+        big = float(np.log1p(1e15))
+        low = np.r_[low, np.zeros(n_la, np.float32)]
+        high = np.r_[high, [big / LOOKAHEAD_SCALE] * (n_la - 1), [big / LOOKAHEAD_MIN_SCALE]].astype(np.float32)
     return low, high
 
 
@@ -537,8 +547,13 @@ class ObjectiveSwitchingEnv(gym.Env):
         self.replay = EpochReplay(workload, capacity, epoch_s=sc.epoch_s, long_tail_s=sc.long_tail_s,
                                   partition=partition, menu=self.menu)
         self.encoder = StateEncoder(sc, self.replay.origin_s, sc.epoch_s)
+        self.probe = None
+        if sc.lookahead_h > 0:
+            from metapilot.models.controller.lookahead import LookaheadProbe
+
+            self.probe = LookaheadProbe(sc)
         self.fast_reward = fast_reward_ok(self.reward_config, sc.epoch_s)
-        low, high = observation_bounds()
+        low, high = observation_bounds(sc)
         self.observation_space = gym.spaces.Box(low=low, high=high, dtype=np.float32)
         self.action_space = gym.spaces.Discrete(len(self.menu))
         self._agg: np.ndarray | None = None
@@ -552,7 +567,16 @@ class ObjectiveSwitchingEnv(gym.Env):
         super().reset(seed=seed)
         self._agg = self.replay.reset()
         self._record = 0.0
-        return self.encoder(self._agg, 0), {**aggregates_dict(self._agg), "epoch": 0}
+        if self.probe is not None:
+            self.probe.reset()
+        return self._observe(self._agg, 0), {**aggregates_dict(self._agg), "epoch": 0}
+
+    def _observe(self, agg: np.ndarray, k: int) -> np.ndarray:
+        obs = self.encoder(agg, k)
+        if self.probe is None:
+            return obs
+        costs = self.probe.costs(self.replay.engine, agg, self.replay.settings)
+        return np.concatenate([obs, lookahead_features(costs, self.epoch_s)[0]])
 
     def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
         if self._agg is None:
@@ -566,7 +590,7 @@ class ObjectiveSwitchingEnv(gym.Env):
         self._agg = agg
         record = max(self._record, float(agg0[12]))
         self._record = max(record, float(agg[12]), float(sums[4]))
-        obs = self.encoder(agg, rp.k)
+        obs = self._observe(agg, rp.k)
         if self.fast_reward:
             reward, u = epoch_reward(agg0, agg, sums, rp.epoch_s, self.reward_config, record)
         else:

@@ -33,6 +33,7 @@ from metapilot.models.controller.dataset import (
     register_source,
     tuples_from_aggregates,
 )
+from metapilot.models.controller.lookahead import LookaheadProbe
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator.env import (
     N_AGG,
@@ -109,17 +110,25 @@ def behaviours(config: RolloutConfig = DEFAULT_CONFIG, menu: Menu = Menu()) -> l
     return out
 
 
-def rollout(replay: EpochReplay, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Run one trajectory from the window start: the n + 1 boundaries' aggregates and what each
-    of the n epochs added up (`EPOCH_SUMS`)."""
+def rollout(replay: EpochReplay, actions: np.ndarray,
+            probe: LookaheadProbe | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Run one trajectory from the window start: the n + 1 boundaries' aggregates, what each
+    of the n epochs added up (`EPOCH_SUMS`) and, with a `probe`, the boundaries' lookahead costs."""
     n = len(actions)
     rows = np.empty((n + 1, N_AGG))
     used = np.empty((n, N_SUMS))
+    costs = None
     rows[0] = replay.reset()
+    if probe is not None:
+        probe.reset()
+        costs = np.empty((n + 1, len(replay.settings)))
+        costs[0] = probe.costs(replay.engine, rows[0], replay.settings)
     for k in range(n):
         used[k] = replay.advance(int(actions[k]))
         rows[k + 1] = replay.aggregates()
-    return rows, used
+        if probe is not None:
+            costs[k + 1] = probe.costs(replay.engine, rows[k + 1], replay.settings)
+    return rows, used, costs
 
 
 def replay_source(con: duckdb.DuckDBPyConnection, request: TupleRequest, config: RolloutConfig | None = None) -> pl.DataFrame:
@@ -136,19 +145,20 @@ def replay_source(con: duckdb.DuckDBPyConnection, request: TupleRequest, config:
     menu = Menu.of(request.state)
     replay = EpochReplay(workload, capacity, epoch_s=e, long_tail_s=request.state.long_tail_s,
                          partition=request.partition, menu=menu)
+    probe = LookaheadProbe(request.state) if request.state.lookahead_h > 0 else None
     frames = []
     for name, behaviour in behaviours(config, menu):
         for i in range(config.seeds):
             seed = int(request.seed) + i
             rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
             actions = np.asarray(behaviour(n, rng), dtype=np.int64)
-            rows, used = rollout(replay, actions)
+            rows, used, costs = rollout(replay, actions, probe)
             frames.append(tuples_from_aggregates(
                 aggregates_frame(rows, used, e), actions,
                 cluster=request.cluster, partition=request.partition,
                 window_from=request.window_from, window_to=request.window_to,
                 source="replay", behaviour_policy=name, seed=seed,
-                state_config=request.state, reward_config=request.reward,
+                state_config=request.state, reward_config=request.reward, lookahead_costs=costs,
             ))
     return pl.concat(frames) if frames else pl.DataFrame(schema=TUPLE_SCHEMA)
 

@@ -58,3 +58,7 @@ CREATE TABLE IF NOT EXISTS mdp_transitions (
     ns_dow_cos         FLOAT NOT NULL,
     terminal         BOOLEAN NOT NULL
 );
+-- Lookahead features (transforms/state.py lookahead_feature_list: one per objective of the menu,
+-- then the best cost), empty when the state configuration has none; warehouses created before them.
+ALTER TABLE mdp_transitions ADD COLUMN IF NOT EXISTS s_lookahead FLOAT[];
+ALTER TABLE mdp_transitions ADD COLUMN IF NOT EXISTS ns_lookahead FLOAT[];

@@ -14,7 +14,7 @@ def dataset_cmd(
     valid_from: Annotated[Optional[str], typer.Option(help="Validation window start (>= --train-to). Default: right after training.")] = None,
     valid_to: Annotated[Optional[str], typer.Option(help="Validation window end. Default: a quarter of the training length.")] = None,
     partition: Annotated[Optional[str], typer.Option(help="One partition only (default: the whole cluster).")] = None,
-    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated: as-run, replay, planner (the lookahead teacher, tuned on the training window).")] = "as-run,replay,planner",
+    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated: as-run, planner (the lookahead teacher, tuned on the training window), replay (behaviour rollouts; opt-in).")] = "as-run,planner",
     menu: Annotated[str, typer.Option(help="Objective menu: default (SJF,SAF,F1,WFP3,FCFS), uw (the seed's two), or names.")] = "default",
     reward: Annotated[str, typer.Option(help="Reward: aligned (SPEC §7 default) or paper (the seed's).")] = "aligned",
     older_fraction: Annotated[float, typer.Option(help="Share of the training set drawn from older windows' stored tuples.")] = 0.1,

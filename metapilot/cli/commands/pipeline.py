@@ -17,7 +17,7 @@ def pipeline_cmd(
     steps: Annotated[int, typer.Option(help="Gradient steps per training run.")] = 2000,
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel).")] = "0",
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
-    sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history), replay (simulator rollouts), planner (the lookahead teacher).")] = "as-run,replay,planner",
+    sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history), planner (the lookahead teacher), replay (behaviour rollouts; opt-in).")] = "as-run,planner",
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Ingest, build the dataset, train, validate, publish and report: prints where everything is."""

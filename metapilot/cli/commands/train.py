@@ -35,7 +35,7 @@ def train_cmd(
     algorithm: Annotated[str, typer.Option(help="Published algorithm: cql or dqn.")] = "cql",
     baselines: Annotated[str, typer.Option(help="Baselines scored on the same data (comma-separated: bc,dqn,bcq; empty for none).")] = "bc,dqn,bcq",
     fqe_steps: Annotated[int, typer.Option(help="DiscreteFQE steps per evaluated policy.")] = 4_000,
-    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated: as-run, replay, planner.")] = "as-run,replay,planner",
+    sources: Annotated[str, typer.Option(help="Tuple sources, comma-separated: as-run, planner, replay (opt-in).")] = "as-run,planner",
     menu: Annotated[str, typer.Option(help="Objective menu: default (SJF,SAF,F1,WFP3,FCFS), uw (the seed's two), or names.")] = "default",
     reward: Annotated[str, typer.Option(help="Reward: aligned (SPEC §7 default) or paper (the seed's).")] = "aligned",
     epoch: Annotated[int, typer.Option(help="Decision epoch length in seconds.")] = 3600,

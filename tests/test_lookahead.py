@@ -1,0 +1,151 @@
+"""The lookahead features (SPEC §7 planner costs in the state): defined once, the same in the
+replay, the as-run history and the advice, carried by the tuples into training and the artifact."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime, timezone
+
+import numpy as np
+import polars as pl
+import pytest
+from controller_fixtures import CLUSTER, load_warehouse, read_swf, warehouse  # noqa: F401  (module-scoped fixture)
+from metapilot.models.controller.dataset import DatasetConfig, build_dataset, observations
+from metapilot.models.controller.lookahead import LOOKBACK_S, asrun_lookahead_costs
+from metapilot.models.controller.objectives import Menu
+from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
+from metapilot.models.controller.replay import replay_objectives
+from metapilot.models.controller.tuning import apply_tuning
+from metapilot.models.controller.tuples import state_matrix
+from metapilot.models.simulator import Capacity
+from metapilot.transforms.state import (
+    FEATURE_NAMES,
+    StateConfig,
+    lookahead_features,
+    n_features,
+    state_features,
+)
+from metapilot.warehouse.sim_store import load_replay_window
+
+FROM = datetime(1996, 10, 15, tzinfo=timezone.utc)
+TO = datetime(1996, 10, 18, tzinfo=timezone.utc)
+LA = StateConfig(lookahead_h=6.0)
+
+
+def test_lookahead_features_are_pure_and_documented():
+    f = lookahead_features(np.array([[3600.0, 0.0, 7200.0, 0.0, 10 * 3600.0]]), 3600)
+    assert f.shape == (1, 6) and f.dtype == np.float32
+    assert f[0, 1] == 0 and f[0, 3] == 0 and f[0, 5] == 0  # the best objectives, and a best cost of 0
+    assert f[0, 0] == pytest.approx(np.log1p(1.0) / 4) and f[0, 4] > f[0, 2] > f[0, 0]
+    assert lookahead_features(np.zeros((2, 5)), 3600).sum() == 0  # nothing waits: all zero
+    names = [f.name for f in state_features(LA)]
+    assert names[:16] == list(FEATURE_NAMES) and names[16:] == [f"la_{n}" for n in LA.menu] + ["la_min"]
+    assert n_features(LA) == 22 and n_features(StateConfig()) == 16
+
+
+def test_tuning_gives_the_state_the_teachers_lookahead():
+    tuning = {"planner": PlannerConfig(24.0, 30.0, 12.0, slowdown=0.5).to_dict(), "reward_lam": 50.0}
+    cfg = apply_tuning(DatasetConfig(sources=("as-run", "planner")), tuning)
+    assert (cfg.state.lookahead_h, cfg.state.lookahead_lam, cfg.state.lookahead_slowdown) == (24.0, 30.0, 0.5)
+    rule = {"planner": PlannerConfig(0.0, 0.0, 6.0, base="SJF").to_dict(), "reward_lam": 0.0}
+    assert apply_tuning(DatasetConfig(), rule).state.lookahead_h > 0  # a rule teacher: the default horizon
+    assert apply_tuning(DatasetConfig(lookahead=False), tuning).state.lookahead_h == 0
+
+
+def test_the_as_run_view_equals_the_replays_own_view(warehouse):  # noqa: F811
+    """Replay the window under SJF, store that schedule as if it were the history, and rebuild the
+    lookahead costs from the warehouse: they equal the probe's on the live engine, boundary by boundary."""
+    from metapilot.warehouse.db import connect_memory
+
+    wl, rows = load_replay_window(warehouse, CLUSTER, FROM, TO)
+    cap = Capacity.from_rows(rows)
+    res = replay_objectives(wl, cap, 0, 3600, LA, lookahead=True, horizon_s=72 * 3600)
+    assert res.lookahead_costs.shape == (len(res.objectives) + 1, len(LA.menu))
+    assert (res.lookahead_costs > 0).any()
+    origin = FROM.timestamp()
+    history = read_swf().join(pl.DataFrame({"job_id": wl.job_ids.astype(str),
+                                            "sim_start": origin + res.start, "sim_run": wl.run}), on="job_id")
+    us = lambda c: (pl.col(c) * 1e6).cast(pl.Int64).cast(pl.Datetime("us", "UTC"))  # noqa: E731
+    history = history.with_columns(us("sim_start").alias("start_time"),
+                                   (pl.col("sim_start") + pl.col("sim_run")).pipe(lambda e: (e * 1e6).cast(pl.Int64)
+                                                                                  .cast(pl.Datetime("us", "UTC")))
+                                   .alias("end_time")).drop("sim_start", "sim_run")
+    con = connect_memory()
+    load_warehouse(con, history)
+    n = 72
+    grid = origin + 3600.0 * np.arange(n + 1)
+    got = asrun_lookahead_costs(con, CLUSTER, FROM, TO, grid, res.aggregates().head(n + 1), state=LA)
+    np.testing.assert_allclose(got, res.lookahead_costs[: n + 1], rtol=1e-9)
+    con.close()
+
+
+def test_tuples_carry_the_lookahead_into_the_dataset(warehouse):  # noqa: F811
+    cfg = DatasetConfig(state=LA, sources=("as-run", "replay", "planner"), planner=PlannerConfig(6.0, 0.0, 24.0))
+    splits = build_dataset(warehouse, CLUSTER, FROM, TO, TO, datetime(1996, 10, 19, tzinfo=timezone.utc), config=cfg,
+                           store=True)
+    for frame in (splits.train, splits.validation):
+        s = observations(frame)
+        assert s.shape == (frame.height, 22)
+        assert set(frame["s_lookahead"].list.len().to_list()) == {6}
+        np.testing.assert_array_equal(s[:, 16:], state_matrix(frame)[:, 16:])
+        assert (s[:, 16:] > 0).any()
+    # the planner's own trajectory: its choice is a cheapest objective of the features wherever it
+    # looked ahead (something queued, no guard)
+    own = splits.train.filter((pl.col("source") == "planner") & (pl.col("behaviour_policy") == "planner"))
+    la = state_matrix(own)[:, 16:21]
+    pick = own["action"].to_numpy()
+    m = (own["s_queue_len"].to_numpy() > 0) & (own["s_wait_max"].to_numpy() < np.log10(1 + 24 * 3600) / 6)
+    assert m.sum() >= 5 and (la[m, pick[m]] == 0).all()
+    assert (la[m].max(axis=1) > 0).any()  # and somewhere the objectives' costs differ
+    # stored and loaded back: the same states
+    stored = warehouse.execute("SELECT count(*) FROM mdp_transitions WHERE len(s_lookahead) = 6").fetchall()[0][0]
+    assert stored == splits.train.height + splits.validation.height
+
+
+def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path):  # noqa: F811
+    from metapilot.models.controller.advice import Advisor, state_from_json
+    from metapilot.models.controller.artifact import publish
+    from metapilot.models.controller.train import TrainConfig, train_policy
+
+    cfg = DatasetConfig(state=LA, sources=("as-run", "planner"), planner=PlannerConfig(6.0, 0.0, 24.0))
+    splits = build_dataset(warehouse, CLUSTER, FROM, TO, TO, datetime(1996, 10, 19, tzinfo=timezone.utc), config=cfg,
+                           store=False)
+    result = train_policy(splits.train, splits.validation,
+                          TrainConfig(n_steps=100, n_steps_per_epoch=50, fqe_steps=20, baselines=(), show_progress=False))
+    art = publish(result, splits, db=tmp_path / "w.duckdb", cluster=CLUSTER, con=warehouse)
+    adv = Advisor(art.policy_id, tmp_path / "w.duckdb", art.sums_sha256)
+    assert adv.policy.n_features == 22 and adv.card["feature_names"][-1] == "la_min"
+    a = adv.advise_at(warehouse, "1996-10-18T03:00:00")
+    assert list(a.state)[16:] == [f"la_{n}" for n in LA.menu] + ["la_min"]
+    row = splits.validation.filter((pl.col("epoch_start") == pl.lit(splits.valid_window[0]).dt.offset_by("3h"))
+                                   & (pl.col("source") == "as-run"))
+    got = np.array([list(a.state.values())], dtype=np.float32)
+    np.testing.assert_array_equal(got[:, :16], state_matrix(row)[:, :16])
+    # the moment's view holds the jobs submitted in the 30 days before it (those of earlier days that
+    # still wait or run at 03:00 included, which the validation window's own tuples leave out)
+    t = datetime(1996, 10, 18, 3, tzinfo=timezone.utc).timestamp()
+    agg = pl.DataFrame({k: [v] for k, v in zip(adv.card["state"]["aggregates"], [t] + [0.0] * 15, strict=True)})
+    agg = agg.with_columns(pl.lit(1.0).alias("queue_len"))
+    costs = asrun_lookahead_costs(warehouse, CLUSTER, t - LOOKBACK_S, t + 1, np.array([t]), agg, state=LA)
+    np.testing.assert_allclose(got[:, 16:], lookahead_features(costs, 3600), atol=1e-6)
+    assert (got[:, 16:] > 0).any()
+    assert adv.decide(state_from_json({"features": a.state}, adv.policy)).action == a.action
+    with pytest.raises(ValueError, match="lookahead_costs"):
+        state_from_json({"aggregates": {k: 0 for k in adv.card["state"]["aggregates"]}}, adv.policy)
+    # the replay feeds the same vector to the policy: a policy that reads the cheapest objective off
+    # the features (keeping the one in force on a tie) replays exactly as the planner with the same
+    # horizon and no guard
+    wl, rows = load_replay_window(warehouse, CLUSTER, FROM, TO)
+    cap = Capacity.from_rows(rows)
+    last = [Menu.of(LA).user_first]
+
+    def cheapest(s: np.ndarray) -> int:
+        if s[3] > 0 and s[16 + last[0]] > 0:  # something waits and the objective in force is not a cheapest
+            last[0] = int(np.argmin(s[16:21]))
+        return last[0]
+
+    by_features = replay_objectives(wl, cap, cheapest, 3600, LA)
+    planner = LookaheadPlanner(Menu.of(LA), PlannerConfig(6.0, 0.0, None), 3600)
+    planned = replay_objectives(wl, cap, planner, 3600, replace(LA, lookahead_h=0.0))
+    np.testing.assert_array_equal(by_features.objectives, planned.objectives)
+    assert len(set(planned.objectives.tolist())) > 1
