@@ -130,6 +130,13 @@ def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path): 
     np.testing.assert_allclose(got[:, 16:], lookahead_features(costs, 3600), atol=1e-6)
     assert (got[:, 16:] > 0).any()
     assert adv.decide(state_from_json({"features": a.state}, adv.policy)).action == a.action
+    # the weekly report scores the observed week with the same states
+    from metapilot.models.reporting import score_recommendations
+
+    assert score_recommendations(warehouse, art.policy_id, "1996-W42", db=tmp_path / "w.duckdb") == 7 * 24
+    rec = warehouse.execute("SELECT action FROM recommendations WHERE policy_id = ? AND epoch_start = "
+                            "TIMESTAMPTZ '1996-10-18 03:00:00+00'", [art.policy_id]).fetchall()
+    assert rec == [(a.action,)]
     with pytest.raises(ValueError, match="lookahead_costs"):
         state_from_json({"aggregates": {k: 0 for k in adv.card["state"]["aggregates"]}}, adv.policy)
     # the replay feeds the same vector to the policy: a policy that reads the cheapest objective off

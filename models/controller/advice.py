@@ -95,22 +95,14 @@ class Advisor:
 
     def state_at(self, con, at) -> np.ndarray:
         """The state of the policy's cluster at `at` (the as-run aggregates of that boundary)."""
+        from metapilot.models.controller.lookahead import asrun_states
         from metapilot.transforms.asrun_state import to_epoch_s
-        from metapilot.transforms.state import state_from_frame
         from metapilot.warehouse.asrun_queries import aggregates_at
 
         part = None if self.partition == "*" else self.partition
         sc = self.policy.state_config
-        t = to_epoch_s(at)
-        agg = aggregates_at(con, self.cluster, np.array([t]), partition=part, config=sc)
-        s = state_from_frame(agg, sc)
-        if sc.lookahead_h > 0:  # the queue and running jobs at `at`, rolled forward under every objective
-            from metapilot.models.controller.lookahead import LOOKBACK_S, asrun_lookahead_costs
-
-            costs = asrun_lookahead_costs(con, self.cluster, t - LOOKBACK_S, t + 1, np.array([t]), agg,
-                                          partition=part, state=sc)
-            s = np.concatenate([s, lookahead_features(costs, sc.epoch_s)], axis=1)
-        return s
+        agg = aggregates_at(con, self.cluster, np.array([to_epoch_s(at)]), partition=part, config=sc)
+        return asrun_states(con, self.cluster, agg, partition=part, state=sc)
 
     def decide(self, state: np.ndarray, at: str | None = None, state_ms: float = 0.0) -> Advice:
         t0 = time.perf_counter()

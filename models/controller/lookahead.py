@@ -22,7 +22,7 @@ from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.engine import Engine
 from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
-from metapilot.transforms.state import AGGREGATES, StateConfig
+from metapilot.transforms.state import AGGREGATES, StateConfig, lookahead_features, state_from_frame
 from metapilot.warehouse.sim_store import load_replay_window_starts
 
 LOOKBACK_S = 30 * 86_400  # a moment's view holds the jobs submitted in the 30 days before it
@@ -91,3 +91,17 @@ def asrun_lookahead_costs(con: duckdb.DuckDBPyConnection, cluster: str, window_f
         probe.planner.record = float(record[i - 1]) if i else 0.0
         out[k] = probe.costs(view, agg[k], settings)
     return out
+
+
+def asrun_states(con: duckdb.DuckDBPyConnection, cluster: str, aggregates: pl.DataFrame, *,
+                 partition: str | None = None, state: StateConfig = StateConfig()) -> np.ndarray:
+    """The full states `(n, n_features)` of as-run boundaries (the advice, the weekly report's
+    recommendations): the base features of `aggregates`, then the lookahead ones of the moment's
+    view (the jobs submitted in the `LOOKBACK_S` before the first boundary and up to the last)."""
+    s = state_from_frame(aggregates, state)
+    if state.lookahead_h <= 0 or aggregates.height == 0:
+        return s
+    t = aggregates["epoch_start"].to_numpy().astype(np.float64)
+    costs = asrun_lookahead_costs(con, cluster, float(t.min()) - LOOKBACK_S, float(t.max()) + 1, t, aggregates,
+                                  partition=partition, state=state)
+    return np.concatenate([s, lookahead_features(costs, state.epoch_s)], axis=1)

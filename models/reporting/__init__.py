@@ -76,8 +76,8 @@ def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: 
     import numpy as np
     import polars as pl
     from metapilot.models.controller.artifact import find_policy, load_policy
+    from metapilot.models.controller.lookahead import asrun_states
     from metapilot.models.reporting.data import parse_week
-    from metapilot.transforms.state import state_from_frame
     from metapilot.warehouse.asrun_queries import asrun_aggregates
     from metapilot.warehouse.validation_store import policy_row, store_recommendations
 
@@ -89,7 +89,7 @@ def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: 
     partition = None if row["partition"] in (None, "*") else row["partition"]
     agg = asrun_aggregates(con, row["cluster"], start, start + timedelta(days=7), partition=partition, config=cfg)
     agg = agg.head(agg.height - 1)  # the closing boundary belongs to the next week
-    states = state_from_frame(agg, cfg)
+    states = asrun_states(con, row["cluster"], agg, partition=partition, state=cfg)
     q = policy.q_values(states)
     actions = np.argmax(q, axis=1)
     frame = pl.DataFrame({
