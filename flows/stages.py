@@ -138,7 +138,7 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
     con = connect(db)
     try:
         cfg = dataset_config(sources, tuning)
-        splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1], config=cfg, store=False)
+        splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1], config=cfg, store=False, reuse=True)
         evaluator = None
         try:
             from metapilot.models.simulator.controller_eval import make_replay_evaluator

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 from controller_fixtures import CLUSTER, load_warehouse, read_swf, warehouse  # noqa: F401  (module-scoped fixture)
-from metapilot.models.controller.dataset import DatasetConfig, build_dataset, observations
+from metapilot.models.controller.dataset import DatasetConfig, build_dataset, dataset_hash, observations
 from metapilot.models.controller.lookahead import LOOKBACK_S, asrun_lookahead_costs
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
@@ -97,9 +97,13 @@ def test_tuples_carry_the_lookahead_into_the_dataset(warehouse):  # noqa: F811
     m = (own["s_queue_len"].to_numpy() > 0) & (own["s_wait_max"].to_numpy() < np.log10(1 + 24 * 3600) / 6)
     assert m.sum() >= 5 and (la[m, pick[m]] == 0).all()
     assert (la[m].max(axis=1) > 0).any()  # and somewhere the objectives' costs differ
-    # stored and loaded back: the same states
+    # stored and loaded back: the same tuples (what the pipeline's training reads instead of rebuilding them)
     stored = warehouse.execute("SELECT count(*) FROM mdp_transitions WHERE len(s_lookahead) = 6").fetchall()[0][0]
     assert stored == splits.train.height + splits.validation.height
+    again = build_dataset(warehouse, CLUSTER, FROM, TO, TO, datetime(1996, 10, 19, tzinfo=timezone.utc), config=cfg,
+                          store=False, reuse=True)
+    assert dataset_hash(again.train) == dataset_hash(splits.train)
+    assert dataset_hash(again.validation) == dataset_hash(splits.validation)
 
 
 def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path):  # noqa: F811

@@ -20,16 +20,52 @@ def fmt_number(v: float) -> str:
         return f"{v:,.0f}"
     if abs(v) >= 1 or v == 0:
         return f"{v:,.3f}".rstrip("0").rstrip(".")
-    return f"{v:.4f}".rstrip("0").rstrip(".") if abs(v) >= 1e-4 else f"{v:.2e}"
+    if abs(v) >= 1e-4:
+        return f"{v:.4f}".rstrip("0").rstrip(".")
+    import numpy as np
+
+    return np.format_float_positional(v, precision=3, fractional=False, trim="-")
 
 
-def print_frame(df: pl.DataFrame, limit: int = 50, title: str | None = None) -> None:
-    """Print a polars frame as a rich table, numbers right-aligned, at most `limit` rows."""
+def fmt_duration(seconds: float) -> str:
+    """Seconds for people: s below 100 s, then min, h (below two days) and d."""
+    v = float(seconds)
+    if v != v or abs(v) == float("inf"):
+        return str(v)
+    a = abs(v)
+    if a < 100:
+        return f"{v:.3g} s" if a < 10 else f"{v:.0f} s"
+    if a < 6000:
+        return f"{v / 60:.1f} min"
+    if a < 172_800:
+        return f"{v / 3600:.1f} h"
+    return f"{v / 86_400:,.1f} d"
+
+
+def fmt_cell(v: object, unit: str | None = None) -> str:
+    """One table cell: durations (unit "s") as s/min/h/d, fractions (unit "%") as percentages,
+    other numbers by `fmt_number`."""
+    if v is None:
+        return ""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        if unit == "s":
+            return fmt_duration(v)
+        if unit == "%":
+            return f"{100 * float(v):.1f}%"
+        return fmt_number(v) if isinstance(v, float) else f"{v:,}"
+    return str(v)
+
+
+def print_frame(df: pl.DataFrame, limit: int = 50, title: str | None = None,
+                units: dict[str, str] | None = None) -> None:
+    """Print a polars frame as a rich table, numbers right-aligned, at most `limit` rows; `units`:
+    column -> "s" (seconds) or "%" (a fraction): each cell then carries its unit."""
+    units = units or {}
     table = Table(title=title, show_lines=False)
     for name, dtype in df.schema.items():
         table.add_column(name, justify="right" if dtype.is_numeric() else "left")
     for row in df.head(limit).iter_rows():
-        table.add_row(*["" if v is None else (fmt_number(v) if isinstance(v, float) else str(v)) for v in row])
+        table.add_row(*[fmt_cell(v, units.get(c)) for c, v in zip(df.columns, row, strict=True)])
     console.print(table)
     if df.height > limit:
         console.print(f"[dim]... {df.height - limit} more rows (use --limit or --format csv)[/dim]")

@@ -139,10 +139,15 @@ def load_tuples(
     partition: str | None = None,
     spec: str | None = None,
     sources: tuple[str, ...] | None = None,
+    window: tuple[datetime, datetime] | None = None,
 ) -> pl.DataFrame:
-    """Stored tuples of a cluster whose epoch starts in `[epochs_from, epochs_to)` (either end open)."""
+    """Stored tuples of a cluster whose epoch starts in `[epochs_from, epochs_to)` (either end open);
+    with `window`, only those built for exactly that window."""
     q = "SELECT * FROM mdp_transitions WHERE cluster = $cluster AND partition = $partition"
     params: dict = {"cluster": cluster, "partition": partition or "*"}
+    if window is not None:
+        q += " AND window_from = $wf AND window_to = $wt"
+        params["wf"], params["wt"] = as_utc(window[0]), as_utc(window[1])
     if epochs_from is not None:
         q += " AND epoch_start >= $lo"
         params["lo"] = as_utc(epochs_from)
@@ -239,11 +244,14 @@ def build_dataset(
     partition: str | None = None,
     config: DatasetConfig = DatasetConfig(),
     store: bool = True,
+    reuse: bool = False,
 ) -> DatasetSplits:
     """Build (and store) the tuples of the train and validation windows; mix in older tuples.
 
     The validation window must start at or after the end of training (strict time split); by
-    default it follows training for `validation_share` of its length.
+    default it follows training for `validation_share` of its length. With `reuse`, a window whose
+    tuples of every source are already stored (same spec) is read back instead of rebuilt (tuples
+    are deterministic: training right after `metapilot dataset` does not pay for them twice).
     """
     spec = state_spec(config.state, config.reward)
     notes: list[str] = []
@@ -260,6 +268,11 @@ def build_dataset(
             raise ValueError(f"validation window starts {valid_w[0]} before training ends {train_w[1]}: the split must be by time")
 
     def window(w: tuple[datetime, datetime]) -> pl.DataFrame:
+        if reuse:
+            stored = load_tuples(con, cluster, None, None, partition=partition, spec=spec, sources=config.sources,
+                                 window=w)
+            if stored.height and set(stored["source"].unique()) == set(config.sources):
+                return stored
         req = TupleRequest(cluster, partition, w[0], w[1], config.state, config.reward, config.seed, config.planner)
         frame = build_tuples(con, req, config.sources)
         if store:

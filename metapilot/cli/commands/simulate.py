@@ -70,7 +70,10 @@ def simulate_cmd(
     table = pl.concat(summaries)
     cols = ["policy", "backfill", "jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait", "mean_bsld",
             "util_cores", "util_gpus", "util_mem", "makespan", "wall_s"]
-    print_frame(table.select(cols), limit=25, title=f"Replay of {cluster}" + (f"/{partition}" if partition else ""))
+    units = {c: "s" for c in ("mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait", "makespan", "wall_s")}
+    units |= {c: "%" for c in ("util_cores", "util_gpus", "util_mem")}
+    print_frame(table.select(cols), limit=25, title=f"Replay of {cluster}" + (f"/{partition}" if partition else ""),
+                units=units)
     c = summaries[0].row(0, named=True)
     rep = workload.report
     console.print(f"jobs in window {rep.jobs_in:,}; replayed {rep.replayed - c['cannot_fit']:,}; left out {rep.left_out:,} "
