@@ -110,7 +110,8 @@ def write_test_artifact(root: Path, policy_id: str) -> tuple[Path, str]:
     import json
 
     import torch
-    from metapilot.models.controller.artifact import FILES, SUMS, sha256_file
+    from metapilot.ground.files import SUMS, sha256_file
+    from metapilot.models.controller.artifact import FILES
     from metapilot.transforms.state import FEATURE_NAMES, StateConfig
 
     qi = FEATURE_NAMES.index("queue_len")

@@ -241,7 +241,8 @@ def test_training_reports_ope_and_baselines(trained):
 
 
 def test_artifact_round_trip(trained, warehouse):
-    from metapilot.models.controller.artifact import SUMS, load_d3rlpy, load_policy
+    from metapilot.ground.files import SUMS
+    from metapilot.models.controller.artifact import load_d3rlpy, load_policy
     from metapilot.models.controller.dataset import observations
     from metapilot.models.controller.train import q_values
 
@@ -300,11 +301,12 @@ def test_tampered_artifact_is_refused(trained, tmp_path):
     card = json.loads((copy / "model_card.json").read_text())
     card["ope"]["chosen"]["fqe_value"] = 1e9
     (copy / "model_card.json").write_text(json.dumps(card))
-    from metapilot.models.controller.artifact import _write_sums
+    from metapilot.ground.files import write_sums
+    from metapilot.models.controller.artifact import FILES
 
-    _write_sums(copy)
+    write_sums(copy, FILES)
     verify(copy)  # self-consistent...
-    with pytest.raises(ArtifactIntegrityError, match="policies table"):
+    with pytest.raises(ArtifactIntegrityError, match="registry"):
         load_policy(copy, expected_sums_sha256=art.sums_sha256)
 
 

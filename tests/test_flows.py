@@ -181,3 +181,34 @@ def test_ingest_command_with_fields_in_another_order_and_a_multibyte_delimiter(t
     got = con.execute("SELECT job_id, state, alloc_cpus, partition FROM jobs ORDER BY source_line").fetchall()
     con.close()
     assert got == [(r[0], r[16].split(" ")[0], int(r[18]) if r[24] != "None assigned" else None, r[3]) for r in rows]
+
+
+def test_placement_training_on_a_local_dask_cluster_matches_inline(tmp_path):
+    """PPO rollouts as tasks on two Dask workers: the same weights (hence the same policy id) as inline."""
+    from metapilot.flows.placement import run_placement_training
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.ingest import IngestOptions, ingest_file
+
+    openb = REPO / "tests" / "data" / "openb"
+    lines = (openb / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("\n".join([lines[0]] + lines[1::30]) + "\n")
+    db = str(tmp_path / "p.duckdb")
+    con = connect(db)
+    try:
+        for p in (nodes, openb / "openb_pod_list_gpuspec33_head.csv"):
+            assert ingest_file(con, p, IngestOptions(cluster="ob"), bytes(range(32))).outcome == "loaded"
+    finally:
+        con.close()
+    cfg = {"seed": 4, "total_steps": 160, "rollout_steps": 80, "n_rollouts": 2, "epochs": 2, "minibatch": 64,
+           "episode_nodes": 10, "time_pods": 30, "hidden": 16}
+    on_dask = run_placement_training("ob", db, cfg, dask="local:2")
+    inline = run_placement_training("ob", db, cfg)
+    assert on_dask["policy_id"] == inline["policy_id"]
+    assert on_dask["training"]["rollouts"] == "Dask/threads" and inline["training"]["rollouts"] == "inline"
+    con = connect(db, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM policies WHERE algorithm = 'PPO'").fetchall()[0][0] == 1
+        assert con.execute("SELECT count(*) FROM placement_runs").fetchall()[0][0] == 4
+    finally:
+        con.close()

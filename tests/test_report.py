@@ -342,3 +342,24 @@ def test_artifact_published_inside_a_flow(prefect_harness):
 
     arts = asyncio.run(read())
     assert arts and arts[0].type == "markdown" and "hello" in arts[0].data
+
+
+def test_placement_section_only_when_the_cluster_has_placement_runs(built):
+    from metapilot.models.reporting.render import PLACEMENT, render_html, render_markdown
+
+    report, _ = built
+    assert "placement" not in report  # KTH-SP2 has no node list: no section (the h2 tests above)
+    rows = [{"mode": "inflate", "policy": "fgd", "seed": 42, "created_at": "2024-01-01T00:00:00+00:00", "pods": 100,
+             "placed": 90, "failed": 10, "mean_wait_s": None, "gpu_alloc_share": 0.9483, "frag_gpu_share": 0.05,
+             "imbalance": 0.1061, "hot_node_share": 0.99, "idle_share": 0.05},
+            {"mode": "time", "policy": "ob-placement-ppo-0123456789", "seed": 0, "created_at": "2024-01-01T00:00:00+00:00",
+             "pods": 100, "placed": 100, "failed": 0, "mean_wait_s": 12.0, "gpu_alloc_share": 0.002,
+             "frag_gpu_share": 0.13, "imbalance": 0.0208, "hot_node_share": 0.0, "idle_share": 0.0}]
+    with_runs = {**report, "placement": rows}
+    doc = _Doc()
+    doc.feed(render_html(with_runs))
+    assert doc.h2 == [t for _, t in SECTIONS[:-1]] + [PLACEMENT[1], SECTIONS[-1][1]]
+    body = " ".join(doc.text)
+    assert "ob-placement-ppo-0123456789" in body and "94.83%" in body and "2.08%" in body
+    md = render_markdown(with_runs)
+    assert f"## {PLACEMENT[1]}" in md and "| inflate | fgd | 100 | 90 | 10 |" in md

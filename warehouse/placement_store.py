@@ -43,3 +43,18 @@ def latest_runs(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
     return query_frame(con, "SELECT * EXCLUDE (result_json) FROM placement_runs WHERE cluster = ? "
                        "QUALIFY row_number() OVER (PARTITION BY policy, mode ORDER BY created_at DESC) = 1 "
                        "ORDER BY mode, policy", [cluster])
+
+
+def register_policy(con: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """Insert (or replace) a placement policy's row in `policies` (algorithm 'PPO')."""
+    con.execute(sql_text("placement/register_policy.sql"), row)
+
+
+def pods_digest(nodes: pl.DataFrame, pods: pl.DataFrame) -> str:
+    """SHA-256 of the node list and pods a placement policy was trained on (the card's dataset hash)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for frame in (nodes, pods):
+        h.update(frame.write_csv().encode())
+    return h.hexdigest()

@@ -13,3 +13,42 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+SUMS = "SHA256SUMS"
+
+
+def write_sums(folder: str | Path, names: tuple[str, ...]) -> str:
+    """Write `folder/SHA256SUMS` (`sha256sum -c` format) for `names`; return the SHA-256 of that file
+    (what a registry row keeps to anchor the folder)."""
+    folder = Path(folder)
+    (folder / SUMS).write_text("".join(f"{sha256_file(folder / n)}  {n}\n" for n in names))
+    return sha256_file(folder / SUMS)
+
+
+def sums_problem(folder: str | Path, names: tuple[str, ...], expected_sums_sha256: str | None = None) -> str | None:
+    """What is wrong with a folder against its SHA256SUMS (and that file against the registry's
+    hash), naming the file and both hashes; None when every file matches."""
+    folder = Path(folder)
+    sums = folder / SUMS
+    if not sums.exists():
+        return f"{sums}: missing checksum file."
+    if expected_sums_sha256 is not None:
+        actual = sha256_file(sums)
+        if actual != expected_sums_sha256:
+            return f"{sums}: SHA-256 mismatch with the registry: expected {expected_sums_sha256}, actual {actual}."
+    listed = {}
+    for line in sums.read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if name.strip():
+            listed[name.strip()] = digest.strip()
+    for name in names:
+        path = folder / name
+        if name not in listed:
+            return f"{path}: not listed in {SUMS}."
+        if not path.exists():
+            return f"{path}: missing (listed in {SUMS})."
+        actual = sha256_file(path)
+        if actual != listed[name]:
+            return f"{path}: SHA-256 mismatch: expected {listed[name]}, actual {actual}."
+    return None

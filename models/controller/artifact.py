@@ -43,11 +43,10 @@ from metapilot.transforms.state import (
     state_features,
 )
 
-from metapilot.ground.files import sha256_file
+from metapilot.ground.files import sums_problem, write_sums
 from metapilot.ground.paths import beside_db
 from metapilot.ground.version import code_version
 
-SUMS = "SHA256SUMS"
 FILES = ("policy.pt", "model.pt", "d3rlpy_config.json", "model_card.json")
 CONFIG_CLASSES = {"cql": "DiscreteCQLConfig", "dqn": "DoubleDQNConfig"}
 D3RLPY_NAMES = {"cql": "DiscreteCQL", "dqn": "DoubleDQN (offline)", "bcq": "DiscreteBCQ", "bc": "DiscreteBC"}
@@ -102,13 +101,13 @@ def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps:
             return q * self.q_scale
 
     module = QPolicy().eval()
-    with torch.no_grad(), _no_jit_deprecation():
+    with torch.no_grad(), no_jit_deprecation():
         traced = torch.jit.trace(module, torch.zeros(2, n_in), check_trace=False)
         return torch.jit.freeze(traced.eval())
 
 
 @contextlib.contextmanager
-def _no_jit_deprecation():
+def no_jit_deprecation():
     """torch 2.10+ flags TorchScript as deprecated; SPEC §9 asks for it (torch.export is the successor)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning, message=r".*torch\.jit.*")
@@ -148,12 +147,6 @@ class Artifact:
     folder: Path
     card: dict
     sums_sha256: str
-
-
-def _write_sums(folder: Path) -> str:
-    lines = [f"{sha256_file(folder / name)}  {name}\n" for name in FILES]
-    (folder / SUMS).write_text("".join(lines))
-    return sha256_file(folder / SUMS)
 
 
 def build_card(result, splits, *, policy_id: str, cluster: str, partition: str | None, created_at: datetime,
@@ -296,10 +289,10 @@ def publish(
         scripted = script_policy(mods.q_funcs, result.scaler_mean if result.config.standardize else None,
                                  result.scaler_std if result.config.standardize else None,
                                  result.config.scaler_eps, result.q_scale, n_features(splits.state))
-        with _no_jit_deprecation():
+        with no_jit_deprecation():
             torch.jit.save(scripted, str(tmp / "policy.pt"))
-        (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=_json_default))
-        sums_sha = _write_sums(tmp)
+        (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=json_default))
+        sums_sha = write_sums(tmp, FILES)
         final = root / policy_id
         if final.exists():
             shutil.rmtree(final)
@@ -312,7 +305,7 @@ def publish(
     return Artifact(policy_id, final, card, sums_sha)
 
 
-def _json_default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
     if isinstance(o, (np.floating, np.integer)):
         return o.item()
     if isinstance(o, np.ndarray):
@@ -357,30 +350,9 @@ def verify(folder: str | Path, expected_sums_sha256: str | None = None) -> None:
     folder = Path(folder)
     remedy = ("The artifact was modified or corrupted after it was published; do not use it. "
               f"Restore the folder from a backup, or retrain: `metapilot train ...` (then delete {folder}).")
-    sums = folder / SUMS
-    if not sums.exists():
-        raise ArtifactIntegrityError(f"{sums}: missing checksum file. {remedy}")
-    if expected_sums_sha256 is not None:
-        actual = sha256_file(sums)
-        if actual != expected_sums_sha256:
-            raise ArtifactIntegrityError(
-                f"{sums}: SHA-256 mismatch with the policies table: expected {expected_sums_sha256}, actual {actual}. {remedy}")
-    listed: dict[str, str] = {}
-    for line in sums.read_text().splitlines():
-        if not line.strip():
-            continue
-        digest, _, name = line.partition("  ")
-        listed[name.strip()] = digest.strip()
-    for name in FILES:
-        if name not in listed:
-            raise ArtifactIntegrityError(f"{folder / name}: not listed in {SUMS}. {remedy}")
-        path = folder / name
-        if not path.exists():
-            raise ArtifactIntegrityError(f"{path}: missing (listed in {SUMS}). {remedy}")
-        actual = sha256_file(path)
-        if actual != listed[name]:
-            raise ArtifactIntegrityError(
-                f"{path}: SHA-256 mismatch: expected {listed[name]}, actual {actual}. {remedy}")
+    problem = sums_problem(folder, FILES, expected_sums_sha256)
+    if problem is not None:
+        raise ArtifactIntegrityError(f"{problem} {remedy}")
 
 
 def find_policy(policy_id: str, db: str | Path | None = None) -> Path:
@@ -409,7 +381,7 @@ def load_policy(folder: str | Path, expected_sums_sha256: str | None = None) -> 
 
     folder = Path(folder)
     card = load_card(folder, True, expected_sums_sha256)
-    with _no_jit_deprecation():
+    with no_jit_deprecation():
         module = torch.jit.load(str(folder / "policy.pt"), map_location="cpu")
     module.eval()
     policy = ScriptedPolicy(folder, module, card)

@@ -240,11 +240,12 @@ class Replay:
     def mask(self) -> np.ndarray:
         return self.st[8]
 
-    def place(self, node: int) -> None:
-        """Put the pending pod on `node` (must be feasible)."""
+    def place(self, node: int, gpu_sel: int = 0) -> None:
+        """Put the pending pod on `node` (must be feasible); `gpu_sel` picks the GPU of a share pod
+        (0 the fitting one with least left, 1 random, 2 FGD's)."""
         if not self.st[8][node]:
             raise ValueError(f"node {node} cannot take pod {int(self.st[2][K.IV_PENDING])}")
-        K.external_place(int(node), self.cl, self.pods, self.typ, self.st, 0)
+        K.external_place(int(node), self.cl, self.pods, self.typ, self.st, gpu_sel)
 
     # --- state the agent sees ----------------------------------------------------------------------
 

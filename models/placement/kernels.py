@@ -149,6 +149,16 @@ def _share_gpu_choice(n, p, how, gfree, ngpu, p_gm, cpu_free, frag_args, p_cpu):
 def _fgd_score(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum,
                p_nogpu, f_old, p_cpu, p_ng, p_gm):
     """The FGD plugin's score: int(sigmoid((F_before - F_after) / 1000) * 100), the best GPU choice."""
+    best = _frag_after(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu,
+                       g_cum, p_nogpu, p_cpu, p_ng, p_gm)
+    x = (f_old[n] - best) / 1000.0
+    return int((1.0 / (1.0 + math.exp(-x))) * 100.0)
+
+
+@nb.njit(cache=True)
+def _frag_after(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum,
+                p_nogpu, p_cpu, p_ng, p_gm):
+    """Node n's fragment measure once pod p is on it (FGD's GPU choice: the one leaving the least)."""
     gm = p_gm[p]
     cpu_free[n] -= p_cpu[p]
     best = 1e300
@@ -175,8 +185,7 @@ def _fgd_score(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g
         for j in range(took):
             gfree[n, idx[j]] += gm
     cpu_free[n] += p_cpu[p]
-    x = (f_old[n] - best) / 1000.0
-    return int((1.0 / (1.0 + math.exp(-x))) * 100.0)
+    return best
 
 
 @nb.njit(cache=True)
@@ -512,3 +521,76 @@ def fits_empty(cpu_cap, mem_cap, gcap, ngpu, model, access, p_cpu, p_mem, p_ng, 
                 out[p] = True
                 break
     return out
+
+
+# --- what the PPO agent sees ---------------------------------------------------------------------
+
+NODE_FEATURES = ("fgd", "best_fit", "util", "util_after", "dvar", "cpu_free_after", "mem_free_after",
+                 "gpu_free_after", "frag_after", "whole_gpus_after", "empty", "gpus")
+N_NODE_FEATURES = len(NODE_FEATURES)
+
+
+@nb.njit(cache=True)
+def node_features(p, mem_cap, cl, pods, typ, st, out):
+    """Per node, what putting pod p there would do (the PPO agent's input, `NODE_FEATURES`): FGD's
+    score (continuous: sigmoid of the fragment drop / 1000), best-fit's score, the node's
+    utilisation before and after, the change it makes to the spread of utilisation (N x the change
+    of the variance, to first order: size-free), resources left, the fragment left, whether the node
+    is empty. Rows of nodes where p does not fit are zero; `mask` (st[8]) says which fit.
+    Returns the number of nodes that fit."""
+    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
+    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit = pods
+    g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
+    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
+    n_nodes = cpu_cap.shape[0]
+    mean = fv[FV_SUM_U] / n_nodes
+    k = 0
+    for n in range(n_nodes):
+        for j in range(out.shape[1]):
+            out[n, j] = 0.0
+        ok = fits(n, p, cpu_free, mem_free, gfree, ngpu, model, access, p_cpu, p_mem, p_ng, p_gm, p_spec)
+        mask[n] = ok
+        if not ok:
+            continue
+        k += 1
+        u, uc, ug = _util(n, cpu_cap, cpu_free, ngpu, gfree)
+        left = 0
+        whole = 0
+        for i in range(ngpu[n]):
+            left += gfree[n, i]
+            if gfree[n, i] == MILLI:
+                whole += 1
+        take = p_ng[p] * p_gm[p]
+        cpu_after = cpu_free[n] - p_cpu[p]
+        uc2 = 1.0 - cpu_after / cpu_cap[n] if cpu_cap[n] > 0 else 0.0
+        gcap = ngpu[n] * MILLI
+        if ngpu[n] > 0:
+            u2 = 0.5 * (uc2 + 1.0 - (left - take) / gcap)
+        else:
+            u2 = uc2
+        f_after = _frag_after(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len,
+                              g_cpu, g_cum, p_nogpu, p_cpu, p_ng, p_gm)
+        x = (f_cache[n] - f_after) / 1000.0
+        out[n, 0] = 1.0 / (1.0 + math.exp(-x))
+        out[n, 1] = 1.0 - (0.5 * cpu_after / MAX_SPEC_CPU + 0.5 * (left - take) / MAX_SPEC_GPU)
+        out[n, 2] = u
+        out[n, 3] = u2
+        out[n, 4] = (u2 * u2 - u * u) - 2.0 * mean * (u2 - u)
+        out[n, 5] = cpu_after / cpu_cap[n] if cpu_cap[n] > 0 else 0.0
+        out[n, 6] = (mem_free[n] - p_mem[p]) / mem_cap[n] if mem_cap[n] > 0 else 0.0
+        out[n, 7] = (left - take) / gcap if gcap > 0 else 0.0
+        out[n, 8] = f_after / gcap if gcap > 0 else 0.0
+        if p_ng[p] > 0 and p_gm[p] >= MILLI:
+            whole -= p_ng[p]
+        elif p_ng[p] > 0 and whole > 0:
+            # a share pod takes a whole GPU only when no partly used GPU fits it (FGD's choice may differ)
+            part = False
+            for i in range(ngpu[n]):
+                if p_gm[p] <= gfree[n, i] < MILLI:
+                    part = True
+            if not part:
+                whole -= 1
+        out[n, 9] = whole / 8.0
+        out[n, 10] = 1.0 if (cpu_free[n] == cpu_cap[n] and left == gcap) else 0.0
+        out[n, 11] = ngpu[n] / 8.0
+    return k

@@ -109,7 +109,17 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
 
     report["data_quality"] = data_quality(con, cluster)  # ingest quarantine, validation, GX data docs
     report["roi"] = _roi(report["validation"], roi_config)
+    placement = _placement(con, cluster)
+    if placement:
+        report["placement"] = placement
     return report
+
+
+def _placement(con: duckdb.DuckDBPyConnection, cluster: str) -> list[dict]:
+    """The latest node-placement replay of each policy and mode (SPEC §11); [] when there is none."""
+    if not _has_table(con, "placement_runs"):
+        return []
+    return rows(report_sql(con, "placement_runs", cluster=cluster))
 
 
 def _decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:

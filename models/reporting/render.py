@@ -21,7 +21,10 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("roi", "Return on investment"),
     ("data_quality", "Data quality"),
 )
-TITLES = dict(SECTIONS)
+PLACEMENT = ("placement", "Node placement")  # shown only when the cluster has placement runs
+TITLES = dict(SECTIONS + (PLACEMENT,))
+PLACEMENT_METRICS = ("pods", "placed", "failed", "mean_wait_s", "gpu_alloc_share", "frag_gpu_share", "imbalance",
+                     "hot_node_share", "idle_share")
 
 
 # --- number formats -------------------------------------------------------------------------------
@@ -194,6 +197,27 @@ def roi_table(report: dict) -> tuple[list[str], list[list[str]]]:
     return head, [[label, *vals] for label, vals in roi_rows(results)]
 
 
+def placement_table(report: dict) -> tuple[list[str], list[list[str]]]:
+    """Latest placement replay per policy and mode: SPEC §11's metrics (shares as %, waits as durations)."""
+    head = ["mode", "policy", *PLACEMENT_METRICS]
+    body = []
+    for r in report.get("placement") or []:
+        cells = [r["mode"], r["policy"]]
+        for k in PLACEMENT_METRICS:
+            v = r.get(k)
+            cells.append(fmt_int(v) if k in ("pods", "placed", "failed") else
+                         fmt_duration(v) if k == "mean_wait_s" else fmt_pct(v, 2) if v is not None else "–")
+        body.append(cells)
+    return head, body
+
+
+PLACEMENT_NOTE = ("Latest replay of each policy on the cluster's node list (`metapilot place replay`; a PPO "
+                  "policy id is a trained agent, `metapilot place train`). time: the pods at their logged times "
+                  "(shares and imbalance time-weighted); inflate: the FGD paper's experiment, figures when the "
+                  "arrived GPU demand reaches 100% of the cluster's. imbalance: standard deviation of node "
+                  "utilisation.")
+
+
 def recommendation_summary(report: dict) -> str:
     rec = report["recommendations"]
     if rec["status"] != "ok":
@@ -339,9 +363,14 @@ def render_html(report: dict) -> str:
     sec["roi"] = _roi_html(report)
     sec["data_quality"] = _data_quality_html(report)
 
-    nav = "".join(f"<a href='#{k}'>{_e(t)}</a>" for k, t in SECTIONS)
+    shown = SECTIONS
+    if report.get("placement"):
+        head, body = placement_table(report)
+        sec["placement"] = _html_table(head, body) + f"<p class='note'>{_e(PLACEMENT_NOTE)}</p>"
+        shown = SECTIONS[:-1] + (PLACEMENT, SECTIONS[-1])
+    nav = "".join(f"<a href='#{k}'>{_e(t)}</a>" for k, t in shown)
     sections = "".join(f"<section id='{k}'{' class=long' if k == 'validation' else ''}><h2>{_e(t)}</h2>{sec[k]}</section>"
-                       for k, t in SECTIONS)
+                       for k, t in shown)
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -470,6 +499,8 @@ def render_markdown(report: dict) -> str:
     else:
         out.append(_md_table(*roi_table(report)))
     out.append("\nAssumptions:\n\n" + "\n".join(f"- {a}" for a in roi["assumptions"]))
+    if report.get("placement"):
+        out.append(f"\n## {TITLES['placement']}\n\n" + _md_table(*placement_table(report)) + f"\n\n{PLACEMENT_NOTE}")
     lines, warnings, link = data_quality_lines(report)
     out.append(f"\n## {TITLES['data_quality']}\n")
     out.append("\n".join(lines))
