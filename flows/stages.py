@@ -7,6 +7,7 @@ already done; transient failures (a locked database, a network blip) are retried
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime
 
 from metapilot.flows.common import data_fingerprint, is_transient, warehouse_writer
@@ -106,13 +107,20 @@ def build_dataset_flow(cluster: str, train: tuple[datetime, datetime], valid: tu
     return summary
 
 
+# d3rlpy and torch seed process-wide RNGs: two seeds trained in threads of one process would draw
+# from each other's, so in a process they take turns (on Dask workers, processes, they run side by side).
+_SEEDED_FIT = threading.Lock()
+
+
 @task(name="train-seed", cache_policy=NONE)
 def train_seed_task(splits, config, evaluator):
     """One seed's training run (pure compute: no warehouse access, so it can run on any worker)."""
     from metapilot.models.controller.objectives import Menu
     from metapilot.models.controller.train import train_policy
 
-    return train_policy(splits.train, splits.validation, config, replay_evaluator=evaluator, menu=Menu.of(splits.state))
+    with _SEEDED_FIT:
+        return train_policy(splits.train, splits.validation, config, replay_evaluator=evaluator,
+                            menu=Menu.of(splits.state))
 
 
 def _key_train(ctx, p) -> str:
