@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -52,3 +53,27 @@ def sums_problem(folder: str | Path, names: tuple[str, ...], expected_sums_sha25
         if actual != listed[name]:
             return f"{path}: SHA-256 mismatch: expected {listed[name]}, actual {actual}."
     return None
+
+
+def publish_folder(root: str | Path, name: str, write: Callable[[Path], None], names: tuple[str, ...]) -> tuple[Path, str]:
+    """Write an artifact folder atomically: `write(tmp)` fills a hidden folder beside it, the
+    checksums are added, and it replaces `root/name` in one rename (a half-written folder is never
+    seen, and is removed on failure). Returns the folder and the SHA-256 of its SHA256SUMS."""
+    import os
+    import shutil
+    import tempfile
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    try:
+        write(tmp)
+        sums = write_sums(tmp, names)
+        final = root / name
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return final, sums

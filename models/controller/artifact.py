@@ -21,10 +21,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import platform
-import shutil
-import tempfile
 import warnings
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -43,7 +40,7 @@ from metapilot.transforms.state import (
     state_features,
 )
 
-from metapilot.ground.files import sums_problem, write_sums
+from metapilot.ground.files import publish_folder, sums_problem
 from metapilot.ground.paths import beside_db
 from metapilot.ground.version import code_version
 
@@ -273,10 +270,7 @@ def publish(
                       created_at=created_at, dataset_sha256=ds_hash, replay=replay, tuning=tuning)
     card["weights_sha256"] = digest
 
-    root = policies_dir(db)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{policy_id}.", dir=root))
-    try:
+    def write(tmp: Path) -> None:
         torch.save(states, tmp / "model.pt")
         (tmp / "d3rlpy_config.json").write_text(json.dumps({
             "algorithm": result.algorithm,
@@ -292,14 +286,8 @@ def publish(
         with no_jit_deprecation():
             torch.jit.save(scripted, str(tmp / "policy.pt"))
         (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=json_default))
-        sums_sha = write_sums(tmp, FILES)
-        final = root / policy_id
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    final, sums_sha = publish_folder(policies_dir(db), policy_id, write, FILES)
     if con is not None:
         register(con, card, final, sums_sha, result)
     return Artifact(policy_id, final, card, sums_sha)

@@ -13,10 +13,7 @@ policy under `<database folder>/policies/<policy_id>/`, checked on every load.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -25,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from metapilot.ground.files import sums_problem, write_sums
+from metapilot.ground.files import publish_folder, sums_problem
 from metapilot.ground.version import code_version
 from metapilot.models.controller.artifact import (
     ArtifactIntegrityError,
@@ -114,23 +111,14 @@ def publish(net: Scorer, cfg: PPOConfig, *, db: str | Path | None, cluster: str,
     card = build_card(policy_id, cluster, cfg, created_at=created_at, training=training, evaluation=evaluation,
                       data=data)
     card["weights_sha256"] = digest
-    root = policies_dir(db)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{policy_id}.", dir=root))
-    try:
+    def write(tmp: Path) -> None:
         torch.save(state, tmp / "model.pt")
         scripted = script_scorer(net)
         with no_jit_deprecation():
             torch.jit.save(scripted, str(tmp / "policy.pt"))
         (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=json_default))
-        sums = write_sums(tmp, FILES)
-        final = root / policy_id
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    final, sums = publish_folder(policies_dir(db), policy_id, write, FILES)
     return PlacementArtifact(policy_id, final, card, sums)
 
 
