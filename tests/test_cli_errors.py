@@ -108,7 +108,7 @@ def test_nothing_to_ingest_names_what_is_empty_beside_what_loads(tmp_path):
 def test_tables_show_durations_and_shares_with_units():
     from metapilot.cli.console import fmt_cell, fmt_duration
 
-    assert [fmt_duration(s) for s in (0, 4.5, 59, 4611, 70_825, 681_785)] == ["0 s", "4.5 s", "59 s", "76.8 min",
+    assert [fmt_duration(s) for s in (0, 59, 600, 4611, 70_825, 681_785)] == ["0 s", "59 s", "10.0 min", "1.3 h",
                                                                                 "19.7 h", "7.9 d"]
     assert fmt_cell(0.6994, "%") == "69.9%" and fmt_cell(28467) == "28,467" and fmt_cell(1.234e-7) == "0.000000123"
     assert "e" not in fmt_cell(123456789.0) and fmt_cell(None, "s") == ""

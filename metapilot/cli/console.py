@@ -8,6 +8,8 @@ import polars as pl
 from rich.console import Console
 from rich.table import Table
 
+from metapilot.ground.units import fmt_duration
+
 # Wide enough for summary tables when output is piped or logged (rich assumes 80 columns then).
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -25,21 +27,6 @@ def fmt_number(v: float) -> str:
     import numpy as np
 
     return np.format_float_positional(v, precision=3, fractional=False, trim="-")
-
-
-def fmt_duration(seconds: float) -> str:
-    """Seconds for people: s below 100 s, then min, h (below two days) and d."""
-    v = float(seconds)
-    if v != v or abs(v) == float("inf"):
-        return str(v)
-    a = abs(v)
-    if a < 100:
-        return f"{v:.3g} s" if a < 10 else f"{v:.0f} s"
-    if a < 6000:
-        return f"{v / 60:.1f} min"
-    if a < 172_800:
-        return f"{v / 3600:.1f} h"
-    return f"{v / 86_400:,.1f} d"
 
 
 def fmt_cell(v: object, unit: str | None = None) -> str:

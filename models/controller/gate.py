@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 
+from metapilot.ground.units import fmt_duration
+
 SIGNIFICANT_REL = 0.005  # differences under 0.5% are ties in the plain-language verdict
 
 
@@ -119,8 +121,8 @@ def publish_decision(gate_doc: dict | None) -> tuple[str, str | None, str]:
     if gate_doc["passes"]:
         return "controller", None, (
             f"Run the MetaPilot controller: on its checkpoint window no fixed rule beats it on both mean and max "
-            f"wait, and its mean bounded slowdown {cand.mean_bsld:.1f} is the lowest "
-            f"(best fixed: {gate_doc['best_bsld']['name']} {gate_doc['best_bsld']['mean_bsld']:.1f})")
+            f"wait, and its mean bounded slowdown {cand.mean_bsld:.2f} is the lowest "
+            f"(best fixed: {gate_doc['best_bsld']['name']} {gate_doc['best_bsld']['mean_bsld']:.2f})")
     worse = in_words(cand, rec) or gate_doc.get("reasons") or ["not better on any measure"]
     return "fixed", rec.name, f"Keep {display_name(rec.name)}: the learned controller is {', '.join(worse)}"
 
@@ -142,14 +144,7 @@ def in_words(candidate: Outcome, reference: Outcome) -> list[str]:
                               ("max wait", candidate.max_wait_s, reference.max_wait_s, "s"),
                               ("mean bounded slowdown", candidate.mean_bsld, reference.mean_bsld, "1")):
         if a > b * (1 + SIGNIFICANT_REL):
-            out.append(f"worse on {label} ({'+' + human_seconds(a - b) if unit == 's' else f'{a:.1f} vs {b:.1f}'})")
+            out.append(f"worse on {label} ({'+' + fmt_duration(a - b) if unit == 's' else f'{a:.1f} vs {b:.1f}'})")
     return out
 
 
-def human_seconds(s: float) -> str:
-    """Seconds as s / min / h / d with one decimal."""
-    s = float(s)
-    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("min", 60.0)):
-        if abs(s) >= size:
-            return f"{s / size:.1f} {unit}"
-    return f"{s:.0f} s"

@@ -10,6 +10,7 @@ import html
 from collections.abc import Callable, Sequence
 
 from metapilot.models.reporting import plots
+from metapilot.ground.units import fmt_duration
 
 SECTIONS: tuple[tuple[str, str], ...] = (
     ("glance", "Week at a glance"),
@@ -28,20 +29,6 @@ PLACEMENT_METRICS = ("pods", "placed", "failed", "mean_wait_s", "gpu_alloc_share
 
 
 # --- number formats -------------------------------------------------------------------------------
-
-
-def fmt_duration(s: float | None) -> str:
-    """Seconds for people: s, min, h or d."""
-    if s is None:
-        return "–"
-    a = abs(s)
-    if a < 120:
-        return f"{s:,.0f} s"
-    if a < 3600:
-        return f"{s / 60:,.1f} min"
-    if a < 172_800:
-        return f"{s / 3600:,.1f} h"
-    return f"{s / 86400:,.1f} d"
 
 
 def fmt_pct(f: float | None, digits: int = 1) -> str:

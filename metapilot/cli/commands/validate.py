@@ -41,6 +41,7 @@ def print_validation(v) -> None:
     from rich.table import Table
 
     from metapilot.cli.console import console
+    from metapilot.ground.units import fmt_duration
     from metapilot.models.validation import fmt_value, shown_metrics, verdict, winners
 
     t = v.table
@@ -65,7 +66,7 @@ def print_validation(v) -> None:
             continue
         cells = []
         for m in metrics:
-            text = fmt_value(r[m.column], m.unit) if m.column != "makespan_s" else _hours(r[m.column])
+            text = fmt_value(r[m.column], m.unit) if m.column != "makespan_s" else fmt_duration(r[m.column])
             cells.append(f"[bold green]{text}[/bold green]" if r["contender"] in won.get(m.column, []) else text)
         table.add_row(r["contender"], r["kind"], *cells, f"{r['jobs']:,}")
     console.print(table)
@@ -82,10 +83,6 @@ def print_validation(v) -> None:
     for line in verdict(t, v.diffs):
         console.print(line)
     console.print(f"stored as validation {v.validation_id} (tables validations, validation_weeks, validation_diffs)")
-
-
-def _hours(s: float | None) -> str:
-    return "–" if s is None else f"{s / 3600:,.1f} h"
 
 
 def register(app: typer.Typer) -> None:
