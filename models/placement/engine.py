@@ -185,7 +185,9 @@ class Replay:
         self.unfit = ~K.fits_empty(cluster.cpu, cluster.mem, gfree.copy(), cluster.ngpu, cluster.model, w.access,
                                    w.cpu, w.mem, w.ng, w.gm, w.spec)
         dur = w.dur if mode == "time" else np.full(w.n, -1.0)  # inflation: nobody leaves
-        self.pods = (w.cpu, w.mem, w.ng, w.gm, w.spec, w.t_arr, dur, self.unfit)
+        _, shape = np.unique(np.stack([w.cpu, w.ng, w.gm], axis=1), axis=0, return_inverse=True)
+        shape = np.ascontiguousarray(shape.reshape(-1), dtype=np.int64)
+        self.pods = (w.cpu, w.mem, w.ng, w.gm, w.spec, w.t_arr, dur, self.unfit, shape)
         iv = np.zeros(K.N_IV, np.int64)
         iv[K.IV_PENDING] = -1
         fv = np.zeros(K.N_FV, np.float64)
@@ -193,7 +195,10 @@ class Replay:
         f_cache = np.zeros(n, np.float64)
         self.st = (f_cache, fv, iv, np.full(w.n, -1, np.int64), np.zeros(w.n, np.int64), np.zeros(w.n + 1, np.float64),
                    np.zeros(w.n + 1, np.int64), np.full(w.n + 1, -1, np.int64), np.zeros(n, np.bool_),
-                   np.full(w.n, np.nan, np.float64))
+                   np.full(w.n, np.nan, np.float64),
+                   # FGD's score per (pod shape, node), valid while sc_ver == node_ver (bumped when the node changes)
+                   np.ones(n, np.int64), np.zeros((int(shape.max(initial=-1)) + 1, n), np.int64),
+                   np.zeros((int(shape.max(initial=-1)) + 1, n), np.float64))
         self._init_sums()
         if mode == "time":
             self.order = np.argsort(w.t_arr, kind="stable").astype(np.int64)

@@ -190,9 +190,12 @@ def _frag_after(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, 
 
 @nb.njit(cache=True)
 def select_node(p, policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, p_cpu, p_mem, p_ng, p_gm, p_spec,
-                g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu, f_old, mask):
+                g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu, f_old, mask,
+                p_shape, node_ver, sc_ver, sc_val):
     """The node a heuristic puts pod p on (-1: nothing fits). Fills `mask` with the feasible nodes.
-    Ties between equal scores are broken at random (kube-scheduler's selectHost)."""
+    Ties between equal scores are broken at random (kube-scheduler's selectHost). FGD's score of a
+    node depends on the node and on the pod's (CPU, GPUs, milli-GPU) only: it is kept per pod shape
+    and node (`sc_val`) until the node changes (`node_ver`)."""
     n_nodes = cpu_cap.shape[0]
     best = -1
     best_s = -1e300
@@ -218,8 +221,14 @@ def select_node(p, policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, acce
             u, uc, ug = _util(n, cpu_cap, cpu_free, ngpu, gfree)
             s = -u
         else:
-            s = float(_fgd_score(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len,
-                                 g_cpu, g_cum, p_nogpu, f_old, p_cpu, p_ng, p_gm))
+            sh = p_shape[p]
+            if sc_ver[sh, n] == node_ver[n]:
+                s = sc_val[sh, n]
+            else:
+                s = float(_fgd_score(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start,
+                                     g_len, g_cpu, g_cum, p_nogpu, f_old, p_cpu, p_ng, p_gm))
+                sc_val[sh, n] = s
+                sc_ver[sh, n] = node_ver[n]
         if s > best_s:
             best_s = s
             best = n
@@ -358,11 +367,12 @@ def _accumulate(dt, cl, typ, st):
 @nb.njit(cache=True)
 def _place(n, p, gpu_sel, cl, pods, typ, st):
     cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
-    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit = pods
+    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
-    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
+    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
     place_on(n, p, gpu_sel, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, p_cpu, p_mem, p_ng, p_gm,
              g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu, f_cache, fv, iv, a_node, a_mask)
+    node_ver[n] += 1
     iv[IV_PLACED] += 1
     w = fv[FV_NOW] - t_arr[p]
     waits[p] = w
@@ -374,23 +384,24 @@ def _place(n, p, gpu_sel, cl, pods, typ, st):
 @nb.njit(cache=True)
 def _select(p, policy, cl, pods, typ, st):
     cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
-    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit = pods
+    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
-    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
+    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
     return select_node(p, FIRST_FIT if policy == EXTERNAL else policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model,
                        access, p_cpu, p_mem, p_ng, p_gm, p_spec, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu,
-                       g_cum, p_nogpu, f_cache, mask)
+                       g_cum, p_nogpu, f_cache, mask, p_shape, node_ver, sc_ver, sc_val)
 
 
 @nb.njit(cache=True)
 def _depart(cl, pods, typ, st, gpu_sel):
     cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
-    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit = pods
+    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
-    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
+    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
     p = heap_pop(ht, hp, iv)
     n = release(p, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, p_cpu, p_mem, p_ng, p_gm,
                 g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu, f_cache, fv, iv, a_node, a_mask)
+    node_ver[n] += 1
     # only node n gained room: a waiting pod can only fit there now (it fitted nowhere before)
     for k in range(iv[IV_Q_HEAD], iv[IV_Q_TAIL]):
         w = queue[k]
@@ -410,7 +421,7 @@ def run_time(cl, pods, typ, st, order, policy, gpu_sel):
     wait in a queue (in arrival order) when nothing fits. Returns 1 when the EXTERNAL policy has a
     decision to make (pod in iv[IV_PENDING], feasible nodes in `mask`), 0 when the trace is over."""
     t_arr, unfit = pods[5], pods[7]
-    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
+    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
     n_arr = order.shape[0]
     while True:
         has_arr = iv[IV_NEXT_ARR] < n_arr
@@ -477,7 +488,7 @@ def run_inflate(cl, pods, typ, st, draws, policy, gpu_sel, curve):
     leave; each is placed or fails (and is dropped). `curve[k]` is the allocated GPU share when
     the GPUs requested by the pods drawn so far first reach k% of the cluster's."""
     unfit = pods[7]
-    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
+    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
     while iv[IV_DRAWN] < draws.shape[0]:
         p = draws[iv[IV_DRAWN]]
         if iv[IV_PENDING] == p and policy == EXTERNAL:  # resumed after the caller placed it
@@ -539,9 +550,9 @@ def node_features(p, mem_cap, cl, pods, typ, st, out):
     is empty. Rows of nodes where p does not fit are zero; `mask` (st[8]) says which fit.
     Returns the number of nodes that fit."""
     cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
-    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit = pods
+    p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
-    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits = st
+    f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
     n_nodes = cpu_cap.shape[0]
     mean = fv[FV_SUM_U] / n_nodes
     k = 0
