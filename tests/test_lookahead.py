@@ -160,3 +160,24 @@ def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path): 
     planned = replay_objectives(wl, cap, planner, 3600, replace(LA, lookahead_h=0.0))
     np.testing.assert_array_equal(by_features.objectives, planned.objectives)
     assert len(set(planned.objectives.tolist())) > 1
+
+
+def test_the_gym_env_observes_the_lookahead_features(warehouse):  # noqa: F811
+    from metapilot.models.simulator.env import ObjectiveSwitchingEnv
+
+    wl, rows = load_replay_window(warehouse, CLUSTER, FROM, TO)
+    env = ObjectiveSwitchingEnv(wl, Capacity.from_rows(rows), state_config=LA, max_epochs=48)
+    obs, _ = env.reset()
+    seen = [obs]
+    for k in range(48):
+        obs, _, term, trunc, _ = env.step(k % len(LA.menu))
+        seen.append(obs)
+        if term or trunc:
+            break
+    s = np.stack(seen)
+    assert s.shape[1] == 22 and env.observation_space.shape == (22,)
+    assert all(env.observation_space.contains(o) for o in seen) and (s[:, 16:] > 0).any()
+    # the same numbers as the replay's own probe along the same actions
+    res = replay_objectives(wl, Capacity.from_rows(rows), lambda st, it=iter(range(10_000)): next(it) % 5, 3600, LA,
+                            lookahead=True)
+    np.testing.assert_allclose(s[:, 16:], lookahead_features(res.lookahead_costs[: len(seen)], 3600), atol=1e-6)
