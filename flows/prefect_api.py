@@ -68,6 +68,35 @@ def configured_api_url() -> str | None:
     return get_current_settings().api.url or None
 
 
+def _prefect_settings_files() -> list[Path]:
+    """Where Prefect may read settings from besides the environment: the profiles file, and
+    `.env`, `prefect.toml` and `pyproject.toml` in the working directory."""
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    profiles = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    return [profiles, Path(".env"), Path("prefect.toml"), Path("pyproject.toml")]
+
+
+def api_configured() -> bool:
+    """Whether the user chose a Prefect API (`configured_api_url`), without importing Prefect
+    (about a second) when no settings source can name one: no `PREFECT_API_URL` in the
+    environment and no settings file that mentions Prefect's API."""
+    if os.environ.get("PREFECT_API_URL"):
+        return True
+    if not os.environ.get("PREFECT_PROFILE"):
+        for f in _prefect_settings_files():
+            try:
+                text = f.read_text(errors="replace")
+            except OSError:
+                continue
+            if f.name == "pyproject.toml" and "tool.prefect" not in text:
+                continue
+            if "api" in text.lower():  # conservative: Prefect itself decides
+                break
+        else:
+            return False
+    return bool(configured_api_url())
+
+
 def _healthy(api_url: str, timeout: float = 2.0) -> bool:
     import httpx
 

@@ -209,13 +209,13 @@ def test_kill_9_of_the_command_takes_the_temporary_api_down(tmp_path):
 
 def test_an_ingest_succeeds_with_every_core_saturated(tmp_path):
     """The issue's failure: Prefect's 20 s start limit on a busy machine. Twice as many busy
-    processes as cores, then a real `metapilot ingest` (temporary API included)."""
+    processes as cores, then a real `metapilot ingest --flow` (temporary API included)."""
     tag = f"saturated-{os.getpid()}-{time.time_ns()}"
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {"METAPILOT_TEST_TAG": tag}
     busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 2))]
     try:
         t0 = time.monotonic()
-        p = subprocess.Popen([sys.executable, "-m", "metapilot.cli", "ingest", str(POZIDRIV), "--db",
+        p = subprocess.Popen([sys.executable, "-m", "metapilot.cli", "ingest", str(POZIDRIV), "--flow", "--db",
                               str(tmp_path / "m.duckdb")], cwd=REPO, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
         out, _ = p.communicate(timeout=600)
@@ -234,10 +234,27 @@ def test_a_temporary_api_that_does_not_start_is_one_line_from_the_command(tmp_pa
     tag = f"nostart-{os.getpid()}-{time.time_ns()}"
     monkeypatch.setenv("METAPILOT_TEST_TAG", tag)
     monkeypatch.setenv("METAPILOT_PREFECT_START_TIMEOUT_S", "0.2")  # no real server starts that fast
-    r = CliRunner().invoke(app, ["ingest", str(POZIDRIV), "--db", str(tmp_path / "m.duckdb")])
+    r = CliRunner().invoke(app, ["ingest", str(POZIDRIV), "--flow", "--db", str(tmp_path / "m.duckdb")])
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("created the site key")]
     assert lines[0].startswith("the temporary Prefect API did not answer within 1 s") and "trying once more" in lines[0]
     assert lines[1].startswith("error: the temporary Prefect API did not start within 1 s (2 tries")
     assert len(lines) == 2 and "Traceback" not in r.output
     assert wait_until(lambda: not tagged(tag), 10), "a server of a failed start was left behind"
+
+
+def test_a_plain_ingest_starts_no_api_and_imports_no_prefect(tmp_path, monkeypatch, no_api_url):
+    """Without a configured server `metapilot ingest` runs the ingest directly (issue 14): no
+    temporary API, no Prefect import; the same reports as the flow."""
+    monkeypatch.chdir(tmp_path)  # no .env / prefect.toml here
+    monkeypatch.setattr(pa.TemporaryPrefectServer, "start", lambda *a, **k: pytest.fail("started a temporary API"))
+    assert not pa.api_configured()
+    code = ("import sys; from metapilot.cli import app; sys.argv = ['metapilot', 'ingest', sys.argv[1], '--db', sys.argv[2]]\n"
+            "try:\n    app()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "assert 'prefect' not in sys.modules, 'prefect was imported'")
+    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_PROFILE", "PREFECT_PROFILES_PATH")}
+    env["PREFECT_HOME"] = str(tmp_path / "prefect-home")  # no profile that names a server
+    p = subprocess.run([sys.executable, "-c", code, str(POZIDRIV), str(tmp_path / "m.duckdb")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "pozidriv.log.gz" in p.stdout and "11,704" in p.stdout

@@ -144,3 +144,21 @@ def test_pbs_line_keeps_resources_and_hashes_names():
     assert USER not in red and GROUP not in red
     assert "queue=ccr" in red and "Resource_List.walltime=04:00:00" in red and red.startswith("12/21/2009 15:27:00;E;6.edge;")
     assert f"user={keyed_hash(USER, key)}" in red
+
+
+def test_pseudonymise_with_a_name_cache_gives_the_plain_hmac_of_every_name(site_key):
+    """The chunk-to-chunk cache (issue 14: hashes found by a join, not a Python loop) changes no
+    hash: every id is HMAC-SHA256 of its name, nulls stay null, also past the cache's bound."""
+    import polars as pl
+    from metapilot.transforms.privacy import NameCache, pseudonymise
+
+    cache = NameCache(max_names=3)
+    chunks = [pl.DataFrame({"user_name": ["ann", None, "bob", "ann"], "job_name": ["x", "y", "x", "zé"]}),
+              pl.DataFrame({"user_name": ["bob", "cy", None, None], "job_name": ["y", "w", "x", "x"]})]
+    for df in chunks:
+        out = pseudonymise(df, site_key, cache=cache)
+        assert out.equals(pseudonymise(df, site_key))  # the plain path: no cache at all
+        for raw, col in (("user_name", "user_id"), ("job_name", "job_name")):
+            want = [None if v is None else keyed_hash(v, site_key) for v in df[raw].to_list()]
+            assert out[col].to_list() == want
+        assert out["account_id"].null_count() == out.height

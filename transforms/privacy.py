@@ -27,6 +27,35 @@ def keyed_hash(value: str, key: bytes) -> str:
     return hmac.new(key, value.encode("utf-8"), hashlib.sha256).hexdigest()[:32]
 
 
+class NameCache(dict):
+    """name -> keyed hash, for one file's chunks (and its quarantined lines), plus the same pairs as
+    a frame, so that a chunk's names already hashed are found by a join instead of a Python loop
+    over them. Bounded: past `max_names` it starts again (it only saves work)."""
+
+    def __init__(self, max_names: int = 1_000_000) -> None:
+        super().__init__()
+        self.max_names = max_names
+        self.known: pl.DataFrame | None = None
+
+    def hashes(self, values: pl.Series, key: bytes) -> pl.Series:
+        """The keyed hash of each of `values` (distinct, non-null text), in their order."""
+        v = values.alias("v").to_frame()
+        if self.known is not None:
+            found = v.join(self.known, on="v", how="left", maintain_order="left")
+            missing = found.filter(pl.col("h").is_null()).get_column("v")
+            if missing.is_empty():
+                return found.get_column("h")
+        else:
+            missing = values
+        if self.known is not None and self.known.height + len(missing) > self.max_names:
+            self.known = None
+            self.clear()
+        new = pl.DataFrame({"v": missing, "h": [self.get(x) or self.setdefault(x, keyed_hash(x, key)) for x in missing.to_list()]},
+                           schema={"v": pl.Utf8, "h": pl.Utf8})
+        self.known = new if self.known is None else pl.concat([self.known, new], rechunk=False)
+        return v.join(self.known, on="v", how="left", maintain_order="left").get_column("h")
+
+
 def pseudonymise(df: pl.DataFrame, key: bytes, keep_names: bool = False, cache: dict | None = None) -> pl.DataFrame:
     """Replace raw name columns with their warehouse columns: keyed hashes, or raw with `keep_names`.
 
@@ -41,12 +70,29 @@ def pseudonymise(df: pl.DataFrame, key: bytes, keep_names: bool = False, cache: 
         if keep_names:
             out = out.rename({raw_col: id_col}) if raw_col != id_col else out
             continue
-        uniques = out.get_column(raw_col).drop_nulls().unique()
-        mapping = pl.DataFrame(
-            {raw_col: uniques, "__hashed": [cache.get(v) or cache.setdefault(v, keyed_hash(v, key)) for v in uniques.to_list()]},
-            schema={raw_col: pl.Utf8, "__hashed": pl.Utf8},
-        )
-        out = out.join(mapping, on=raw_col, how="left", maintain_order="left").drop(raw_col).rename({"__hashed": id_col})
+        out = out.drop(raw_col).with_columns(_hashed(out.get_column(raw_col), key, cache).alias(id_col))
+    return out
+
+
+def _hashed(s: pl.Series, key: bytes, cache: dict) -> pl.Series:
+    """The keyed hash of every value of `s` (null stays null), each distinct value hashed once:
+    a categorical of the batch's own gives the distinct values and each row's code, and the
+    hashes are gathered by code (cheaper than `unique` and a join on text)."""
+    cats = pl.Categories.random()
+    cat = s.cast(pl.Utf8).cast(pl.Categorical(cats))  # keep it alive: its categories live as long as it does
+    codes = cat.to_physical()
+    distinct = cats.to_series()
+    if len(distinct) <= (codes.max() or 0):  # not dense after all: hash each distinct value and join
+        uniques = s.drop_nulls().unique()
+        mapping = pl.DataFrame({"v": uniques, "h": [cache.get(v) or cache.setdefault(v, keyed_hash(v, key))
+                                                    for v in uniques.to_list()]}, schema={"v": pl.Utf8, "h": pl.Utf8})
+        return s.to_frame("v").join(mapping, on="v", how="left", maintain_order="left").get_column("h")
+    if isinstance(cache, NameCache):
+        hashes = cache.hashes(distinct, key)
+    else:
+        hashes = pl.Series([cache.get(v) or cache.setdefault(v, keyed_hash(v, key)) for v in distinct.to_list()], dtype=pl.Utf8)
+    out = hashes.gather(codes)
+    del cat
     return out
 
 

@@ -239,6 +239,18 @@ def _split(body: pl.DataFrame, cfg: SacctConfig, names: list[str]) -> pl.DataFra
     return out.with_columns(parts.list.len().cast(pl.Int64).alias("_nf"), *cols).drop("_parts")
 
 
+def _parse_job_ids(col: pl.Expr) -> pl.Expr:
+    """`slurm_fields.parse_job_id`, with the common case cheap: a plain number (most job lines)
+    is its own base; only the other ids (arrays, het jobs, steps, garbage) go through the regex
+    (null text costs it nothing)."""
+    plain = col.str.contains(r"^\d+$")
+    g = sf.parse_job_id(pl.when(plain).then(pl.lit(None, dtype=pl.Utf8)).otherwise(col))
+    return pl.struct(
+        pl.when(plain).then(col).otherwise(g.struct.field("base")).alias("base"),
+        *[g.struct.field(f) for f in ("task", "spec", "het", "step")],
+    )
+
+
 def _col(name: str, present: set[str]) -> pl.Expr:
     """A field's raw text, or null text when the file has no such column."""
     return pl.col(name) if name in present else pl.lit(None, dtype=pl.Utf8)
@@ -280,8 +292,29 @@ def _by_value(
     """
     if src not in present:
         return df.with_columns([pl.lit(None, dtype=dtypes[name]).alias(name) for name in exprs])
-    values = df.select(pl.col(src)).unique().with_columns([e.cast(dtypes[n]).alias(n) for n, e in exprs.items()])
-    return df.join(values, on=src, how="left", nulls_equal=True, maintain_order="left")
+    return df.hstack(_per_value(df.get_column(src), exprs, dtypes))
+
+
+def _per_value(s: pl.Series, exprs: dict[str, pl.Expr], dtypes: dict[str, pl.DataType]) -> list[pl.Series]:
+    """`exprs` over the series `s` (named as they read it), each distinct value evaluated once.
+
+    The distinct values come from a categorical of the chunk's own (dense codes 0..k-1, freed with
+    the chunk, not the process-wide string cache), and each row picks its result by code: one hash
+    pass over the column and a gather, several times cheaper than `unique` + a join on text. A
+    null row gets the result for null (the extra last value)."""
+    cats = pl.Categories.random()
+    cat = s.cast(pl.Categorical(cats))  # keep it alive: its categories live as long as it does
+    codes = cat.to_physical()
+    distinct = cats.to_series()
+    if len(distinct) <= (codes.max() or 0):  # not dense after all: the plain way
+        values = s.to_frame().unique().with_columns([e.cast(dtypes[n]).alias(n) for n, e in exprs.items()])
+        joined = s.to_frame().join(values, on=s.name, how="left", nulls_equal=True, maintain_order="left")
+        return joined.drop(s.name).get_columns()
+    values = pl.concat([distinct, pl.Series([None], dtype=pl.Utf8)]).alias(s.name).to_frame()
+    out = values.select([e.cast(dtypes[n]).alias(n) for n, e in exprs.items()])
+    idx = codes.fill_null(len(distinct)) if codes.null_count() else codes
+    del cat
+    return out[idx].get_columns()
 
 
 def _tres_columns(prefix: str) -> tuple[dict[str, pl.Expr], dict[str, pl.DataType]]:
@@ -509,20 +542,20 @@ def parse_sacct_chunk(chunk: pl.DataFrame, cfg: SacctConfig) -> ParseResult:
         q = body.select(pl.col("line_no"), pl.col("line").alias("raw"), pl.lit(reason).alias("reason"))
         return _empty_result(lines_read, skipped, q)
 
-    split = _split(body, cfg, names)
-    is_header = pl.col("jobid").str.strip_chars().str.to_lowercase().is_in(["jobid", "jobidraw"]).fill_null(False)
-    headers = split.filter(is_header).height
-    split = split.filter(~is_header)
-    skipped += headers
+    split = _split(body, cfg, names).with_columns(_parse_job_ids(pl.col("jobid")).alias("_id"))
+    # Only a line whose job id is not one can be a header: the text checks run on those alone.
+    not_id = pl.when(pl.col("_id").struct.field("base").is_null()).then(pl.col("jobid"))
+    is_header = not_id.str.strip_chars().str.to_lowercase().is_in(["jobid", "jobidraw"]).fill_null(False)
+    flags = split.select(is_header).to_series()
+    if flags.any():
+        skipped += int(flags.sum())
+        split = split.filter(~flags)
     if "submit" not in present:
         reason = f"no Submit column (fields: {', '.join(cfg.fields or XDMOD_FIELDS)}): cannot place jobs in time"
         q = split.select(pl.col("line_no"), pl.col("line").alias("raw"), pl.lit(reason).alias("reason"))
         return _empty_result(lines_read, skipped, q)
 
-    split = split.with_columns(
-        sf.parse_job_id(pl.col("jobid")).alias("_id"),
-        sf.parse_time(pl.col("submit"), cfg.timezone).alias("_submit"),
-    )
+    split = split.with_columns(sf.parse_time(pl.col("submit"), cfg.timezone).alias("_submit"))
 
     # Pending array ranges: validate (and expand later) only the few lines that have one.
     specs = split.filter(pl.col("_id").struct.field("spec").is_not_null() & pl.col("_id").struct.field("step").is_null())

@@ -58,7 +58,7 @@ def parse_time(col: pl.Expr, tz: str = "UTC") -> pl.Expr:
     sacct prints local wall-clock time; an ambiguous hour (DST fall-back) takes the earlier
     instant and a non-existent one (spring-forward) becomes null rather than a guess.
     """
-    naive = col.str.strptime(pl.Datetime("us"), SACCT_TIME_FORMAT, strict=False)
+    naive = col.str.strptime(pl.Datetime("us"), SACCT_TIME_FORMAT, strict=False, cache=False)  # times barely repeat: a cache only costs
     if tz in ("UTC", "Etc/UTC", "Z"):
         return naive.dt.replace_time_zone("UTC")
     local = naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")

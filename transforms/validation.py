@@ -34,7 +34,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 import polars as pl
 
 from metapilot.ground.paths import REPO_ROOT
@@ -420,7 +419,7 @@ def validate_jobs(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | 
     for c in checks:
         r = results[c.index]
         if r["rows"]:
-            parts.append(pl.DataFrame({"pos": np.asarray(r["rows"], dtype=np.int64), "k": c.index}))
+            parts.append(pl.DataFrame({"pos": pl.Series(r["rows"], dtype=pl.Int64), "k": c.index}))
         uc = r["unexpected_count"]
         out_results.append({"expectation": c.type, "column": c.column, "success": r["success"],
                             "unexpected_count": None if uc is None else int(uc)})
@@ -433,9 +432,7 @@ def validate_jobs(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | 
         line = df["source_line"].cast(pl.Int64).gather(bad_pos) if "source_line" in df.columns \
             else pl.repeat(None, len(bad_pos), dtype=pl.Int64, eager=True)
         failed = pl.DataFrame({"source_line": line, "reason": per_row["reason"]}, schema=FAILED_SCHEMA)
-        keep = np.ones(n, dtype=bool)
-        keep[bad_pos.to_numpy()] = False
-        good = df.filter(pl.Series(keep))
+        good = df.with_row_index("__pos").filter(~pl.col("__pos").is_in(bad_pos.cast(pl.UInt32).implode())).drop("__pos")
     else:
         bad_pos = pl.Series([], dtype=pl.Int64)
         failed = pl.DataFrame(schema=FAILED_SCHEMA)

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,8 +28,8 @@ import duckdb
 import polars as pl
 from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.parsers import ParseOptions, UnknownFormatError, iter_parse
-from metapilot.transforms.lines import read_head
-from metapilot.transforms.privacy import LineRedactor, pseudonymise
+from metapilot.transforms.lines import CHUNK_BYTES, read_head
+from metapilot.transforms.privacy import LineRedactor, NameCache, pseudonymise
 from metapilot.transforms.validation import validate_jobs
 
 from metapilot.ground.files import sha256_file
@@ -51,7 +51,7 @@ class IngestOptions:
     delimiter: str | None = None
     fields: list[str] | None = None
     keep_names: bool = False
-    chunk_bytes: int = 8 * 1024 * 1024
+    chunk_bytes: int = CHUNK_BYTES
     encoding: str | None = None  # text encoding of the logs (None: UTF-8); e.g. latin-1 for older sites' logs
     new_key: bool = False  # accept a site key other than the recorded one (recorded as a key change)
     key_file: str | None = None  # where the key came from, for the record and the messages
@@ -203,10 +203,7 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
         q = redact(q)
     rows = None
     if jobs.height:
-        rows = pseudonymise(jobs, key, opts.keep_names, name_cache).with_columns(
-            pl.lit(sha).alias("source_file_id"),
-            pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("ingested_at"),
-        )
+        rows = pseudonymise(jobs, key, opts.keep_names, name_cache)  # source_file_id, ingested_at: added by the commit
         if opts.cluster:
             rows = rows.with_columns(pl.lit(opts.cluster).alias("cluster"))
     last = int(raw_lines["line_no"][-1]) if raw_lines is not None and raw_lines.height else 0
@@ -419,7 +416,7 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
                          delimiter=opts.delimiter, fields=opts.fields,
                          chunk_bytes=opts.chunk_bytes, encoding=opts.encoding)
     tot = _Totals()
-    name_cache: dict = {}
+    name_cache = NameCache()
     redact = _redactor(path, popts, opts, key, name_cache)
     st = StagedFile(path=path, sha=sha, size=size, opts=opts, key=key, now=now, t0=t0,
                     cluster_default=cluster_default, tot=tot, detected=None,
@@ -438,12 +435,30 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
     return st
 
 
+COMMIT_MEMORY_BYTES = 512 * 1024**2  # DuckDB's memory while it loads a staged file (issue 14: peak RSS < 1 GiB)
+_UNITS = {"bytes": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3, "tb": 1000**4,
+          "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
+
+
+def _cap_memory(con: duckdb.DuckDBPyConnection, limit: int = COMMIT_MEMORY_BYTES) -> str | None:
+    """Lower DuckDB's memory limit to `limit` for a load (it spills, or writes row groups out,
+    instead of growing to its default of 80% of RAM); returns the setting to restore, or None when
+    the limit in force is already lower (a user's)."""
+    current = con.execute("SELECT current_setting('memory_limit')").fetchall()[0][0]
+    m = re.match(r"^\s*([\d.]+)\s*([A-Za-z]+)\s*$", str(current))
+    if m and m.group(2).lower() in _UNITS and float(m.group(1)) * _UNITS[m.group(2).lower()] <= limit:
+        return None
+    con.execute(f"SET memory_limit = '{limit // 1024**2}MiB'")
+    return str(current)
+
+
 def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
     """Load a staged file in one transaction: skipped if another run loaded it meanwhile; refused
     (SiteKeyError) if the key is not the warehouse's; a failure rolls back and is recorded."""
     path, sha, size, now, tot = st.path, st.sha, st.size, st.now, st.tot
     rep = FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded")
     con.execute("SET preserve_insertion_order = false")  # lets DuckDB append in parallel
+    memory_before = _cap_memory(con)
     con.execute("BEGIN TRANSACTION")
     try:
         prior = _prior(con, sha)
@@ -457,7 +472,8 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         if st.error is not None:
             raise st.error
         if tot.key_hashes:
-            con.execute("INSERT INTO jobs BY NAME SELECT * FROM read_parquet(?)", [str(st.stage / "part-*.parquet")])
+            con.execute("INSERT INTO jobs BY NAME SELECT *, ?::VARCHAR AS source_file_id, ?::TIMESTAMPTZ AS ingested_at "
+                        "FROM read_parquet(?)", [sha, now, str(st.stage / "part-*.parquet")])
         if tot.quarantine_parts:
             con.execute("INSERT INTO quarantine BY NAME SELECT * FROM read_parquet(?)",
                         [str(st.stage / "quarantine-*.parquet")])
@@ -510,6 +526,8 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
             raise
     finally:
         con.execute("RESET preserve_insertion_order")
+        if memory_before is not None:
+            con.execute(f"SET memory_limit = '{memory_before}'")
         st.cleanup()
     return rep
 
@@ -645,3 +663,64 @@ def ingest_paths(con: duckdb.DuckDBPyConnection, paths: list[str], opts: IngestO
                              message=f"{f}: no such file or directory: check the path or glob")
             continue
         yield ingest_file(con, f, opts, key)
+
+
+def describe(rep: FileReport) -> str:
+    """One line for a file's report in a log."""
+    if rep.outcome == "failed":
+        return rep.message or f"{rep.path}: failed"
+    return (f"{rep.path}: {rep.outcome} ({rep.format}, {rep.lines_read} lines: {rep.rows_loaded} loaded, "
+            f"{rep.rows_merged} merged, {rep.rows_quarantined} quarantined, {rep.lines_skipped} skipped)")
+
+
+def ingest_batch(paths: list[str], db: str | Path | None = None, opts: IngestOptions | None = None,
+                 log: Callable[[str], None] | None = None, warn: Callable[[str], None] | None = None,
+                 per_file: Callable[[str, str | Path | None, IngestOptions, bytes], FileReport] | None = None) -> list[dict]:
+    """Ingest files, globs and directories into the warehouse `db`, each file in its own
+    transaction (`ingest_file_to`); files already loaded (same SHA-256) are skipped. Then give
+    clusters without capacity an inferred one, and render the GX data docs when GX ran. Returns the
+    reports as dicts (plus a `capacity` record when capacity was inferred).
+
+    `per_file(path, db, opts, key)` loads one file: `flows.ingest.ingest_flow` passes its Prefect
+    task; by default the file is loaded here. `log` gets progress and waits, `warn` the inferred
+    capacities (they are in the returned records too). Raises NothingToIngestError when the paths give no
+    file, SiteKeyError when the site key is missing or not the warehouse's (`warehouse.secret`)."""
+    from dataclasses import asdict, replace
+
+    from metapilot.warehouse.data_docs import render_after_ingest
+    from metapilot.warehouse.secret import load_site_key, secret_path
+
+    opts = opts or IngestOptions()
+    files, empty = expand_paths_checked(list(paths))
+    key = load_site_key(db, new_key=opts.new_key, log=log)
+    if opts.key_file is None:
+        opts = replace(opts, key_file=str(secret_path(db)))
+    if per_file is None:
+        def per_file(p: str, d, o: IngestOptions, k: bytes) -> FileReport:
+            rep = ingest_file_to(d, Path(p), o, k, log=log)
+            if log:
+                log(describe(rep))
+            return rep
+    reports: list[FileReport] = list(empty)
+    for f in files:
+        reports.append(per_file(str(f), db, opts, key))
+    warnings: list[str] = []
+    if any(r.outcome == "loaded" for r in reports):
+        with writer_lock(db, log=log):
+            con = connect(db, log=log)
+            try:
+                _cap_memory(con)  # a new connection each time: nothing to restore
+                warnings = infer_missing_capacity(con)
+            finally:
+                con.close()
+    for w in warnings:
+        if warn:
+            warn(w)
+    out = [asdict(r) for r in reports]
+    render_after_ingest(db, out, log=warn or log)  # GX data docs, when GX ran (else on demand / weekly report)
+    if warnings:
+        out.append({"path": "(all clusters)", "sha256": "", "bytes": 0, "outcome": "capacity", "format": None,
+                    "cluster": None, "lines_read": 0, "rows_loaded": 0, "jobs_written": 0, "rows_merged": 0,
+                    "rows_quarantined": 0, "lines_skipped": 0, "seconds": 0.0, "message": None,
+                    "warnings": warnings, "validation": None})
+    return out

@@ -1,4 +1,7 @@
-"""`metapilot ingest PATH...`: load Slurm/PBS/SWF/SGE/LSF logs into the warehouse (a Prefect flow)."""
+"""`metapilot ingest PATH...`: load Slurm/PBS/SWF/SGE/LSF logs into the warehouse: a Prefect flow
+reporting to the configured Prefect server (`PREFECT_API_URL`, or a temporary local API with
+`--flow`), else the same work run directly, without Prefect: starting a temporary API and importing
+Prefect cost more than ingesting a million lines (issue 14)."""
 
 from __future__ import annotations
 
@@ -43,6 +46,18 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
     return failed
 
 
+def _keep_freed_memory() -> None:
+    """Let polars' allocator (jemalloc) keep freed pages for 5 s before returning them to the
+    system, unless the user configured it: an ingest allocates and frees the same chunk-sized
+    buffers over and over, and faulting them back in cost about a fifth of its CPU time (issue 14).
+    Read when polars loads, so only before that."""
+    import os
+    import sys
+
+    if "polars" not in sys.modules:
+        os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:5000,muzzy_decay_ms:5000")
+
+
 def ingest_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, globs, directories; .gz is read transparently.")],
     cluster: Annotated[Optional[str], typer.Option(help="Cluster name (default: from the log, else the file name).")] = None,
@@ -54,9 +69,11 @@ def ingest_cmd(
     keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes.")] = False,
     new_key: Annotated[bool, typer.Option("--new-key", help="Accept a new site key (secret.key missing, or not the one the warehouse records): the same users then get new ids; recorded in site_keys.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
+    flow: Annotated[bool, typer.Option("--flow", help="Run as a Prefect flow even when no Prefect server is configured (PREFECT_API_URL): a temporary local API is started for it.")] = False,
 ) -> None:
     """Ingest accounting logs into the warehouse; every line is loaded, merged, quarantined or skipped."""
-    from metapilot.cli.batch import prefect_session
+    _keep_freed_memory()
+    from metapilot.flows.prefect_api import api_configured
     from metapilot.ground.paths import db_path
     from metapilot.warehouse.ingest import IngestOptions, expand_paths_checked
     from metapilot.warehouse.secret import load_site_key
@@ -70,10 +87,17 @@ def ingest_cmd(
     opts = IngestOptions(cluster=cluster, fmt=fmt, timezone=timezone, delimiter=delimiter,
                          fields=[f.strip() for f in fields.split(",")] if fields else None, keep_names=keep_names,
                          new_key=new_key, encoding=encoding)
-    with prefect_session(db):
-        from metapilot.flows.ingest import ingest_flow
+    if flow or api_configured():  # report to the user's Prefect server (or a temporary API), as a flow
+        from metapilot.cli.batch import prefect_session
 
-        reports = ingest_flow(paths, db=db, opts=opts)
+        with prefect_session(db):
+            from metapilot.flows.ingest import ingest_flow
+
+            reports = ingest_flow(paths, db=db, opts=opts)
+    else:  # the same work without a Prefect API: no temporary server, no Prefect import (issue 14)
+        from metapilot.warehouse.ingest import ingest_batch
+
+        reports = ingest_batch(paths, db, opts, log=lambda m: typer.echo(m, err=True))
     failed = print_ingest_summary(reports, str(db_path(db).resolve()))
     if failed:
         raise typer.Exit(1)
