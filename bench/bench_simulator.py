@@ -2,7 +2,7 @@
 
 Targets (issue): >= 150,000 jobs/s FCFS+EASY on KTH-SP2; >= 20,000 jobs/s for each of the 14
 no-backfill and EASY baselines on KTH-SP2 and CEA-Curie (one pool of 93,312 cores); >= 5,000
-jobs/s for the 7 conservative ones; near-linear growth from 10k to 300k jobs (Curie prefixes).
+jobs/s for the 7 conservative ones (issue 14: >= 100,000 jobs/s on CEA-Curie); near-linear growth from 10k to 300k jobs (Curie prefixes).
 Peers: RLScheduler ~61,000 jobs/s FCFS+EASY, 200-380 jobs/s WFP3/UNICEF; pyss ~750 jobs/s.
 
 Throughput = replayed jobs / best wall time of `--repeat` runs of `simulate()` (engine set-up
@@ -73,7 +73,7 @@ def scaling_row(label: str, w: Workload, cap: Capacity, runs, repeat: int) -> st
 
 def target(trace: str, policy: str, backfill: str) -> int:
     if backfill == "conservative":
-        return 5_000
+        return 100_000 if trace == "CEA-Curie" else 5_000  # issue 14: Curie >= 100k jobs/s
     if trace == "KTH-SP2" and policy == "FCFS" and backfill == "easy":
         return 150_000
     return 20_000

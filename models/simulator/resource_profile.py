@@ -24,6 +24,21 @@ def pf_drop(P, st, p, now):
             for r in range(3):
                 st.pf[o + i, r] = st.pf[o + i + k, r]
         st.plen[p] = n - k
+        st.pf_linked[p] = False
+
+
+@jit
+def _pf_index(P, st, p, t):
+    """Index of the segment that contains t (pt[o] <= now <= t always)."""
+    o = P.poff[p]
+    lo, hi = 0, st.plen[p]
+    while lo < hi:  # first segment starting after t
+        mid = (lo + hi) >> 1
+        if st.pt[o + mid] <= t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
 
 
 @jit
@@ -31,14 +46,7 @@ def _pf_split(P, st, p, t):
     """Index of the segment starting at t, splitting the one that contains t if needed."""
     o = P.poff[p]
     n = st.plen[p]
-    lo, hi = 0, n
-    while lo < hi:  # first segment starting after t
-        mid = (lo + hi) >> 1
-        if st.pt[o + mid] <= t:
-            lo = mid + 1
-        else:
-            hi = mid
-    i = lo - 1  # the segment containing t (pt[o] <= now <= t always)
+    i = _pf_index(P, st, p, t)
     if st.pt[o + i] == t:
         return i
     for q in range(n, i + 1, -1):
@@ -80,44 +88,81 @@ def pf_add(J, P, st, p, j, t0, t1, sign):
             st.pf[o + k, r] += sign * J.need[j, r]
     _pf_merge(P, st, p, i1)
     _pf_merge(P, st, p, i0)
+    st.pf_linked[p] = False
 
 
 @jit
-def pf_find(J, P, st, p, j, now, own_lo, own_hi, limit):
+def pf_chains(P, st, p):
+    """Link each segment to the next one with fewer free cores (`pf_down`) and with more
+    (`pf_up`), plen when none, and note the least free of each resource (`pf_low`): `pf_find`
+    then steps over whole runs of segments where a job fits, or does not, on cores alone when
+    the other resources never bind it. Valid until the profile next changes (`pf_linked`)."""
+    o = P.poff[p]
+    n = st.plen[p]
+    for r in range(3):
+        st.pf_low[p, r] = INF
+    for k in range(n - 1, -1, -1):
+        f = st.pf[o + k, 0]
+        d = k + 1
+        while d < n and st.pf[o + d, 0] >= f:
+            d = st.pf_down[o + d]
+        st.pf_down[o + k] = d
+        u = k + 1
+        while u < n and st.pf[o + u, 0] <= f:
+            u = st.pf_up[o + u]
+        st.pf_up[o + k] = u
+        for r in range(3):
+            st.pf_low[p, r] = min(st.pf_low[p, r], st.pf[o + k, r])
+    st.pf_linked[p] = True
+
+
+@jit
+def pf_find(J, P, st, p, j, now, lo, own_lo, own_hi, limit, chains):
     """Earliest start t >= now, t < limit, where job j fits for its requested time; `limit` if
-    none. Over [own_lo, own_hi) job j's own reservation is counted as free (it is moving)."""
+    none. Over [own_lo, own_hi) job j's own reservation is counted as free (it is moving; then
+    limit <= own_lo and own_hi - own_lo is its requested time). The search begins with the
+    segment that holds `lo` (>= now): the caller knows that no start before `lo` fits. With
+    `chains`, runs of segments are stepped over on cores alone when GPUs and memory cannot bind
+    the job (`pf_chains`, redone first if the profile changed since)."""
     o = P.poff[p]
     n = st.plen[p]
     dur = J.req[j]
-    cand = -1.0
-    have = False
-    for k in range(n):
-        b = st.pt[o + k + 1] if k + 1 < n else INF
-        if b <= now:
-            continue
-        x = st.pt[o + k]
-        if x < now:
-            x = now
-        while x < b:
-            if not have and x >= limit:
-                return limit
-            y = b
-            inside = False
-            if own_hi > own_lo:
-                if x < own_lo:
-                    y = min(b, own_lo)
-                elif x < own_hi:
-                    y = min(b, own_hi)
-                    inside = True
-            add = 1.0 if inside else 0.0
-            if fits(J.need, j, st.pf[o + k, 0] + add * J.need[j, 0], st.pf[o + k, 1] + add * J.need[j, 1],
-                    st.pf[o + k, 2] + add * J.need[j, 2]):
-                if not have:
-                    have = True
-                    cand = x
-                if cand + dur <= y:
-                    return cand
-            else:
-                have = False
-            x = y
+    plain_end = own_lo if own_hi > own_lo else INF  # before it, the job's own slot plays no part
+    if chains and not st.pf_linked[p]:
+        pf_chains(P, st, p)
+    step = chains and J.need[j, 1] <= st.pf_low[p, 1] and J.need[j, 2] <= st.pf_low[p, 2]
+    cand = 0.0
+    have = False  # a run of segments where j fits began at cand
+    k = _pf_index(P, st, p, lo)
+    while k < n:  # the starts before its own slot
+        x = max(st.pt[o + k], now)
+        if x >= plain_end:
+            break
+        if not have and x >= limit:
+            return limit
+        if fits(J.need, j, st.pf[o + k, 0], st.pf[o + k, 1], st.pf[o + k, 2]):
+            if not have:
+                have = True
+                cand = x
+            e = st.pf_down[o + k] if step else k + 1  # segments k .. e - 1 all fit
+            y = min(st.pt[o + e], plain_end) if e < n else plain_end
+            if cand + dur <= y:
+                return cand
+            k = e
+        else:
+            have = False
+            k = st.pf_up[o + k] if step else k + 1  # segments k .. that one - 1 do not fit
+    if not have:
+        return limit
+    # the run reached its own slot (at or past limit): there its own resources count as free
+    k = _pf_index(P, st, p, own_lo)
+    while k < n:
+        if not fits(J.need, j, st.pf[o + k, 0] + J.need[j, 0], st.pf[o + k, 1] + J.need[j, 1],
+                    st.pf[o + k, 2] + J.need[j, 2]):
+            return limit
+        e = st.pf_down[o + k] if step else k + 1  # (x + need is monotone in x)
+        y = min(st.pt[o + e], own_hi) if e < n else own_hi
+        if cand + dur <= y:
+            return cand
+        k = e
     return limit

@@ -17,7 +17,7 @@ from metapilot.models.simulator.jit import jit_inline
 FUTURE, QUEUED, RUNNING, DONE, EXCLUDED = 0, 1, 2, 3, 4
 
 # Slots of State.ctr.
-NEXT_SUB, SEQ, HEAP_N = 0, 1, 2
+NEXT_SUB, SEQ, HEAP_N, STAMP = 0, 1, 2, 3
 # Slots of State.clock.
 NOW, UTIL_T = 0, 1
 
@@ -44,7 +44,7 @@ class Pools(NamedTuple):
 
 class State(NamedTuple):
     clock: np.ndarray  # f8 [now, time up to which `util` is integrated]
-    ctr: np.ndarray  # i8 [next submission, start sequence, completion heap size]
+    ctr: np.ndarray  # i8 [next submission, start sequence, completion heap size, growth stamp]
     status: np.ndarray  # i1 (n,)
     start: np.ndarray  # f8 (n,)
     end: np.ndarray  # f8 (n,)
@@ -68,6 +68,16 @@ class State(NamedTuple):
     next_res: np.ndarray  # f8 (P,): earliest pending reservation
     scratch_j: np.ndarray  # i8 (n,)
     scratch_s: np.ndarray  # f8 (n,)
+    # Conservative bookkeeping of where the profile gained free resources (see conservative.py):
+    checked: np.ndarray  # i8 (n,): growth stamp when the job's reservation was last found earliest
+    grown: np.ndarray  # f8 (S, 2) per-pool segments: [start, end) of each gain in the profile
+    grown_stamp: np.ndarray  # i8 (S,): its growth stamp
+    grown_len: np.ndarray  # i8 (P,)
+    pass_stamp: np.ndarray  # i8 (P,): growth stamp when the pool's last compression began
+    pf_down: np.ndarray  # i8 (S,): next profile segment with fewer free cores (see pf_chains)
+    pf_up: np.ndarray  # i8 (S,): next profile segment with more free cores
+    pf_low: np.ndarray  # f8 (P, 3): least free of each resource over the profile
+    pf_linked: np.ndarray  # b1 (P,): pf_down, pf_up and pf_low describe the profile as it is
 
 
 @jit_inline
@@ -102,7 +112,7 @@ def build_state(jobs: Jobs, cap: np.ndarray, excluded: np.ndarray) -> tuple[Pool
     t0 = min(0.0, float(jobs.submit.min())) if n else 0.0
     st = State(
         clock=np.array([t0, t0]),
-        ctr=np.zeros(3, np.int64),
+        ctr=np.zeros(4, np.int64),
         status=status,
         start=np.full(n, np.nan),
         end=np.full(n, np.nan),
@@ -126,5 +136,14 @@ def build_state(jobs: Jobs, cap: np.ndarray, excluded: np.ndarray) -> tuple[Pool
         next_res=np.full(npools, INF),
         scratch_j=np.zeros(max(n, 1), np.int64),
         scratch_s=np.zeros(max(n, 1)),
+        checked=np.zeros(n, np.int64),
+        grown=np.zeros((total_p, 2)),
+        grown_stamp=np.zeros(total_p, np.int64),
+        grown_len=np.zeros(npools, np.int64),
+        pass_stamp=np.zeros(npools, np.int64),
+        pf_down=np.zeros(total_p, np.int64),
+        pf_up=np.zeros(total_p, np.int64),
+        pf_low=np.zeros((npools, 3)),
+        pf_linked=np.zeros(npools, np.bool_),
     )
     return pools, st
