@@ -37,7 +37,7 @@ def choose_cluster(db: str | None, cluster: str | None):
 
 @flow(name="pipeline", log_prints=True)
 def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,),
-                  steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc", "dqn", "bcq"),
+                  steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
                   sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
     """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
     from metapilot.transforms.windows import split_history

@@ -147,3 +147,39 @@ def test_the_planner_source_teaches_its_own_decisions(warehouse):  # noqa: F811
     wl, rows = load_replay_window(warehouse, CLUSTER, req.window_from, req.window_to)
     res = replay_objectives(wl, Capacity.from_rows(rows), LookaheadPlanner(Menu(), req.planner), horizon_s=48 * 3600)
     np.testing.assert_array_equal(own, res.objectives[:48])
+
+
+def _cost_by_definition(submit, start, t0, epoch_s, n_epochs, lam, record=0.0, weight=None):
+    """The aligned reward's horizon terms written out with numpy (what the compiled kernel computes)."""
+    t_end = t0 + n_epochs * epoch_s
+    st = np.where(np.isnan(start), np.inf, start)
+    m = (submit < t_end) & (st > t0)
+    if not m.any():
+        return 0.0
+    s, st = submit[m], st[m]
+    acc = np.maximum(np.minimum(st, t_end) - np.maximum(s, t0), 0.0)
+    total = float(acc.sum() if weight is None else (acc * weight[m]).sum())
+    if lam > 0:
+        b = t0 + epoch_s * np.arange(n_epochs + 1)
+        queued = (s[None, :] <= b[:, None]) & (st[None, :] > b[:, None])
+        oldest = np.where(queued, s[None, :], np.inf).min(axis=1)
+        longest = float(np.where(np.isfinite(oldest), b - oldest, 0.0).max())
+        started = st <= t_end
+        if started.any():
+            longest = max(longest, float((st[started] - s[started]).max()))
+        total += lam * max(longest - record, 0.0)
+    return total
+
+
+def test_compiled_horizon_cost_equals_its_definition():
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        n = int(rng.integers(0, 40))
+        submit = rng.integers(0, 5000, n).astype(np.float64)
+        start = submit + rng.integers(0, 4000, n)
+        start[rng.random(n) < 0.2] = np.nan
+        t0, e, k = float(rng.integers(0, 3000)), 600.0, int(rng.integers(1, 6))
+        lam, record = float(rng.choice([0.0, 2.0, 50.0])), float(rng.integers(0, 3000))
+        weight = None if rng.random() < 0.5 else rng.random(n) + 0.5
+        want = _cost_by_definition(submit, start, t0, e, k, lam, record, weight)
+        assert horizon_cost(submit, start, t0, e, k, lam, record, weight) == pytest.approx(want, rel=1e-12, abs=1e-9)

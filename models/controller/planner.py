@@ -25,6 +25,7 @@ import numpy as np
 
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator.engine import Engine
+from metapilot.models.simulator.horizon import horizon_cost_kernel
 from metapilot.transforms.state import AGGREGATES
 
 WAIT_MAX = AGGREGATES.index("wait_max_s")
@@ -53,24 +54,13 @@ def horizon_cost(submit: np.ndarray, start: np.ndarray, t0: float, epoch_s: floa
     and how far the largest wait in it (of a job queued at a boundary, or started in it) goes past
     `record` (the aligned reward's terms, summed over the horizon's epochs). `weight`: per job, what
     a second of its waiting counts in `A` (default 1; `slowdown_weights` for bounded slowdown)."""
-    t_end = t0 + n_epochs * epoch_s
-    st = np.where(np.isnan(start), np.inf, start)
-    m = (submit < t_end) & (st > t0)
-    if not m.any():
-        return 0.0
-    s, st = submit[m], st[m]
-    acc = np.maximum(np.minimum(st, t_end) - np.maximum(s, t0), 0.0)
-    total = float(acc.sum() if weight is None else (acc * weight[m]).sum())
-    if lam > 0:
-        b = t0 + epoch_s * np.arange(n_epochs + 1)
-        queued = (s[None, :] <= b[:, None]) & (st[None, :] > b[:, None])
-        oldest = np.where(queued, s[None, :], np.inf).min(axis=1)
-        longest = float(np.where(np.isfinite(oldest), b - oldest, 0.0).max())
-        started = st <= t_end
-        if started.any():
-            longest = max(longest, float((st[started] - s[started]).max()))
-        total += lam * max(longest - record, 0.0)
-    return total
+    w = _NO_WEIGHT if weight is None else np.ascontiguousarray(weight, dtype=np.float64)
+    return float(horizon_cost_kernel(np.ascontiguousarray(submit, dtype=np.float64),
+                                     np.ascontiguousarray(start, dtype=np.float64), w, float(t0), float(epoch_s),
+                                     int(n_epochs), float(lam), float(record)))
+
+
+_NO_WEIGHT = np.zeros(0, np.float64)
 
 
 BSLD_FLOOR_S = 10.0  # bounded slowdown's floor on the run time (SPEC §6 metrics)

@@ -79,8 +79,8 @@ class PolicyScore:
 
     name: str
     step: int
-    fqe_value: float  # mean over validation states of Q_fqe(s, pi(s)), reward units
-    fqe_initial_value: float  # the same over the episodes' first states
+    fqe_value: float | None  # mean over validation states of Q_fqe(s, pi(s)), reward units (None: not estimated)
+    fqe_initial_value: float | None  # the same over the episodes' first states
     action_shares: dict[str, float]  # share of validation states where the policy picks each objective
     behaviour_match: float  # share of validation states where it picks the logged action
     replay: dict[str, float] | None = None
@@ -207,8 +207,18 @@ def greedy(algo) -> PolicyFn:
 
 
 def score_policy(algo, name: str, step: int, valid_ds, valid_obs, valid_first, valid_actions,
-                 config: TrainConfig, replay_evaluator: ReplayEvaluator | None, menu: Menu = Menu()) -> PolicyScore:
-    """DiscreteFQE estimate of `algo` on the validation tuples (+ replay metrics if hooked)."""
+                 config: TrainConfig, replay_evaluator: ReplayEvaluator | None, menu: Menu = Menu(),
+                 fqe: bool = True) -> PolicyScore:
+    """DiscreteFQE estimate of `algo` on the validation tuples (+ replay metrics if hooked); with
+    `fqe=False` the replay alone (no FQE values: the replay chooses, FQE is for the chosen one)."""
+    acts = algo.predict(valid_obs)
+    if not fqe:
+        return PolicyScore(
+            name=name, step=step, fqe_value=None, fqe_initial_value=None,
+            action_shares={n: float(np.mean(acts == i)) for i, n in enumerate(menu.names)},
+            behaviour_match=float(np.mean(acts == valid_actions)),
+            replay=replay_evaluator(greedy(algo)) if replay_evaluator is not None else None,
+        )
     from d3rlpy.models import VectorEncoderFactory
     from d3rlpy.ope import DiscreteFQE, FQEConfig
     from d3rlpy.preprocessing import MultiplyRewardScaler
@@ -226,7 +236,6 @@ def score_policy(algo, name: str, step: int, valid_ds, valid_obs, valid_first, v
         device=config.device,
     )
     _fit(fqe, valid_ds, config.fqe_steps, dataclasses.replace(config, n_steps_per_epoch=config.fqe_steps), name=f"FQE-{name}")
-    acts = algo.predict(valid_obs)
     scale = 1.0 / config.reward_multiplier
     value = float(np.mean(fqe.predict_value(valid_obs, acts))) * scale
     first_acts = algo.predict(valid_first)
@@ -315,15 +324,21 @@ def train_policy(
     best: PolicyScore | None = None
     best_states = snapshots[-1][1]
     t0 = time.perf_counter()
-    for i in pick:
+    for i in pick:  # chosen by replay when there is one: then FQE only for the chosen checkpoint
         step, states = snapshots[i]
         load_module_states(algo, states)
-        log(f"off-policy evaluation of checkpoint {step}")
-        sc = score_policy(algo, config.algorithm, step, valid_ds, valid_obs, valid_first, valid_actions, config, replay_evaluator, menu)
+        log(f"{'replay' if replay_evaluator is not None else 'off-policy evaluation'} of checkpoint {step}")
+        sc = score_policy(algo, config.algorithm, step, valid_ds, valid_obs, valid_first, valid_actions, config,
+                          replay_evaluator, menu, fqe=replay_evaluator is None)
         candidates.append(sc)
         if _better(sc, best):
             best, best_states = sc, states
     load_module_states(algo, best_states)
+    if replay_evaluator is not None and best is not None:
+        log(f"off-policy evaluation of the chosen checkpoint {best.step}")
+        scored = score_policy(algo, config.algorithm, best.step, valid_ds, valid_obs, valid_first, valid_actions,
+                              config, None, menu)
+        best.fqe_value, best.fqe_initial_value = scored.fqe_value, scored.fqe_initial_value
     timings[f"ope_{config.algorithm}_checkpoints"] = time.perf_counter() - t0
 
     # --- baselines on the same data

@@ -91,6 +91,9 @@ def warm_up() -> float:
                 rebuild_profile(jobs, pools, st, 0.0, policy, False)
             run_until(jobs, pools, st, math.inf, policy, backfill, policy == 0)
     release_all_due(jobs, pools, st, 0.0)
+    from metapilot.models.simulator.horizon import horizon_cost_kernel
+
+    horizon_cost_kernel(jobs.submit, jobs.req, np.zeros(0), 0.0, 1.0, 2, 1.0, 0.0)
     return time.perf_counter() - t0
 
 

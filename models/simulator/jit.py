@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 # The files whose compiled code ends up inside the engine's entry points.
 KERNEL_MODULES: tuple[str, ...] = (
     "jit.py", "policies.py", "state.py", "sorting.py", "queues.py", "completions.py", "running.py",
-    "easy.py", "resource_profile.py", "conservative.py", "event_loop.py", "snapshot.py",
+    "easy.py", "resource_profile.py", "conservative.py", "event_loop.py", "snapshot.py", "horizon.py",
 )
 
 

@@ -18,6 +18,7 @@ def pipeline_cmd(
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel).")] = "0",
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
     sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history), planner (the lookahead teacher), replay (behaviour rollouts; opt-in).")] = "as-run,planner",
+    baselines: Annotated[str, typer.Option(help="Offline-RL baselines trained beside CQL for the model card (bc, dqn, bcq; empty: none).")] = "bc",
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Ingest, build the dataset, train, validate, publish and report: prints where everything is."""
@@ -39,7 +40,8 @@ def pipeline_cmd(
 
         out = pipeline_flow(logs, db=db, cluster=cluster,
                             seeds=tuple(int(s) for s in seeds.split(",") if s.strip()), steps=steps, dask=dask,
-                            sources=tuple(s.strip() for s in sources.split(",") if s.strip()))
+                            sources=tuple(s.strip() for s in sources.split(",") if s.strip()),
+                            baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()))
     print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
     _print_validation(db, out["validation_id"])
     console.print(f"\n[bold]MetaPilot pipeline done in {time.perf_counter() - t0:.0f} s[/bold] (cluster {out['cluster']})")
