@@ -187,19 +187,9 @@ def test_placement_training_on_a_local_dask_cluster_matches_inline(tmp_path):
     """PPO rollouts as tasks on two Dask workers: the same weights (hence the same policy id) as inline."""
     from metapilot.flows.placement import run_placement_training
     from metapilot.warehouse.db import connect
-    from metapilot.warehouse.ingest import IngestOptions, ingest_file
+    from placement_fixtures import openb_warehouse
 
-    openb = REPO / "tests" / "data" / "openb"
-    lines = (openb / "openb_node_list_gpu_node.csv").read_text().splitlines()
-    nodes = tmp_path / "nodes.csv"
-    nodes.write_text("\n".join([lines[0]] + lines[1::30]) + "\n")
-    db = str(tmp_path / "p.duckdb")
-    con = connect(db)
-    try:
-        for p in (nodes, openb / "openb_pod_list_gpuspec33_head.csv"):
-            assert ingest_file(con, p, IngestOptions(cluster="ob"), bytes(range(32))).outcome == "loaded"
-    finally:
-        con.close()
+    db = str(openb_warehouse(tmp_path))
     cfg = {"seed": 4, "total_steps": 160, "rollout_steps": 80, "n_rollouts": 2, "epochs": 2, "minibatch": 64,
            "episode_nodes": 10, "time_pods": 30, "hidden": 16}
     on_dask = run_placement_training("ob", db, cfg, dask="local:2")

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from placement_fixtures import openb_warehouse
 from metapilot.models.placement.engine import (
     Replay,
     build_cluster,
@@ -245,18 +246,11 @@ def test_inflate_reproduces_the_fgd_papers_allocation_on_one_seed():
 
 def test_place_replay_cli_json(tmp_path, site_key, monkeypatch):
     from metapilot.warehouse.db import connect
-    from metapilot.warehouse.ingest import IngestOptions, ingest_file
     from typer.testing import CliRunner
 
     from metapilot.cli.app import app
 
-    db = tmp_path / "w.duckdb"
-    con = connect(db)
-    try:
-        for p in (NODES, SPEC_PODS):
-            assert ingest_file(con, p, IngestOptions(cluster="ob"), site_key).outcome == "loaded"
-    finally:
-        con.close()
+    db = openb_warehouse(tmp_path, SPEC_PODS, every=1)
     out = tmp_path / "r.json"
     r = CliRunner().invoke(app, ["place", "replay", "--cluster", "ob", "--policy", "best-fit", "--mode", "time",
                                  "--json", str(out), "--db", str(db)])

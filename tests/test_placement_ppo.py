@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 import torch
+from placement_fixtures import openb_warehouse
 from metapilot.models.placement import kernels as K
 from metapilot.models.placement.engine import build_cluster, build_workload, typical_pods
 from metapilot.models.placement.ppo import NumpyScorer, PPOConfig, build_scorer, numpy_state
@@ -167,21 +168,11 @@ def test_cli_place_train_then_replay_with_the_policy_and_report_section(tmp_path
     from metapilot.models.reporting.data import _placement
     from metapilot.models.reporting.render import placement_table
     from metapilot.warehouse.db import connect
-    from metapilot.warehouse.ingest import IngestOptions, ingest_file
     from typer.testing import CliRunner
 
     from metapilot.cli.app import app
 
-    nodes = tmp_path / "nodes.csv"
-    lines = NODES.read_text().splitlines()
-    nodes.write_text("\n".join([lines[0]] + lines[1::30]) + "\n")
-    db = tmp_path / "w.duckdb"
-    con = connect(db)
-    try:
-        for p in (nodes, PODS):
-            assert ingest_file(con, p, IngestOptions(cluster="ob"), site_key).outcome == "loaded"
-    finally:
-        con.close()
+    db = openb_warehouse(tmp_path, PODS)
     out = tmp_path / "train.json"
     r = CliRunner().invoke(app, ["place", "train", "--cluster", "ob", "--steps", "150", "--seed", "2",
                                  "--json", str(out), "--db", str(db)])
