@@ -89,6 +89,7 @@ class LookaheadPlanner:
         self.tail = menu.tail_first
         self.last = menu.user_first
         self.costs = np.zeros(len(menu))  # the last decision's rollout cost of every objective
+        self.fresh = False  # `costs` were computed at the last boundary asked (not a guard or rule epoch)
         self.record = 0.0  # the largest wait of the replay so far (started jobs, queued ones at boundaries)
 
     @property
@@ -108,9 +109,11 @@ class LookaheadPlanner:
         boundary's aggregates (`transforms.state.AGGREGATES` order); `settings`: the engine
         settings of each action."""
         cfg = self.config
+        self.fresh = False
         self.record = max(self.record, float(aggregates[WAIT_MAX]))
         if aggregates[QUEUE_LEN] <= 0 and not cfg.oracle:
             self.costs[:] = 0.0
+            self.fresh = True
             return self.last  # nothing waits: any objective does the same; keep the one in force
         if cfg.guard_h is not None and aggregates[WAIT_MAX] > cfg.guard_h * 3600.0:
             self.last = self.tail
@@ -136,6 +139,7 @@ class LookaheadPlanner:
             submit = submit_of if submit_of is not None else fork.jobs.submit
             self.costs[a] = horizon_cost(submit, fork.start, now, self.epoch_s, self.n_epochs, cfg.lam, self.record,
                                          weight)
+        self.fresh = True
         best = float(self.costs.min())
         if self.costs[self.last] <= best:
             return self.last

@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 import polars as pl
 from metapilot.models.controller.lookahead import LookaheadProbe
+from metapilot.models.controller.planner import LookaheadPlanner
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator import SimResult
 from metapilot.models.simulator.capacity import Capacity
@@ -117,7 +118,9 @@ def replay_objectives(
     if planner:
         objective.reset()
     rows = [rp.reset()]
-    costs = [probe.costs(rp.engine, rows[-1], rp.settings)] if probe else []
+    costs: list[np.ndarray] = []  # the lookahead costs of every boundary
+    # a planner (or an epsilon-planner around one) that looked ahead as the probe does: its own costs
+    teacher = getattr(objective, "planner", objective) if planner else None
     used: list[np.ndarray] = []
     actions: list[int] = []
     min_k = 0 if horizon_s is None else int(np.ceil(horizon_s / sc.epoch_s))
@@ -129,15 +132,19 @@ def replay_objectives(
         else:
             s = encode(rows[-1], rp.k)
             if probe is not None:
+                costs.append(probe.costs(rp.engine, rows[-1], rp.settings))
                 s = np.concatenate([s, lookahead_features(costs[-1], sc.epoch_s)[0]])
             a = int(objective(s))
             if not 0 <= a < len(menu):
                 raise ValueError(f"the controller chose {a}, not an index into the menu {names}")
+        if probe is not None and len(costs) == len(rows) - 1:
+            costs.append(probe.costs(rp.engine, rows[-1], rp.settings,
+                                     teacher if isinstance(teacher, LookaheadPlanner) else None))
         used.append(rp.advance(a))
         rows.append(rp.aggregates())
-        if probe is not None:
-            costs.append(probe.costs(rp.engine, rows[-1], rp.settings))
         actions.append(a)
+    if probe is not None:
+        costs.append(probe.costs(rp.engine, rows[-1], rp.settings))
     wall = time.perf_counter() - t0
     eng = rp.engine
     acts = np.asarray(actions, dtype=np.int64)

@@ -38,7 +38,7 @@ class EpsilonPlanner:
     """The planner, except that with probability `eps` an epoch's objective is drawn at random."""
 
     def __init__(self, planner: LookaheadPlanner, eps: float, seed: int | list[int]) -> None:
-        self.planner, self.eps, self.seed = planner, float(eps), seed
+        self.planner, self.eps, self.seed = planner, float(eps), seed  # `planner`: also its rollout costs
         self.name = f"eps{eps:g}-planner"
         self.rng = np.random.default_rng(seed)
 
