@@ -165,11 +165,16 @@ class TemporaryPrefectServer:
             time.sleep(0.25)
         return False
 
-    def start(self, log: Callable[[str], None] | None = None) -> str:
+    def start(self, log: Callable[[str], None] | None = None, meanwhile: Callable[[], None] | None = None) -> str:
+        """Start the API and wait until it answers; `meanwhile` runs once while it starts (work the
+        command needs anyway, e.g. heavy imports: the start-up then costs less wall time)."""
         log = log or _stderr
         atexit.register(self.stop)
         for attempt in range(1, self.attempts + 1):
             self._spawn()
+            if meanwhile is not None:
+                meanwhile()
+                meanwhile = None
             if self._wait_healthy(time.monotonic() + self.timeout_s):
                 return self.api_url
             code = self.process.poll() if self.process else None
@@ -215,9 +220,11 @@ def _refresh_prefect_settings() -> None:
 
 
 @contextmanager
-def prefect_api(log: Callable[[str], None] | None = None, timeout_s: float | None = None) -> Iterator[str]:
+def prefect_api(log: Callable[[str], None] | None = None, timeout_s: float | None = None,
+                meanwhile: Callable[[], None] | None = None) -> Iterator[str]:
     """Run the body against a Prefect API: the configured server, else a temporary one that is
-    stopped on the way out. Yields the API URL; raises PrefectStartError with what to do."""
+    stopped on the way out (`meanwhile` runs while it starts). Yields the API URL; raises
+    PrefectStartError with what to do."""
     log = log or _stderr
     url = configured_api_url()
     if url:
@@ -228,7 +235,7 @@ def prefect_api(log: Callable[[str], None] | None = None, timeout_s: float | Non
         yield url
         return
     server = TemporaryPrefectServer(timeout_s=timeout_s)
-    api = server.start(log)
+    api = server.start(log, meanwhile)
     before = os.environ.get("PREFECT_API_URL")
     os.environ["PREFECT_API_URL"] = api
     _refresh_prefect_settings()

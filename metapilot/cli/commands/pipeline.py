@@ -35,7 +35,7 @@ def pipeline_cmd(
     logs = [str(p) for p in (paths or [DEFAULT_SAMPLES])]
     expand_paths_checked(logs)
     load_site_key(db, log=lambda m: typer.echo(m, err=True))
-    with prefect_session(db):
+    with prefect_session(db, meanwhile=_preload):
         from metapilot.flows.pipeline import pipeline_flow
 
         out = pipeline_flow(logs, db=db, cluster=cluster,
@@ -54,6 +54,16 @@ def pipeline_cmd(
     console.print(f"  validation {out['validation_id']}   (metapilot roi --validation {out['validation_id']})")
     files = out["report"]["files"]
     console.print(f"  report     {files['html']}")
+
+
+def _preload() -> None:
+    """What the pipeline's stages import and load anyway (torch and d3rlpy for training, the
+    compiled engine), done while the temporary Prefect API starts."""
+    from metapilot.models.controller.d3 import import_d3rlpy
+    from metapilot.models.simulator import warm_up
+
+    warm_up()
+    import_d3rlpy()
 
 
 def _print_validation(db, validation_id: str) -> None:
