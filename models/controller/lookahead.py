@@ -27,7 +27,6 @@ from metapilot.warehouse.sim_store import load_replay_window_starts
 
 LOOKBACK_S = 30 * 86_400  # a moment's view holds the jobs submitted in the 30 days before it
 QUEUE_LEN = AGGREGATES.index("queue_len")
-WAIT_MAX = AGGREGATES.index("wait_max_s")
 
 
 def probe_config(state: StateConfig) -> PlannerConfig:
