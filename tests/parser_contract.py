@@ -26,3 +26,16 @@ def check_contract(r: ParseResult) -> None:
 
 def utc(epoch: int | str) -> datetime:
     return datetime.fromtimestamp(int(epoch), tz=timezone.utc)
+
+
+def mutated_records(records: list[str], edits, sep: str) -> list[str]:
+    """Real records with fields overwritten and the line cut short: `edits` = [(record index,
+    [(field position, new value)], cut)] as the parsers' property tests draw them."""
+    lines = []
+    for i, changes, cut in edits:
+        fields = records[i].split(sep)
+        for pos, value in changes:
+            if pos < len(fields):
+                fields[pos] = value
+        lines.append(sep.join(fields)[:cut])
+    return lines

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.lines import iter_line_chunks
 from metapilot.transforms.lsf import identity_spans, parse_lsf_chunk
-from parser_contract import check_contract, utc
+from parser_contract import check_contract, mutated_records, utc
 
 DATA = Path(__file__).parent / "data" / "lsf"
 XDMOD = DATA / "xdmod-unit"
@@ -266,13 +266,7 @@ TOKEN = st.one_of(st.integers(-5, 10**12).map(str), st.sampled_from(['""', '"x"'
 @given(st.lists(st.tuples(st.integers(0, len(REAL) - 1), st.lists(st.tuples(st.integers(0, 200), TOKEN), max_size=4),
                           st.integers(0, 5000)), min_size=1, max_size=8))
 def test_mutated_real_records_never_raise_and_reconcile(edits):
-    lines = []
-    for i, changes, cut in edits:
-        toks = REAL[i].split(" ")
-        for pos, value in changes:
-            if pos < len(toks):
-                toks[pos] = value
-        lines.append(" ".join(toks)[:cut])
+    lines = mutated_records(REAL, edits, " ")
     r = parse_lines(lines)
     check_contract(r)
     for ln in lines:
