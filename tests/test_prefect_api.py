@@ -100,6 +100,19 @@ def test_the_start_limit_is_generous(monkeypatch):
     assert pa.start_timeout_s() == 600
 
 
+def spawned_pids(server) -> list[int]:
+    """The pid of every process the server spawns, in order (to check none is left behind)."""
+    pids: list[int] = []
+    real_spawn = server._spawn
+
+    def spawn():
+        real_spawn()
+        pids.append(server.process.pid)
+
+    server._spawn = spawn
+    return pids
+
+
 def test_a_slow_start_is_retried_and_the_first_try_is_stopped():
     spawned = []
 
@@ -109,14 +122,7 @@ def test_a_slow_start_is_retried_and_the_first_try_is_stopped():
 
     said = []
     server = pa.TemporaryPrefectServer(timeout_s=3, attempts=2, command=command)
-    first = []
-    real_spawn = server._spawn
-
-    def spawn():
-        real_spawn()
-        first.append(server.process.pid)
-
-    server._spawn = spawn
+    first = spawned_pids(server)
     try:
         url = server.start(log=said.append)
         assert url == f"http://127.0.0.1:{spawned[1]}/api" and pa._healthy(url)
@@ -129,14 +135,7 @@ def test_a_slow_start_is_retried_and_the_first_try_is_stopped():
 
 def test_a_failed_start_is_one_message_and_leaves_nothing(capsys):
     server = pa.TemporaryPrefectServer(timeout_s=1, attempts=2, command=lambda port: NEVER_READY)
-    pids = []
-    real_spawn = server._spawn
-
-    def spawn():
-        real_spawn()
-        pids.append(server.process.pid)
-
-    server._spawn = spawn
+    pids = spawned_pids(server)
     with pytest.raises(pa.PrefectStartError) as e:
         server.start(log=lambda m: None)
     assert "METAPILOT_PREFECT_START_TIMEOUT_S" in str(e.value) and "PREFECT_API_URL" in str(e.value)
