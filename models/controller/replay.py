@@ -121,6 +121,7 @@ def replay_objectives(
     costs: list[np.ndarray] = []  # the lookahead costs of every boundary
     # a planner (or an epsilon-planner around one) that looked ahead as the probe does: its own costs
     teacher = getattr(objective, "planner", objective) if planner else None
+    teacher = teacher if isinstance(teacher, LookaheadPlanner) else None
     used: list[np.ndarray] = []
     actions: list[int] = []
     min_k = 0 if horizon_s is None else int(np.ceil(horizon_s / sc.epoch_s))
@@ -138,8 +139,7 @@ def replay_objectives(
             if not 0 <= a < len(menu):
                 raise ValueError(f"the controller chose {a}, not an index into the menu {names}")
         if probe is not None and len(costs) == len(rows) - 1:
-            costs.append(probe.costs(rp.engine, rows[-1], rp.settings,
-                                     teacher if isinstance(teacher, LookaheadPlanner) else None))
+            costs.append(probe.costs(rp.engine, rows[-1], rp.settings, teacher))
         used.append(rp.advance(a))
         rows.append(rp.aggregates())
         actions.append(a)
