@@ -64,8 +64,10 @@ def train_placement(cluster: str, db: str | None = None, config: dict | None = N
             "from": datetime.fromtimestamp(float(t.min()) if t.len() else 0.0, timezone.utc).isoformat(),
             "to": datetime.fromtimestamp(float(t.max()) if t.len() else 0.0, timezone.utc).isoformat()}
     training = {"decisions": result.steps, "seconds": round(result.seconds, 1), "converged_at": result.converged_at,
-                "updates": len(result.history), "history": result.history, "rollouts": "Dask/threads" if submit else "inline"}
-    art = publish(result.net, cfg, db=db, cluster=cluster, training=training,
+                "updates": len(result.history), "history": result.history, "rollouts": "Dask/threads" if submit else "inline",
+                "checkpoint": result.selected, "checkpoints": result.selection, "starts": result.starts,
+                "checkpoint_s": round(result.select_seconds, 1)}
+    art = publish(result.net, result.config, db=db, cluster=cluster, training=training,
                   evaluation={m: {k: v for k, v in r.items() if k != "curve"} for m, r in evaluation.items()}, data=data)
     runs = {}
     with writer_lock(db):

@@ -248,12 +248,16 @@ def test_artifact_round_trip(trained, warehouse):
 
     splits, result, art, _ = trained
     files = sorted(p.name for p in art.folder.iterdir())
-    assert files == sorted(["policy.pt", "model.pt", "d3rlpy_config.json", "model_card.json", SUMS])
+    assert files == sorted(["policy.pt", "policy.npz", "model.pt", "d3rlpy_config.json", "model_card.json", SUMS])
     obs = observations(splits.validation)
     expected = q_values(result.algo, obs, result.q_scale)  # d3rlpy predict_value, in reward units
     pol = load_policy(art.folder, art.sums_sha256)
-    np.testing.assert_allclose(pol.q_values(obs), expected, rtol=1e-5, atol=1e-4)
-    np.testing.assert_array_equal(pol.act(obs), result.algo.predict(obs))
+    scripted = load_policy(art.folder, art.sums_sha256, torchscript=True)
+    assert pol.arrays is not None and pol.module is None and scripted.arrays is None
+    for p in (pol, scripted):
+        np.testing.assert_allclose(p.q_values(obs), expected, rtol=1e-5, atol=1e-4)
+        np.testing.assert_array_equal(p.act(obs), result.algo.predict(obs))
+    np.testing.assert_allclose(pol.q_values(obs), scripted.q_values(obs), rtol=1e-5, atol=1e-5)
     algo = load_d3rlpy(art.folder)
     np.testing.assert_allclose(q_values(algo, obs, result.q_scale), expected, rtol=1e-6)
     card = json.loads((art.folder / "model_card.json").read_text())
@@ -302,12 +306,24 @@ def test_tampered_artifact_is_refused(trained, tmp_path):
     card["ope"]["chosen"]["fqe_value"] = 1e9
     (copy / "model_card.json").write_text(json.dumps(card))
     from metapilot.ground.files import write_sums
-    from metapilot.models.controller.artifact import FILES
+    from metapilot.models.controller.artifact import FILES, NUMPY_FILE
 
-    write_sums(copy, FILES)
+    write_sums(copy, FILES + (NUMPY_FILE,))
     verify(copy)  # self-consistent...
     with pytest.raises(ArtifactIntegrityError, match="registry"):
         load_policy(copy, expected_sums_sha256=art.sums_sha256)
+    # the numpy arrays are checked like the rest, and a policy.npz slipped into a folder is refused
+    shutil.rmtree(copy)
+    shutil.copytree(art.folder, copy)
+    np.savez(copy / NUMPY_FILE, mean=np.zeros(3, np.float32))
+    with pytest.raises(ArtifactIntegrityError, match="policy.npz"):
+        load_policy(copy)
+    (copy / NUMPY_FILE).unlink()
+    write_sums(copy, FILES)
+    with pytest.raises(ArtifactIntegrityError, match="registry"):  # removing it changes the registered sums
+        load_policy(copy, expected_sums_sha256=art.sums_sha256)
+    old = load_policy(copy)  # a folder from before policy.npz: the TorchScript serves
+    assert old.arrays is None and old.act(np.zeros((1, old.n_features), np.float32)).shape == (1,)
 
 
 def test_same_seed_same_policy(warehouse):

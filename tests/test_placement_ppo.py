@@ -180,6 +180,9 @@ def test_cli_place_train_then_replay_with_the_policy_and_report_section(tmp_path
     trained = json.loads(out.read_text())
     pid = trained["policy_id"]
     assert set(trained["evaluation"]) == {"time", "inflate"}
+    card = json.loads((Path(trained["path"]) / "model_card.json").read_text())
+    assert card["training"]["checkpoint"] in {r["snapshot"] for r in card["training"]["checkpoints"]}
+    assert card["hyper_parameters"]["prior"] in card["hyper_parameters"]["priors"]
     rep = tmp_path / "replay.json"
     r = CliRunner().invoke(app, ["place", "replay", "--cluster", "ob", "--policy", pid, "--mode", "inflate", "--seed", "2",
                                  "--json", str(rep), "--db", str(db)])
@@ -198,3 +201,41 @@ def test_cli_place_train_then_replay_with_the_policy_and_report_section(tmp_path
     assert head[:3] == ["mode", "policy", "pods"] and len(body) == 2
     r = CliRunner().invoke(app, ["place", "replay", "--cluster", "ob", "--policy", "nope", "--db", str(db)])
     assert r.exit_code != 0 and "no policy" in r.output
+
+
+def test_checkpoint_verdict_counts_the_missed_goals():
+    from metapilot.models.placement.select import dominated_by, verdict
+
+    heur = {"fgd": {"failed": 5, "imbalance": 0.10}, "least-loaded": {"failed": 9, "imbalance": 0.05}}
+    assert dominated_by({"failed": 5, "imbalance": 0.12}, heur) == ["fgd"]
+    assert dominated_by({"failed": 5, "imbalance": 0.10}, heur) == []  # equal on both is not dominated
+    assert dominated_by({"failed": 6, "imbalance": 0.04}, heur) == []
+    ref = {"gpu_alloc_share": 0.95, "imbalance": 0.10}
+    good = verdict({"failed": 6, "imbalance": 0.04}, {"gpu_alloc_share": 0.94, "imbalance": 0.09}, heur, ref)
+    assert good["missed"] == 0 and good["margin"] > 0
+    bad = verdict({"failed": 9, "imbalance": 0.2}, {"gpu_alloc_share": 0.90, "imbalance": 0.11}, heur, ref)
+    assert bad["missed"] == 3 and not bad["alloc_ok"] and not bad["imbalance_ok"] and bad["margin"] < 0
+
+
+def test_selection_keeps_the_snapshot_that_meets_the_goals_and_training_records_it(small):
+    from metapilot.models.placement.select import Reference, Snapshot, select
+    from metapilot.models.placement.train import numpy_chooser
+
+    c, w, typ = small
+    ref = Reference.of(c, w, typ, [1])
+    snaps = [Snapshot(name, 0, numpy_state(build_scorer(PPOConfig(prior=p))))
+             for name, p in (("fragmenting", {"fgd": -10.0, "dvar": 3.0}), ("packing", {"fgd": 10.0, "dvar": -3.0}))]
+    for order in (snaps, snaps[::-1]):
+        best, rows = select(c, w, order, numpy_chooser, typ, ref)
+        assert [r["snapshot"] for r in rows] == [s.label for s in order]
+        assert order[best].label == "packing"
+        assert rows[best]["missed"] <= min(r["missed"] for r in rows)
+        assert rows[best]["alloc"] > min(r["alloc"] for r in rows)
+    res = train(c, w, PPOConfig(seed=7, **TINY | {"select_every": 1}), typical=typ)
+    labels = [r["snapshot"] for r in res.selection]
+    assert labels[0] == "prior" and len(labels) == len(res.history) + 1 and res.selected in labels
+    assert len(res.starts) == len(PPOConfig().priors) and res.config.prior in PPOConfig().priors
+    kept = next(r for r in res.selection if r["snapshot"] == res.selected)
+    assert kept["missed"] == min(r["missed"] for r in res.selection)
+    off = train(c, w, PPOConfig(seed=7, **TINY | {"select_every": 0}), typical=typ)
+    assert off.selected is None and off.selection == [] and off.starts == []

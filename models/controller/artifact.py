@@ -5,6 +5,10 @@
 - `policy.pt`: TorchScript. Input: float32 states `(n, n_features)` as `transforms.state` makes
   them; it standardises them itself (`(x - mean) / (std + eps)`, the training scaler) and returns
   the Q-values `(n, len(OBJECTIVES))` in reward units. Needs torch only.
+- `policy.npz`: the same arithmetic as plain float32 arrays (the scaler, each Q-network's layers,
+  their order), read with `numpy.load(allow_pickle=False)`: loading a policy needs neither torch
+  nor d3rlpy, so a fresh `metapilot advise` does not pay torch's import (about a second). Absent
+  from older folders (and for networks other than Linear/ReLU stacks): then `policy.pt` serves.
 - `model.pt`: the d3rlpy networks' weights, a dict of tensors (`torch.load(weights_only=True)`);
   `d3rlpy_config.json`: the algorithm's config, to rebuild it with d3rlpy. Nothing is unpickled.
 - `model_card.json`: windows, dataset hash, features and their normalisation, action meanings,
@@ -40,11 +44,12 @@ from metapilot.transforms.state import (
     state_features,
 )
 
-from metapilot.ground.files import publish_folder, sums_problem
+from metapilot.ground.files import SUMS, publish_folder, sums_problem
 from metapilot.ground.paths import beside_db
 from metapilot.ground.version import code_version
 
 FILES = ("policy.pt", "model.pt", "d3rlpy_config.json", "model_card.json")
+NUMPY_FILE = "policy.npz"  # optional (see the module docstring)
 CONFIG_CLASSES = {"cql": "DiscreteCQLConfig", "dqn": "DoubleDQNConfig"}
 D3RLPY_NAMES = {"cql": "DiscreteCQL", "dqn": "DoubleDQN (offline)", "bcq": "DiscreteBCQ", "bc": "DiscreteBC"}
 
@@ -103,6 +108,53 @@ def script_policy(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps:
         return torch.jit.freeze(traced.eval())
 
 
+def policy_arrays(q_funcs, mean: np.ndarray | None, std: np.ndarray | None, eps: float, q_scale: float,
+                  n_in: int = N_FEATURES) -> dict[str, np.ndarray] | None:
+    """`script_policy`'s arithmetic as arrays for `numpy_q_values`: per Q-network `q{i}_ops` (the
+    layer kinds in order) and `q{i}_w{j}`/`q{i}_b{j}` (each Linear, transposed). None when a
+    network holds a layer other than Linear, ReLU or Dropout (then only the TorchScript serves)."""
+    import torch
+
+    if mean is None or std is None:
+        mean_a, denom_a = np.zeros(n_in, np.float32), np.ones(n_in, np.float32)
+    else:  # as script_policy: float32 mean, float32 std + eps
+        mean_a = np.asarray(mean, dtype=np.float32)
+        denom_a = (torch.tensor(np.asarray(std), dtype=torch.float32) + eps).numpy()
+    out = {"mean": mean_a, "denom": denom_a, "q_scale": np.asarray(q_scale, dtype=np.float32),
+           "n_q": np.asarray(len(q_funcs))}
+    for i, f in enumerate(q_funcs):
+        encoder = getattr(f, "encoder", None)
+        layers = list(getattr(encoder, "_layers", [])) + [getattr(f, "_fc", None)]
+        ops = []
+        for m in layers:
+            if isinstance(m, torch.nn.Linear):
+                j = len(ops)
+                out[f"q{i}_w{j}"] = m.weight.detach().cpu().numpy().T.astype(np.float32)
+                out[f"q{i}_b{j}"] = m.bias.detach().cpu().numpy().astype(np.float32)
+                ops.append("linear")
+            elif isinstance(m, torch.nn.ReLU):
+                ops.append("relu")
+            elif isinstance(m, torch.nn.Dropout):  # the identity in evaluation
+                continue
+            else:
+                return None
+        out[f"q{i}_ops"] = np.asarray(ops)
+    return out
+
+
+def numpy_q_values(arrays: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Q-values of states `x` (n, n_features) from `policy_arrays` (float32, as the TorchScript)."""
+    z = (x - arrays["mean"]) / arrays["denom"]
+    qs = []
+    for i in range(int(arrays["n_q"])):
+        h = z
+        for j, op in enumerate(arrays[f"q{i}_ops"]):
+            h = h @ arrays[f"q{i}_w{j}"] + arrays[f"q{i}_b{j}"] if op == "linear" else np.maximum(h, 0.0)
+        qs.append(h)
+    q = qs[0] if len(qs) == 1 else np.mean(np.stack(qs), axis=0, dtype=np.float32)
+    return (q * arrays["q_scale"]).astype(np.float32, copy=False)
+
+
 @contextlib.contextmanager
 def no_jit_deprecation():
     """torch 2.10+ flags TorchScript as deprecated; SPEC §9 asks for it (torch.export is the successor)."""
@@ -112,11 +164,13 @@ def no_jit_deprecation():
 
 
 class ScriptedPolicy:
-    """A loaded (and verified) policy: Q-values and actions from `policy.pt`, plus its card."""
+    """A loaded (and verified) policy: Q-values and actions from `policy.npz` (numpy) or, where a
+    folder has none, `policy.pt` (TorchScript), plus its card."""
 
-    def __init__(self, folder: Path, module: Any, card: dict) -> None:
+    def __init__(self, folder: Path, module: Any, card: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
         self.folder = folder
         self.module = module
+        self.arrays = arrays
         self.card = card
         self.policy_id: str = card["policy_id"]
         self.state_config = StateConfig(**card["state"]["config"])
@@ -125,6 +179,8 @@ class ScriptedPolicy:
 
     def q_values(self, states: np.ndarray) -> np.ndarray:
         """Q-values `(n, n_actions)` in reward units for states `(n, n_features)`."""
+        if self.arrays is not None:
+            return numpy_q_values(self.arrays, np.asarray(states, dtype=np.float32).reshape(-1, self.n_features))
         import torch
 
         x = torch.from_numpy(np.ascontiguousarray(states, dtype=np.float32).reshape(-1, self.n_features))
@@ -279,15 +335,19 @@ def publish(
             "observation_shape": [n_features(splits.state)],
             "action_size": len(splits.state.menu),
         }, indent=2))
-        mods = result.algo.impl.modules
-        scripted = script_policy(mods.q_funcs, result.scaler_mean if result.config.standardize else None,
-                                 result.scaler_std if result.config.standardize else None,
-                                 result.config.scaler_eps, result.q_scale, n_features(splits.state))
         with no_jit_deprecation():
-            torch.jit.save(scripted, str(tmp / "policy.pt"))
+            torch.jit.save(script_policy(*net), str(tmp / "policy.pt"))
+        if arrays is not None:
+            np.savez(tmp / NUMPY_FILE, **arrays)
         (tmp / "model_card.json").write_text(json.dumps(card, indent=2, default=json_default))
 
-    final, sums_sha = publish_folder(policies_dir(db), policy_id, write, FILES)
+    mods = result.algo.impl.modules
+    net = (mods.q_funcs, result.scaler_mean if result.config.standardize else None,
+           result.scaler_std if result.config.standardize else None, result.config.scaler_eps, result.q_scale,
+           n_features(splits.state))
+    arrays = policy_arrays(*net)
+    final, sums_sha = publish_folder(policies_dir(db), policy_id, write,
+                                     FILES + ((NUMPY_FILE,) if arrays is not None else ()))
     if con is not None:
         register(con, card, final, sums_sha, result)
     return Artifact(policy_id, final, card, sums_sha)
@@ -338,9 +398,16 @@ def verify(folder: str | Path, expected_sums_sha256: str | None = None) -> None:
     folder = Path(folder)
     remedy = ("The artifact was modified or corrupted after it was published; do not use it. "
               f"Restore the folder from a backup, or retrain: `metapilot train ...` (then delete {folder}).")
-    problem = sums_problem(folder, FILES, expected_sums_sha256)
+    problem = sums_problem(folder, files_of(folder), expected_sums_sha256)
     if problem is not None:
         raise ArtifactIntegrityError(f"{problem} {remedy}")
+
+
+def files_of(folder: Path) -> tuple[str, ...]:
+    """The files a folder's sums must cover: `policy.npz` too where it is there or listed."""
+    sums = folder / SUMS
+    listed = sums.exists() and any(line.endswith(f"  {NUMPY_FILE}") for line in sums.read_text().splitlines())
+    return FILES + ((NUMPY_FILE,) if listed or (folder / NUMPY_FILE).exists() else ())
 
 
 def find_policy(policy_id: str, db: str | Path | None = None) -> Path:
@@ -363,12 +430,17 @@ def load_card(folder: str | Path, verify_sums: bool = True, expected_sums_sha256
     return json.loads((folder / "model_card.json").read_text())
 
 
-def load_policy(folder: str | Path, expected_sums_sha256: str | None = None) -> ScriptedPolicy:
-    """Verify the folder, then load `policy.pt` (TorchScript, no d3rlpy, no pickle)."""
-    import torch
-
+def load_policy(folder: str | Path, expected_sums_sha256: str | None = None, *,
+                torchscript: bool = False) -> ScriptedPolicy:
+    """Verify the folder, then load `policy.npz` (numpy; no torch, no d3rlpy, no pickle) or, where
+    there is none or when asked (`torchscript`), `policy.pt` (TorchScript)."""
     folder = Path(folder)
     card = load_card(folder, True, expected_sums_sha256)
+    if not torchscript and (folder / NUMPY_FILE).exists():
+        with np.load(folder / NUMPY_FILE, allow_pickle=False) as z:
+            return ScriptedPolicy(folder, None, card, {k: z[k] for k in z.files})
+    import torch
+
     with no_jit_deprecation():
         module = torch.jit.load(str(folder / "policy.pt"), map_location="cpu")
     module.eval()

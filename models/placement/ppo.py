@@ -23,6 +23,8 @@ from metapilot.models.placement import kernels as K
 from metapilot.models.placement.rollout import GLOBAL_FEATURES, N_GLOBAL, RewardConfig
 
 DEFAULT_PRIOR = {"fgd": 10.0, "dvar": -3.0}
+# FGD's score with less weight on the spread: multi-GPU lists need it to pack (see docs/benchmarks.md)
+PRIOR_CHOICES = (DEFAULT_PRIOR, {"fgd": 10.0, "dvar": -1.0}, {"fgd": 10.0, "dvar": -0.5})
 
 
 @dataclass
@@ -58,12 +60,20 @@ class PPOConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     hidden: int = 64
     prior: dict = field(default_factory=lambda: dict(DEFAULT_PRIOR))
+    # starting points to choose `prior` from on the cluster's own list before training (the same for
+    # every list; empty or one: `prior` as given); the model card records the one chosen
+    priors: list = field(default_factory=lambda: [dict(p) for p in PRIOR_CHOICES])
     # training episodes: this many nodes drawn at random (0: the whole cluster), an inflation on them,
     # or with probability time_share (lists with times) a stretch of time_pods pods in time order
     episode_nodes: int = 128
     time_share: float = 0.25
     time_pods: int = 2000
     inflate_to: float = 1.0  # training inflations stop when the drawn GPUs reach this x the nodes'
+    # checkpoint choice (`models/placement/select.py`): a snapshot before training and every
+    # `select_every` updates (0: keep the last weights), each replayed on the whole cluster in time
+    # mode and in inflate mode with `select_seeds` seeds
+    select_every: int = 4
+    select_seeds: int = 2
 
     def to_dict(self) -> dict:
         return asdict(self)

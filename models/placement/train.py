@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
 from metapilot.models.placement import kernels as K
 from metapilot.models.placement.engine import Cluster, Workload, typical_pods
-from metapilot.models.placement.ppo import NumpyScorer, PPOConfig, Scorer, build_scorer, numpy_state
+from metapilot.models.placement.ppo import NumpyScorer, PPOConfig, Scorer, build_scorer, load_state, numpy_state
 from metapilot.models.placement.rollout import N_GLOBAL, Obs, sample_env
+from metapilot.models.placement.select import Reference, Snapshot, select
 
 
 @dataclass
@@ -200,6 +201,16 @@ class PPOResult:
     steps: int = 0
     seconds: float = 0.0
     converged_at: int | None = None  # the decision count where the KL switch made the agent deterministic
+    selected: str | None = None  # the snapshot kept (`models/placement/select.py`); None: the last weights
+    selection: list[dict] = field(default_factory=list)  # every snapshot's replays against the heuristics
+    starts: list[dict] = field(default_factory=list)  # the same for the candidate starting policies
+    select_seconds: float = 0.0
+
+
+def numpy_chooser(state: dict) -> Callable[[Obs], int]:
+    """The deterministic agent of a snapshot's weights (numpy: the checkpoint replays' hot loop)."""
+    net = NumpyScorer(state)
+    return lambda obs: int(np.argmax(net.scores(obs.rows, obs.glob)))
 
 
 def train(cluster: Cluster, w: Workload, cfg: PPOConfig, *, map_fn: MapFn | None = None,
@@ -210,14 +221,30 @@ def train(cluster: Cluster, w: Workload, cfg: PPOConfig, *, map_fn: MapFn | None
     t0 = time.perf_counter()
     typical = typical if typical is not None else typical_pods(w)
     map_fn = map_fn or (lambda tasks: [collect(cluster, w, typical, t) for t in tasks])
+    ref = Reference.of(cluster, w, typical, [cfg.seed + 1 + i for i in range(cfg.select_seeds)]) \
+        if cfg.select_every else None
+    starts: list[dict] = []
+    if ref is not None and len(cfg.priors) > 1:
+        ts = time.perf_counter()
+        snaps = [Snapshot(f"start {i}", 0, numpy_state(build_scorer(replace(cfg, prior=dict(p)))))
+                 for i, p in enumerate(cfg.priors)]
+        best, starts = select(cluster, w, snaps, numpy_chooser, typical, ref, prefer_latest=False, log=log)
+        for row, p in zip(starts, cfg.priors, strict=True):
+            row["prior"] = dict(p)
+        cfg = replace(cfg, prior=dict(cfg.priors[best]))
+        if log:
+            log(f"starting policy {cfg.prior} ({time.perf_counter() - ts:.0f} s)")
     net = build_scorer(cfg)
     opt = torch.optim.Adam(net.parameters(), lr=cfg.lr, eps=1e-5)
     rng = np.random.default_rng(cfg.seed)
-    result = PPOResult(net, cfg)
+    result = PPOResult(net, cfg, starts=starts)
     lr, prev_reward, calm = cfg.lr, None, 0
     it = 0
+    snapshots = [Snapshot("prior", 0, numpy_state(net))]
     while result.steps < cfg.total_steps:
         state = numpy_state(net)
+        if cfg.select_every and it and it % cfg.select_every == 0:
+            snapshots.append(Snapshot(f"update {it}", result.steps, state))
         per = max(1, -(-min(cfg.rollout_steps, cfg.total_steps - result.steps) // cfg.n_rollouts))
         tasks = [RolloutTask(state, cfg.to_dict(), int(np.random.SeedSequence([cfg.seed, it, i]).generate_state(1)[0]),
                              result.steps + i * per, per) for i in range(cfg.n_rollouts)]
@@ -249,6 +276,16 @@ def train(cluster: Cluster, w: Workload, cfg: PPOConfig, *, map_fn: MapFn | None
         if cfg.kl_patience and calm >= cfg.kl_patience:
             result.converged_at = result.steps
             break
+    if ref is not None:
+        snapshots.append(Snapshot(f"update {it}", result.steps, numpy_state(net)))
+        ts = time.perf_counter()
+        best, result.selection = select(cluster, w, snapshots, numpy_chooser, typical, ref, log=log)
+        result.selected = snapshots[best].label
+        load_state(net, snapshots[best].state)
+        result.select_seconds = time.perf_counter() - ts
+        if log:
+            log(f"kept checkpoint {result.selected} ({result.selection[best]['missed']} of 3 goals missed on the "
+                f"cluster's own list; {result.select_seconds:.0f} s)")
     result.seconds = time.perf_counter() - t0
     return result
 

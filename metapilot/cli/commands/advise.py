@@ -24,7 +24,7 @@ def advise_cmd(
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table or json.")] = OutputFormat.table,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
-    """Recommend an objective (U or W) with its Q-values and the decision latency."""
+    """Recommend an objective of the policy's menu, with its Q-values and the decision latency."""
     import json
     import sys
     import time
