@@ -6,20 +6,21 @@ losing free resources (new reservations, jobs moved into a slot) or by gaining t
 intervals (the rest of a completed job's planned slot, the slot a moved job left). A start that
 did not fit at the last check can fit now only if its window [t, t + requested time) overlaps
 one of the gains since; so each check searches only the starts t with t + requested time past
-the earliest such gain and t before the latest one ends. `State.grown` lists the gains with a
-growth stamp (`ctr[STAMP]`, one per gain), `State.checked` the stamp of each job's last check.
-A compression first checks the jobs in any order with the profile as it is: if none can move,
-the pass in queue order moves none either, and neither sort nor pass is done.
+the earliest such gain and t before the latest one ends. `State.grown` keeps the gains' starts
+and ends with a growth stamp (`ctr[STAMP]`, one per gain), `State.checked` the stamp of each
+job's last check. A compression first checks the jobs in any order with the profile as it is:
+if none can move, the pass in queue order moves none either, and neither sort nor pass is done.
+The pass's queue order is kept from one pass to the next (`State.pass_order`) and only mended.
 """
 
 from __future__ import annotations
 
 from metapilot.models.simulator.jit import jit, jit_inline
-from metapilot.models.simulator.queues import q_ordered, q_remove
-from metapilot.models.simulator.resource_profile import pf_add, pf_drop, pf_find
+from metapilot.models.simulator.queues import priority, q_ordered, q_remove
+from metapilot.models.simulator.resource_profile import pf_add, pf_base, pf_drop, pf_find
 from metapilot.models.simulator.running import release_due, start_job
 from metapilot.models.simulator.sorting import sort_pairs
-from metapilot.models.simulator.state import INF, STAMP, planned_end
+from metapilot.models.simulator.state import INF, QUEUED, STAMP, planned_end
 
 
 @jit
@@ -45,30 +46,56 @@ def _refresh_next(P, st, p):
 
 @jit
 def _grew(P, st, p, a, b):
-    """Record that the profile gained free resources over [a, b)."""
+    """Record that the profile gained free resources over [a, b). A check needs only the least
+    start and the greatest end of the gains since its stamp: each is kept as a stack of the
+    entries not beaten by a later one (stamps and values both monotone), so a check reads it
+    with one binary search."""
     s = st.ctr[STAMP] + 1
     st.ctr[STAMP] = s
-    g = P.poff[p] + st.grown_len[p]
-    st.grown[g, 0] = a
-    st.grown[g, 1] = b
-    st.grown_stamp[g] = s
-    st.grown_len[p] += 1
+    g = P.poff[p]
+    n = st.grown_len[p, 0]
+    while n > 0 and st.grown[g + n - 1, 0] >= a:
+        n -= 1
+    st.grown[g + n, 0] = a
+    st.grown_stamp[g + n, 0] = s
+    st.grown_len[p, 0] = n + 1
+    n = st.grown_len[p, 1]
+    while n > 0 and st.grown[g + n - 1, 1] <= b:
+        n -= 1
+    st.grown[g + n, 1] = b
+    st.grown_stamp[g + n, 1] = s
+    st.grown_len[p, 1] = n + 1
+
+
+@jit
+def _gains_since(P, st, p, c, col):
+    """Least start (col 0) or greatest end (col 1) of the gains with a stamp after c: the first
+    stack entry with such a stamp (the caller knows the top one has one)."""
+    g = P.poff[p]
+    lo, hi = 0, st.grown_len[p, col] - 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if st.grown_stamp[g + mid, col] > c:
+            hi = mid
+        else:
+            lo = mid + 1
+    return st.grown[g + lo, col]
 
 
 @jit
 def _forget_gains(P, st, p):
     """Drop the gains every waiting job has been checked against (those before the last pass)."""
     g = P.poff[p]
-    n = st.grown_len[p]
-    k = 0
-    while k < n and st.grown_stamp[g + k] <= st.pass_stamp[p]:
-        k += 1
-    if k > 0:
-        for i in range(n - k):
-            st.grown[g + i, 0] = st.grown[g + i + k, 0]
-            st.grown[g + i, 1] = st.grown[g + i + k, 1]
-            st.grown_stamp[g + i] = st.grown_stamp[g + i + k]
-        st.grown_len[p] = n - k
+    for col in range(2):
+        n = st.grown_len[p, col]
+        k = 0
+        while k < n and st.grown_stamp[g + k, col] <= st.pass_stamp[p]:
+            k += 1
+        if k > 0:
+            for i in range(n - k):
+                st.grown[g + i, col] = st.grown[g + i + k, col]
+                st.grown_stamp[g + i, col] = st.grown_stamp[g + i + k, col]
+            st.grown_len[p, col] = n - k
 
 
 @jit
@@ -76,17 +103,13 @@ def _earlier_start(J, P, st, p, j, now):
     """Job j's earliest start before its reservation, or its reservation when there is none;
     only the starts whose window meets a gain since its last check are searched."""
     old = st.res[j]
+    n = st.grown_len[p, 0]
+    c = st.checked[j]
+    if n == 0 or st.grown_stamp[P.poff[p] + n - 1, 0] <= c:  # no gain since
+        return old
     req = J.req[j]
-    lo = INF
-    hi = now
-    g = P.poff[p]
-    i = st.grown_len[p] - 1
-    while i >= 0 and st.grown_stamp[g + i] > st.checked[j]:  # the gains since, newest first
-        lo = min(lo, st.grown[g + i, 0] - req)
-        hi = max(hi, st.grown[g + i, 1])
-        i -= 1
-    lo = max(lo, now)
-    hi = min(hi, old)
+    lo = max(_gains_since(P, st, p, c, 0) - req, now)
+    hi = min(max(_gains_since(P, st, p, c, 1), now), old)
     if lo >= hi:
         return old
     t = pf_find(J, P, st, p, j, now, lo, old, old + req, hi, True)
@@ -109,16 +132,49 @@ def _none_can_move(J, P, st, p, now):
 
 
 @jit
+def _pass_order(J, P, st, p, policy, now):
+    """The waiting jobs in queue order, left in `pass_order`; their number. The last pass's
+    order, less the jobs started since and plus those submitted since, is nearly sorted, so an
+    insertion sort (with `q_ordered`'s keys and ties) costs about one look per job; -1 when a
+    key is NaN, which only `q_ordered` orders as before."""
+    off = P.off[p]
+    k = 0
+    for i in range(st.pass_len[p]):
+        j = st.pass_order[off + i]
+        if st.status[j] != QUEUED:
+            continue
+        key = priority(J, j, policy, now)
+        if key != key:
+            return -1
+        q = k  # (q <= k <= i: only entries already read are overwritten)
+        while q > 0 and (key < st.scratch_s[q - 1] or (key == st.scratch_s[q - 1] and j < st.pass_order[off + q - 1])):
+            st.pass_order[off + q] = st.pass_order[off + q - 1]
+            st.scratch_s[q] = st.scratch_s[q - 1]
+            q -= 1
+        st.pass_order[off + q] = j
+        st.scratch_s[q] = key
+        k += 1
+    st.pass_len[p] = k
+    return k
+
+
+@jit
 def _compress(J, P, st, p, now, policy, fit_first):
     """Take every waiting job out of the profile, in queue order, and put it back at its
     earliest slot (never later than its current one)."""
     pf_drop(P, st, p, now)
     if _none_can_move(J, P, st, p, now):
         return
-    o = P.poff[p]  # segment 0 now holds `now`: what is free now
-    k = q_ordered(J, P, st, p, policy, now, fit_first, st.pf[o, 0], st.pf[o, 1], st.pf[o, 2])
+    off = P.off[p]
+    k = -1 if fit_first else _pass_order(J, P, st, p, policy, now)
+    if k < 0:
+        o = pf_base(P, st, p)  # segment 0 now holds `now`: what is free now
+        k = q_ordered(J, P, st, p, policy, now, fit_first, st.pf[o, 0], st.pf[o, 1], st.pf[o, 2])
+        for i in range(k):
+            st.pass_order[off + i] = st.scratch_j[i]
+        st.pass_len[p] = k
     for i in range(k):
-        j = st.scratch_j[i]
+        j = st.pass_order[off + i]
         old = st.res[j]
         if old <= now:
             continue
@@ -137,6 +193,8 @@ def reserve_submitted(J, P, st, p, j, now):
     """A submitted job (already queued) gets at once its earliest reservation in the profile."""
     pf_drop(P, st, p, now)
     _reserve(J, P, st, p, j, now)
+    st.pass_order[P.off[p] + st.pass_len[p]] = j
+    st.pass_len[p] += 1
 
 
 @jit_inline
@@ -179,6 +237,7 @@ def rebuild_profile(J, P, st, now, policy, fit_first):
     every waiting job in queue order."""
     for p in range(P.cap.shape[0]):
         release_due(J, P, st, p, now)
+        st.phead[p] = 0
         o = P.poff[p]
         st.pt[o] = -INF
         for r in range(3):
@@ -190,9 +249,13 @@ def rebuild_profile(J, P, st, now, policy, fit_first):
             j = st.running[off + i]
             pf_add(J, P, st, p, j, now, planned_end(J, st, j), -1.0)
         st.next_res[p] = INF
-        st.grown_len[p] = 0
+        st.grown_len[p, 0] = 0
+        st.grown_len[p, 1] = 0
         st.pass_stamp[p] = st.ctr[STAMP]
         pf_drop(P, st, p, now)
+        o = pf_base(P, st, p)  # segment 0 now holds `now`: what is free now
         k = q_ordered(J, P, st, p, policy, now, fit_first, st.pf[o, 0], st.pf[o, 1], st.pf[o, 2])
         for i in range(k):
             _reserve(J, P, st, p, st.scratch_j[i], now)
+            st.pass_order[off + i] = st.scratch_j[i]
+        st.pass_len[p] = k

@@ -183,14 +183,17 @@ class Engine:
         return self.view(running, st.start[running], np.flatnonzero(st.status == QUEUED), self.now)
 
     def view(self, running: np.ndarray, running_start: np.ndarray, queued: np.ndarray,
-             now: float) -> tuple[Engine, np.ndarray]:
+             now: float, run: np.ndarray | None = None) -> tuple[Engine, np.ndarray]:
         """The planning view of any moment of this engine's jobs (the as-run history's too): jobs
         `running` (in start order) since `running_start`, jobs `queued`, the clock at `now`;
-        requested times as run times. Returns it and, per job of the view, the job's index here."""
+        requested times as run times, or `run` (per job of this engine: what a run-time predictor
+        would give; the benchmarks' what-if passes the true ones). Returns it and, per job of the
+        view, the job's index here."""
         alive = np.r_[np.asarray(running, np.int64), np.asarray(queued, np.int64)]
         j = self.jobs
         req = j.req[alive]
-        jobs = Jobs(submit=j.submit[alive], run=req, req=req, need=np.ascontiguousarray(j.need[alive]),
+        runs = req if run is None else np.ascontiguousarray(np.asarray(run, np.float64)[alive])
+        jobs = Jobs(submit=j.submit[alive], run=runs, req=req, need=np.ascontiguousarray(j.need[alive]),
                     pool=j.pool[alive], static_key=np.ascontiguousarray(j.static_key[alive]))
         view = object.__new__(Engine)
         view.workload, view.capacity = self.workload, self.capacity

@@ -65,15 +65,19 @@ class State(NamedTuple):
     pt: np.ndarray  # f8 (S,) profile segment starts
     pf: np.ndarray  # f8 (S, 3) profile free resources
     plen: np.ndarray  # i8 (P,)
+    phead: np.ndarray  # i8 (P,): where the profile begins in the pool's segment (pt[poff + phead])
     next_res: np.ndarray  # f8 (P,): earliest pending reservation
     scratch_j: np.ndarray  # i8 (n,)
     scratch_s: np.ndarray  # f8 (n,)
     # Conservative bookkeeping of where the profile gained free resources (see conservative.py):
     checked: np.ndarray  # i8 (n,): growth stamp when the job's reservation was last found earliest
-    grown: np.ndarray  # f8 (S, 2) per-pool segments: [start, end) of each gain in the profile
-    grown_stamp: np.ndarray  # i8 (S,): its growth stamp
-    grown_len: np.ndarray  # i8 (P,)
+    grown: np.ndarray  # f8 (S, 2) per-pool segments: column 0 the gains' starts kept as a stack of
+    #                    suffix minima, column 1 their ends as a stack of suffix maxima
+    grown_stamp: np.ndarray  # i8 (S, 2): the growth stamp of each stack entry
+    grown_len: np.ndarray  # i8 (P, 2): the two stacks' heights
     pass_stamp: np.ndarray  # i8 (P,): growth stamp when the pool's last compression began
+    pass_order: np.ndarray  # i8 (n,) per-pool segments: the waiting jobs in the last pass's order
+    pass_len: np.ndarray  # i8 (P,): (then those submitted since; jobs started since are dropped lazily)
     pf_down: np.ndarray  # i8 (S,): next profile segment with fewer free cores (see pf_chains)
     pf_up: np.ndarray  # i8 (S,): next profile segment with more free cores
     pf_low: np.ndarray  # f8 (P, 3): least free of each resource over the profile
@@ -133,14 +137,17 @@ def build_state(jobs: Jobs, cap: np.ndarray, excluded: np.ndarray) -> tuple[Pool
         pt=pt,
         pf=pf,
         plen=np.ones(npools, np.int64),
+        phead=np.zeros(npools, np.int64),
         next_res=np.full(npools, INF),
         scratch_j=np.zeros(max(n, 1), np.int64),
         scratch_s=np.zeros(max(n, 1)),
         checked=np.zeros(n, np.int64),
         grown=np.zeros((total_p, 2)),
-        grown_stamp=np.zeros(total_p, np.int64),
-        grown_len=np.zeros(npools, np.int64),
+        grown_stamp=np.zeros((total_p, 2), np.int64),
+        grown_len=np.zeros((npools, 2), np.int64),
         pass_stamp=np.zeros(npools, np.int64),
+        pass_order=np.zeros(max(n, 1), np.int64),
+        pass_len=np.zeros(npools, np.int64),
         pf_down=np.zeros(total_p, np.int64),
         pf_up=np.zeros(total_p, np.int64),
         pf_low=np.zeros((npools, 3)),

@@ -1,0 +1,114 @@
+"""How much room the objective menu leaves for the lowest mean bounded slowdown (issue 11's second
+condition), on the held-out windows where the controller misses it (CEA-Curie): the best fixed
+contender (21 baselines), the deployable lookahead planner over a grid that includes the
+slowdown weight beta (SPEC §7's cost with each job's waiting weighted by 1 / its requested time),
+the same grid as the oracle (true future: arrivals and run times), a bound no deployable
+policy of this menu reaches, and between the two a what-if planner that knows the true run times
+of the jobs already queued and running but not the future arrivals (what a perfect run-time
+predictor would give the planner: `Engine.view(run=...)`, set here only).
+
+    .venv/bin/python bench/bench_bsld_headroom.py [--no-write]
+
+Each window is replayed from an empty cluster at its start (as `bench_planner.py` does), so the
+figures differ slightly from the pipeline's validation of the same dates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_planner import window  # noqa: E402
+from common import machine, write_section  # noqa: E402
+
+from metapilot.models.controller.gate import gate  # noqa: E402
+from metapilot.models.controller.planner import PlannerConfig  # noqa: E402
+from metapilot.models.controller.tuning import fixed_outcomes, planner_outcome  # noqa: E402
+from metapilot.models.simulator import Capacity  # noqa: E402
+from metapilot.transforms.state import StateConfig  # noqa: E402
+
+CURIE = "CEA-Curie-2011-2.1-cln.swf.gz"
+KINDS = ("planner", "planner, true run times", "oracle (bound)")
+WINDOWS = [("CEA-Curie-A held-out", "2012-04-30", "2012-06-04"), ("CEA-Curie-B held-out", "2012-09-10", "2012-10-14")]
+GRID = dict(slowdown=(0.0, 0.5, 1.0), horizon_h=(1.0, 6.0, 24.0), lam=(0.0, 30.0))
+
+
+@contextlib.contextmanager
+def true_run_times():
+    """The planning view with each job's true run time (`Engine.view(run=...)`; requested times
+    still order the queue and bound EASY's reservations): a what-if, not a deployable planner."""
+    from metapilot.models.simulator.engine import Engine
+
+    view = Engine.view
+
+    def patched(self, running, running_start, queued, now, run=None):
+        return view(self, running, running_start, queued, now, self.jobs.run if run is None else run)
+
+    Engine.view = patched
+    try:
+        yield
+    finally:
+        Engine.view = view
+
+
+def study(label: str, lo: str, hi: str) -> list[str]:
+    sc, cap = StateConfig(), Capacity.single(93_312)
+    w = window(CURIE, lo, hi)
+    fixed = fixed_outcomes(w, cap)
+    best = min(fixed, key=lambda o: o.mean_bsld)
+    rows = []
+    for kind in KINDS:
+        for b, h, lam in itertools.product(GRID["slowdown"], GRID["horizon_h"], GRID["lam"]):
+            cfg = PlannerConfig(horizon_h=h, lam=lam, guard_h=None, slowdown=b, oracle=kind == KINDS[2])
+            with true_run_times() if kind == KINDS[1] else contextlib.nullcontext():
+                out, _ = planner_outcome(w, cap, sc, cfg)
+            v = gate(out, fixed)
+            rows.append((kind, cfg, out, v))
+            print(label, kind, b, h, lam, f"{out.mean_wait_s:.0f} {out.max_wait_s:.0f} "
+                  f"{out.mean_bsld:.2f} pass={v.passes}", flush=True)
+    lines = [f"### {label}: {lo} .. {hi} ({len(w):,} jobs)", "",
+             f"Best fixed mean bounded slowdown: {best.name} {best.mean_bsld:.2f} (mean wait {best.mean_wait_s:,.0f} s, "
+             f"max wait {best.max_wait_s:,.0f} s).", "",
+             "| kind | beta | horizon (h) | lam | mean wait (s) | max wait (s) | mean bsld | dominated by | passes the gate |",
+             "|---|---:|---:|---:|---:|---:|---:|---|:-:|"]
+    for kind, cfg, out, v in rows:
+        lines.append(f"| {kind} | {cfg.slowdown:g} | {cfg.horizon_h:g} | {cfg.lam:g} | "
+                     f"{out.mean_wait_s:,.0f} | {out.max_wait_s:,.0f} | {out.mean_bsld:.2f} | "
+                     f"{', '.join(v.dominated_by[:2]) or 'none'}{' ...' if len(v.dominated_by) > 2 else ''} | "
+                     f"{'yes' if v.passes else 'no'} |")
+    summary = []
+    for kind in KINDS:
+        mine = [r for r in rows if r[0] == kind]
+        low = min((r[2].mean_bsld for r in mine if not r[3].dominated_by), default=float("nan"))
+        summary.append(f"{kind}: {sum(r[3].passes for r in mine)} of {len(mine)} settings pass, lowest bsld "
+                       f"undominated {low:.2f}")
+    lines += ["", f"Against the gate (dominated by none, bsld no worse than {best.mean_bsld:.2f}): "
+              + "; ".join(summary) + "."]
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    out = []
+    for label, lo, hi in WINDOWS:
+        out += study(label, lo, hi) + [""]
+    text = ("## Room for the lowest bounded slowdown (issue 11)\n\n"
+            f"Command: `.venv/bin/python bench/bench_bsld_headroom.py`. Machine: {machine()}. The planner of SPEC §7 "
+            "(no future arrivals, requested times as run times, no guard) and the oracle (the true future) over "
+            "slowdown weight beta x horizon x lam, against the 21 fixed baselines of the same window.\n\n"
+            + "\n".join(out))
+    print(text)
+    if not args.no_write:
+        write_section("Room for the lowest bounded slowdown (issue 11)", text)
+
+
+if __name__ == "__main__":
+    main()
