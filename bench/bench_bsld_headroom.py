@@ -102,8 +102,11 @@ def main() -> None:
         out += study(label, lo, hi) + [""]
     text = ("## Room for the lowest bounded slowdown (issue 11)\n\n"
             f"Command: `.venv/bin/python bench/bench_bsld_headroom.py`. Machine: {machine()}. The planner of SPEC §7 "
-            "(no future arrivals, requested times as run times, no guard) and the oracle (the true future) over "
-            "slowdown weight beta x horizon x lam, against the 21 fixed baselines of the same window.\n\n"
+            "(no future arrivals, requested times as run times, no guard), the same planner told the true run times "
+            "of the jobs queued and running (a what-if: a perfect run-time predictor), and the oracle (the true "
+            "future, arrivals included) over slowdown weight beta x horizon x lam, against the 21 fixed baselines "
+            "of the same window. Where no deployable setting passes and only the oracle does, the missing "
+            "information is the future arrivals, which no policy of this menu has.\n\n"
             + "\n".join(out))
     print(text)
     if not args.no_write:
