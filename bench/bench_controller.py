@@ -4,8 +4,9 @@ Measures, on this machine (2 shared cores):
 - building the as-run tuples (DuckDB range joins + action inference) for ~8,000 hourly epochs;
 - training with the CLI defaults (DiscreteCQL 10k steps, checkpoints chosen by DiscreteFQE, BC /
   DQN / BCQ baselines) and the time per 10k gradient steps of each algorithm (one torch thread);
-- decision latency of the TorchScript policy on one core (torch.set_num_threads(1)): p50/p99 of
-  10,000 single-state decisions (target p99 < 0.1 ms), next to d3rlpy's own predict;
+- decision latency of the TorchScript policy on one core (torch.set_num_threads(1)) and of the same
+  network from `policy.npz` (numpy): p50/p99 of 10,000 single-state decisions (target p99 < 0.1 ms),
+  next to d3rlpy's own predict;
 - the whole advice for a timestamp in a warm process (state from the warehouse + decision),
   target < 50 ms.
 
@@ -68,9 +69,9 @@ def decision_latency(folder: Path, states: np.ndarray, n: int = 10_000) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    pol = load_policy(folder)
+    mod = load_policy(folder, torchscript=True).module
+    pol = load_policy(folder)  # policy.npz: what advise, validation and the report load
     xs = [torch.from_numpy(states[i % len(states)].reshape(1, -1).copy()) for i in range(n)]
-    mod = pol.module
     out = {}
     with torch.inference_mode():
         for x in xs[:500]:
@@ -82,7 +83,7 @@ def decision_latency(folder: Path, states: np.ndarray, n: int = 10_000) -> dict:
             lat[i] = time.perf_counter_ns() - t0
     out["module"] = lat / 1e6
     lat = np.empty(n)
-    for i in range(n):  # numpy in, numpy out: what advise does
+    for i in range(n):  # numpy in, numpy out (policy.npz): what advise does
         s = states[i % len(states)].reshape(1, -1)
         t0 = time.perf_counter_ns()
         pol.q_values(s)
@@ -188,10 +189,10 @@ checkpoint chosen by replay on the validation window (score: mean reward per epo
 | per 10k gradient steps: {', '.join(f'{k} {v:.1f} s' for k, v in per10k.items())} | |
 | FQE, all checkpoints of {cfg.algorithm} | {s.get(f'ope_{cfg.algorithm}_checkpoints', 0):.1f} s |
 | TorchScript decision, 1 thread, 10,000 single states: p50 / p99 | {pct(lat['module'], 50) * 1e3:.1f} / {pct(lat['module'], 99) * 1e3:.1f} µs |
-| same through numpy (`ScriptedPolicy.q_values`): p50 / p99 | {pct(lat['numpy'], 50) * 1e3:.1f} / {pct(lat['numpy'], 99) * 1e3:.1f} µs |
+| the same network from `policy.npz` (`ScriptedPolicy.q_values`, what `advise` uses): p50 / p99 | {pct(lat['numpy'], 50) * 1e3:.1f} / {pct(lat['numpy'], 99) * 1e3:.1f} µs |
 | d3rlpy `predict`, single state: p50 / p99 | {pct(d3, 50) * 1e3:.1f} / {pct(d3, 99) * 1e3:.1f} µs |
 | advice for a timestamp, warm process (state from DuckDB + decision), 200 times: p50 / p99 | {pct(adv_ms, 50):.1f} / {pct(adv_ms, 99):.1f} ms |
-| `metapilot advise --at ...` as a fresh process (Python + torch start-up included) | {t_cli:.2f} s |
+| `metapilot advise --at ...` as a fresh process (Python start-up and imports included; no torch) | {t_cli:.2f} s |
 
 Off-policy evaluation on the validation window ({result.n_valid:,} tuples; DiscreteFQE, reward units per
 epoch discounted with gamma {cfg.gamma}; higher is better). Logged behaviour's discounted return per state:
