@@ -21,8 +21,6 @@ import itertools
 import sys
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_planner import window  # noqa: E402
 from common import machine, write_section  # noqa: E402

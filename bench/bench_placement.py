@@ -23,6 +23,7 @@ from metapilot.models.placement.engine import (
     replay,
     typical_pods,
 )
+from metapilot.models.placement.select import dominated_by
 from metapilot.transforms.lines import iter_line_chunks, read_head
 from metapilot.transforms.openb import parse_node_list, parse_pod_list, placement_pods
 
@@ -92,17 +93,6 @@ def train_agent(c, w, typ, seed: int):
     return scripted_chooser(res.net), res
 
 
-def dominated(ppo: dict, others: dict[str, dict]) -> list[str]:
-    """Heuristics at least as good on (failed, imbalance) and better on one."""
-    out = []
-    for pol, m in others.items():
-        le = m["failed"] <= ppo["failed"] and m["imbalance"] <= ppo["imbalance"]
-        lt = m["failed"] < ppo["failed"] or m["imbalance"] < ppo["imbalance"]
-        if le and lt:
-            out.append(pol)
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
@@ -170,7 +160,7 @@ def main() -> None:
         out += table + [""]
         if train_res is not None:
             t_ppo = means[("time", "ppo")]
-            dom = dominated(t_ppo, {p: means[("time", p)] for p in POLICIES})
+            dom = dominated_by(t_ppo, {p: means[("time", p)] for p in POLICIES})
             i_ppo, i_fgd = means[("inflate", "ppo")], means[("inflate", "fgd")]
             gap = i_ppo["gpu_alloc_share"] - i_fgd["gpu_alloc_share"]
             within = i_ppo["gpu_alloc_share"] >= 0.98 * i_fgd["gpu_alloc_share"]

@@ -5,9 +5,9 @@ PPO follows its reward, and the seed's reward (placed pods, balance) can pull a 
 policy towards spreading: on a list of multi-GPU pods it learns to place many small pods and
 fail the large ones, allocating less of the GPUs than FGD. So the training keeps snapshots of the
 agent (its starting point included) and each is replayed deterministically on the cluster's own
-node list and pods, in both modes, against every heuristic (so is each of a few fixed starting
-policies, the same candidates for every list, before training: the one kept is where PPO starts). A snapshot meets the goals when, in
-`time` mode, no heuristic is at least as good on both failed pods and imbalance and better on
+node list and pods, in both modes, against every heuristic; so is each of a few fixed starting
+policies before training (the same candidates for every list: the one kept is where PPO
+starts). A snapshot meets the goals when, in `time` mode, no heuristic is at least as good on both failed pods and imbalance and better on
 one, and, in `inflate` mode (mean over `seeds`, drawn apart from any benchmark's), it allocates
 at least `alloc_share` of FGD's GPU allocation with a lower imbalance than FGD's. The kept one
 meets the most goals, then has the widest margin on the inflate goals up to `SAFE_MARGIN` (the
