@@ -109,6 +109,18 @@ def test_planner_and_oracle_on_real_jobs(kth):
     e.advance(86_400.0)
     view, idx = e.planning_view()
     assert (kth.submit[idx] <= 86_400.0).all() and len(idx) < len(kth) and eng is not None
+    # requested times stand for run times, unless the caller gives others (a what-if's true ones)
+    np.testing.assert_array_equal(view.jobs.run, e.jobs.req[idx])
+    from metapilot.models.simulator.state import QUEUED, RUNNING
+
+    st = e.state
+    running = np.flatnonzero(st.status == RUNNING)
+    running = running[np.argsort(st.order[running], kind="stable")]
+    told, idx2 = e.view(running, st.start[running], np.flatnonzero(st.status == QUEUED), e.now, run=e.jobs.run)
+    np.testing.assert_array_equal(idx2, idx)
+    np.testing.assert_array_equal(told.jobs.run, e.jobs.run[idx])
+    np.testing.assert_array_equal(told.jobs.req, e.jobs.req[idx])
+    assert (e.jobs.run[idx] < e.jobs.req[idx]).any()
 
 
 def test_the_reward_ranks_the_objectives_as_total_wait_plus_lam_max_wait(kth):
