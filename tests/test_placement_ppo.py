@@ -177,6 +177,7 @@ def test_cli_place_train_then_replay_with_the_policy_and_report_section(tmp_path
     r = CliRunner().invoke(app, ["place", "train", "--cluster", "ob", "--steps", "150", "--seed", "2",
                                  "--json", str(out), "--db", str(db)])
     assert r.exit_code == 0, r.output
+    assert "kept checkpoint" in r.output
     trained = json.loads(out.read_text())
     pid = trained["policy_id"]
     assert set(trained["evaluation"]) == {"time", "inflate"}

@@ -103,6 +103,14 @@ def train_cmd(
             cells.append("—" if v is None else (f"{v:,}" if isinstance(v, int) else f"{v:.4f}"))
         t.add_row(k, *cells)
     console.print(t)
+    kept = next((r for r in tr.get("checkpoints") or [] if r["snapshot"] == tr.get("checkpoint")), None)
+    if kept is not None:
+        missed = kept["missed"]
+        console.print(f"kept checkpoint: {kept['snapshot']} of {len(tr['checkpoints'])} "
+                      f"({'meets every goal' if not missed else f'misses {missed} of 3 goals'} on this list against the "
+                      f"heuristics: time mode dominated by {', '.join(kept['dominated_by']) or 'none'}; inflate allocation "
+                      f"{100 * kept['alloc']:.2f}% vs FGD {100 * kept['alloc_ref']:.2f}%, imbalance "
+                      f"{kept['imbalance']:.4f} vs {kept['imbalance_ref']:.4f})")
 
 
 def register(app: typer.Typer) -> None:
