@@ -45,7 +45,10 @@ def test_gate_ties_domination_and_slowdown():
     tie = gate(Outcome("c", 100.0, 1000.0, 5.0), fixed)  # equal to SJF on both: the fixed rule is kept
     assert not tie.passes and tie.dominated_by == ["SJF+easy"]
     slow = gate(Outcome("c", 150.0, 600.0, 6.0), fixed)
-    assert not slow.passes and not slow.dominated_by and not slow.bsld_ok and slow.score == pytest.approx(2.5)
+    assert not slow.passes and not slow.dominated_by and not slow.bsld_ok and slow.score == pytest.approx(1001.5)
+    # passing always ranks above failing, however far the passing one is from the best max wait
+    far = gate(Outcome("c", 90.0, 3900.0, 4.0), fixed)
+    assert far.passes and far.max_ratio == pytest.approx(9.75) and slow.score > far.score > v.score
     # the recommendation: not dominated, closest to the best mean, max and bsld at once
     assert best_fixed(fixed).name == "SJF+easy" and v.recommended.name == "SJF+easy"  # worst ratio 2.5 < 3.0
 
@@ -195,3 +198,40 @@ def test_compiled_horizon_cost_equals_its_definition():
         weight = None if rng.random() < 0.5 else rng.random(n) + 0.5
         want = _cost_by_definition(submit, start, t0, e, k, lam, record, weight)
         assert horizon_cost(submit, start, t0, e, k, lam, record, weight) == pytest.approx(want, rel=1e-12, abs=1e-9)
+
+
+def test_a_persistence_forecast_adds_only_jobs_already_seen(kth):
+    """`Engine.view(forecast_s=...)`: the jobs submitted one period earlier arrive again, shifted by
+    the period, within the span and never from the future; the planner with `forecast_h` rolls
+    them forward (its costs differ from the plain planner's), and the plain view is unchanged."""
+    from metapilot.models.simulator.engine import Engine
+    from metapilot.models.simulator.state import FUTURE, QUEUED, RUNNING
+
+    e = Engine(kth, CAP, "SJF", "easy")
+    day = 86_400.0
+    e.advance(3 * day)
+    plain, idx = e.planning_view()
+    view, idx2 = e.planning_view(forecast_s=day, span_s=6 * 3600.0)
+    n = len(idx)
+    np.testing.assert_array_equal(idx2[:n], idx)
+    fc = idx2[n:]
+    assert fc.size > 0 and (kth.submit[fc] >= 2 * day).all() and (kth.submit[fc] < 2 * day + 6 * 3600.0).all()
+    np.testing.assert_array_equal(view.jobs.submit[n:], kth.submit[fc] + day)
+    np.testing.assert_array_equal(view.jobs.run[n:], e.jobs.req[fc])
+    assert (view.state.status[n:] == FUTURE).all() and np.isin(view.state.status[:n], (QUEUED, RUNNING)).all()
+    assert view.is_view and not e.is_view
+    # the span never reaches past now: a period shorter than the span forecasts only what was seen
+    short, idx3 = e.planning_view(forecast_s=3600.0, span_s=6 * 3600.0)
+    assert (kth.submit[idx3[n:]] < e.now).all()
+    from metapilot.transforms.state import AGGREGATES
+
+    while (e.state.status == QUEUED).sum() < 5:  # a busy moment: rollouts differ between objectives
+        e.advance(e.now + 3600.0)
+    sc = StateConfig()
+    agg = np.array([1.0 if a == "queue_len" else 0.0 for a in AGGREGATES])
+    costs = []
+    for f in (0.0, 24.0):
+        p = LookaheadPlanner(Menu.of(sc), PlannerConfig(horizon_h=6, lam=0.0, guard_h=None, forecast_h=f))
+        p.plan(e, agg, Menu.of(sc).settings)
+        costs.append(p.costs.copy())
+    assert costs[0].sum() > 0 and not np.array_equal(costs[0], costs[1])

@@ -98,6 +98,7 @@ class StateConfig:
     lookahead_h: float = 0.0
     lookahead_lam: float = 0.0
     lookahead_slowdown: float = 0.0
+    lookahead_forecast_h: float = 0.0  # > 0: the rollout also sees the arrivals forecast by persistence
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "menu", tuple(self.menu))
@@ -114,7 +115,9 @@ def lookahead_feature_list(config: StateConfig) -> tuple[Feature, ...]:
     """The lookahead features of a configuration: one per objective of the menu, and the best cost."""
     if config.lookahead_h <= 0:
         return ()
-    how = (f"rollout of the queued and running jobs over {config.lookahead_h:g} h (requested times, no arrivals), "
+    arrivals = (f"the jobs submitted {config.lookahead_forecast_h:g} h earlier arriving again"
+                if config.lookahead_forecast_h > 0 else "no arrivals")
+    how = (f"rollout of the queued and running jobs over {config.lookahead_h:g} h (requested times, {arrivals}), "
            f"cost A + {config.lookahead_lam:g} G, waits weighed by slowdown {config.lookahead_slowdown:g}")
     per = tuple(Feature(f"la_{name}", f"how much more the {name} objective costs than the best one: {how}",
                         f"ln(1 + (cost - min cost) / epoch_s) / {LOOKAHEAD_SCALE:g}") for name in config.menu)

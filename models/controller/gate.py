@@ -7,7 +7,10 @@ simpler to run, is kept), and its mean bounded slowdown is no worse than the bes
 
 `gate_score` ranks candidates the same way on any window: the worst of its distances to the best
 fixed mean wait, max wait and mean bounded slowdown (1.0 = as good as the best fixed rule on all
-three at once, which no fixed rule is), plus 1 for each gate condition it fails.
+three at once, which no fixed rule is), plus `FAIL` for each gate condition it fails: one that
+passes always ranks above one that fails (with a penalty of 1, a failing setting whose max wait
+was near the best fixed max outranked passing ones: CEA-Curie-B's tuning kept a teacher that
+failed on bounded slowdown over one that passed).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from metapilot.ground.units import fmt_duration
 
 SIGNIFICANT_REL = 0.005  # differences under 0.5% are ties in the plain-language verdict
+FAIL = 1000.0  # gate_score per failed condition: more than any worst ratio of a real candidate
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,8 @@ def gate(candidate: Outcome, fixed: Iterable[Outcome]) -> GateVerdict:
 
 def gate_score(v: GateVerdict) -> float:
     """Lower is better (see the module docstring)."""
-    return max(v.mean_ratio, v.max_ratio, v.bsld_ratio) + (1.0 if v.dominated_by else 0.0) + (0.0 if v.bsld_ok else 1.0)
+    worst = min(max(v.mean_ratio, v.max_ratio, v.bsld_ratio), FAIL - 1.0)
+    return worst + FAIL * ((1.0 if v.dominated_by else 0.0) + (0.0 if v.bsld_ok else 1.0))
 
 
 def best_fixed(fixed: Iterable[Outcome]) -> Outcome:

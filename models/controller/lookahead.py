@@ -6,7 +6,8 @@ the planner's own trajectories, validation, the gym env) and the as-run history
 (`asrun_lookahead_costs`, building that view from the warehouse's real start times: the as-run
 tuples and the advice), so a feature means the same in every tuple and at decision time. The
 view holds the jobs submitted in the window that are queued or running at the boundary
-(requested times as run times, no future arrivals): what a scheduler knows then.
+(requested times as run times, no future arrivals, or those forecast from the jobs already seen):
+what a scheduler knows then.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ QUEUE_LEN = AGGREGATES.index("queue_len")
 def probe_config(state: StateConfig) -> PlannerConfig:
     """The planner whose per-objective costs the features read (no guard: costs of every objective)."""
     return PlannerConfig(horizon_h=float(state.lookahead_h), lam=float(state.lookahead_lam), guard_h=None,
-                         slowdown=float(state.lookahead_slowdown))
+                         slowdown=float(state.lookahead_slowdown), forecast_h=float(state.lookahead_forecast_h))
 
 
 class LookaheadProbe:
@@ -61,7 +62,8 @@ class LookaheadProbe:
     def same_cost(self, planner: LookaheadPlanner) -> bool:
         a, b = planner.config, self.planner.config
         return (not a.oracle and planner.n_epochs == self.planner.n_epochs and planner.epoch_s == self.planner.epoch_s
-                and a.lam == b.lam and a.slowdown == b.slowdown and len(planner.costs) == len(self.planner.costs))
+                and a.lam == b.lam and a.slowdown == b.slowdown and a.forecast_h == b.forecast_h
+                and len(planner.costs) == len(self.planner.costs))
 
 
 def asrun_lookahead_costs(con: duckdb.DuckDBPyConnection, cluster: str, window_from: TimeLike, window_to: TimeLike,
@@ -87,6 +89,7 @@ def asrun_lookahead_costs(con: duckdb.DuckDBPyConnection, cluster: str, window_f
     record = np.maximum.accumulate(np.nan_to_num(st - submit, nan=0.0)[by_start]) if live.size else np.zeros(0)
     agg = aggregates.select(AGGREGATES).to_numpy().astype(np.float64)
     settings = probe.menu.settings
+    forecast_s, span_s = probe.planner.config.forecast_h * 3600.0, probe.planner.n_epochs * probe.planner.epoch_s
     for k, t_abs in enumerate(np.asarray(grid, dtype=np.float64)):
         if agg[k, QUEUE_LEN] <= 0:
             continue
@@ -97,7 +100,7 @@ def asrun_lookahead_costs(con: duckdb.DuckDBPyConnection, cluster: str, window_f
             continue
         running = live[run_m]
         order = np.argsort(st[run_m], kind="stable")
-        view, _ = engine.view(running[order], st[run_m][order], queued, t)
+        view, _ = engine.view(running[order], st[run_m][order], queued, t, forecast_s=forecast_s, span_s=span_s)
         i = int(np.searchsorted(started_at, t, side="right"))
         probe.planner.record = float(record[i - 1]) if i else 0.0
         out[k] = probe.costs(view, agg[k], settings)

@@ -10,7 +10,10 @@ force. The starvation guard switches to the menu's tail-first objective while th
 job has waited more than `guard_h` hours. With no horizon (`horizon_h = 0`) there is no lookahead:
 the `base` objective, with the guard (the one-line rule "SJF; WFP3 when the oldest job has waited
 more than 6 h" is `PlannerConfig(0, base="SJF", guard_h=6)`); tuning chooses among both kinds, so
-the teacher is never worse on the training window than the best rule of this form. The oracle variant rolls the true future forward (the
+the teacher is never worse on the training window than the best rule of this form. With
+`forecast_h`, the view also holds a persistence forecast of the arrivals (the jobs submitted that
+many hours earlier, arriving again): still only what the scheduler has seen; tuning decides
+whether it helps. The oracle variant rolls the true future forward (the
 real engine copied, future arrivals and true run times included): a reference bound for
 validation, never published.
 
@@ -42,6 +45,8 @@ class PlannerConfig:
     base: str | None = None  # horizon 0: the objective held (with the guard); None: the menu's first
     slowdown: float = 0.0  # beta: 0 counts every job's waiting alike (mean wait); 1 weighs it by the
     # job's slowdown (mean bounded slowdown; see `horizon_cost`)
+    forecast_h: float = 0.0  # > 0: arrivals to come forecast by persistence, the jobs submitted this many
+    # hours earlier arrive again (`Engine.view`); 0: no arrivals (SPEC §7's planner)
     oracle: bool = False  # see the true future (a bound, never published)
 
     def to_dict(self) -> dict:
@@ -127,8 +132,9 @@ class LookaheadPlanner:
                 self.record = max(self.record, float(np.nanmax(waits)))
         if cfg.oracle:
             base, submit_of = engine, None
-        else:
-            base, _ = engine.planning_view()
+        else:  # a view built already (the as-run history's) is rolled forward as it is
+            base = engine if engine.is_view else engine.planning_view(cfg.forecast_h * 3600.0,
+                                                                      self.n_epochs * self.epoch_s)[0]
             submit_of = base.jobs.submit
         now = engine.now
         t_end = now + self.n_epochs * self.epoch_s

@@ -127,6 +127,7 @@ class Engine:
         self.backfill = NONE
         self._set_backfill(backfill_code(backfill))
         self._util_t = float(self.state.clock[NOW])
+        self.is_view = False  # a planning view (`view`): the planner rolls it forward as it is
 
     # -- driving ---------------------------------------------------------------------------
 
@@ -173,27 +174,42 @@ class Engine:
         other.state = State(*(a.copy() for a in self.state))
         return other
 
-    def planning_view(self) -> tuple[Engine, np.ndarray]:
+    def planning_view(self, forecast_s: float = 0.0, span_s: float = 0.0) -> tuple[Engine, np.ndarray]:
         """What the scheduler knows now, as a small engine: only the running jobs (in start order)
         and the queued ones, requested times as run times, no future arrivals (the lookahead
-        planner's snapshot). Returns it and, per job of the view, the job's index here."""
+        planner's snapshot; with `forecast_s`, the persistence forecast of `view`). Returns it and,
+        per job of the view, the job's index here."""
         st = self.state
         running = np.flatnonzero(st.status == RUNNING)
         running = running[np.argsort(st.order[running], kind="stable")]
-        return self.view(running, st.start[running], np.flatnonzero(st.status == QUEUED), self.now)
+        return self.view(running, st.start[running], np.flatnonzero(st.status == QUEUED), self.now,
+                         forecast_s=forecast_s, span_s=span_s)
 
     def view(self, running: np.ndarray, running_start: np.ndarray, queued: np.ndarray,
-             now: float, run: np.ndarray | None = None) -> tuple[Engine, np.ndarray]:
+             now: float, run: np.ndarray | None = None, forecast_s: float = 0.0,
+             span_s: float = 0.0) -> tuple[Engine, np.ndarray]:
         """The planning view of any moment of this engine's jobs (the as-run history's too): jobs
         `running` (in start order) since `running_start`, jobs `queued`, the clock at `now`;
         requested times as run times, or `run` (per job of this engine: what a run-time predictor
-        would give; the benchmarks' what-if passes the true ones). Returns it and, per job of the
-        view, the job's index here."""
-        alive = np.r_[np.asarray(running, np.int64), np.asarray(queued, np.int64)]
+        would give; the benchmarks' what-if passes the true ones). With `forecast_s` > 0, arrivals
+        to come are forecast by persistence: the jobs submitted `forecast_s` earlier, over the next
+        `span_s` (never past `now`: only jobs already seen), arrive again shifted by `forecast_s`.
+        Returns it and, per job of the view, the job's index here."""
+        running, queued = np.asarray(running, np.int64), np.asarray(queued, np.int64)
         j = self.jobs
+        fc = np.zeros(0, np.int64)
+        if forecast_s > 0 and span_s > 0:
+            lo, hi = now - forecast_s, min(now - forecast_s + span_s, now)
+            fc = np.flatnonzero((j.submit >= lo) & (j.submit < hi) & (self.state.status != EXCLUDED))
+            fc = fc[np.argsort(j.submit[fc], kind="stable")]
+        alive = np.r_[running, queued, fc]
         req = j.req[alive]
         runs = req if run is None else np.ascontiguousarray(np.asarray(run, np.float64)[alive])
-        jobs = Jobs(submit=j.submit[alive], run=runs, req=req, need=np.ascontiguousarray(j.need[alive]),
+        submit = j.submit[alive]
+        if fc.size:
+            submit = submit.copy()
+            submit[len(running) + len(queued):] += forecast_s
+        jobs = Jobs(submit=submit, run=runs, req=req, need=np.ascontiguousarray(j.need[alive]),
                     pool=j.pool[alive], static_key=np.ascontiguousarray(j.static_key[alive]))
         view = object.__new__(Engine)
         view.workload, view.capacity = self.workload, self.capacity
@@ -201,10 +217,11 @@ class Engine:
         view.jobs = jobs
         view.pools, view.state = build_state(jobs, self.pools.cap, np.zeros(len(alive), np.bool_))
         view.policy, view.fit_first, view.backfill = self.policy, self.fit_first, NONE
-        seed_view(jobs, view.pools, view.state, len(running), np.ascontiguousarray(running_start, dtype=np.float64),
-                  float(now), self.policy)
+        seed_view(jobs, view.pools, view.state, len(running), len(running) + len(queued),
+                  np.ascontiguousarray(running_start, dtype=np.float64), float(now), self.policy)
         view._util_t = float(now)
         view._set_backfill(self.backfill)
+        view.is_view = True
         return view, alive
 
     # -- what a gym env reads at an epoch boundary -------------------------------------------

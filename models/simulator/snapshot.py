@@ -10,16 +10,16 @@ from metapilot.models.simulator.state import NEXT_SUB, NOW, QUEUED, UTIL_T
 
 
 @jit
-def seed_view(J, P, st, n_running, running_start, now, policy):
-    """Jobs 0 .. n_running - 1 of `J` run since `running_start` (in their start order), the
-    others wait; everything is submitted, the clock stands at `now`."""
-    n = J.submit.shape[0]
+def seed_view(J, P, st, n_running, n_seeded, running_start, now, policy):
+    """Jobs 0 .. n_running - 1 of `J` run since `running_start` (in their start order), jobs up to
+    n_seeded - 1 wait, the rest (a forecast of arrivals, in submit order) are still to come; the
+    clock stands at `now`."""
     for j in range(n_running):
         start_job(J, P, st, J.pool[j], j, running_start[j])
-    for j in range(n_running, n):
+    for j in range(n_running, n_seeded):
         st.status[j] = QUEUED
         q_push(J, P, st, J.pool[j], j, policy)
-    st.ctr[NEXT_SUB] = n
+    st.ctr[NEXT_SUB] = n_seeded
     st.clock[NOW] = now
     st.clock[UTIL_T] = now
     for p in range(P.cap.shape[0]):
