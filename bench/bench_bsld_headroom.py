@@ -104,7 +104,8 @@ def main() -> None:
             "of the jobs queued and running (a what-if: a perfect run-time predictor), and the oracle (the true "
             "future, arrivals included) over slowdown weight beta x horizon x lam, against the 21 fixed baselines "
             "of the same window. Where no deployable setting passes and only the oracle does, the missing "
-            "information is the future arrivals, which no policy of this menu has.\n\n"
+            "information is the future arrivals, which the planner of SPEC §7 does not see (a persistence forecast of "
+            "them is opt-in: `PlannerConfig.forecast_h`, see \"Controller on held-out weeks\").\n\n"
             + "\n".join(out))
     print(text)
     if not args.no_write:
