@@ -52,14 +52,17 @@ def test_tuning_gives_the_state_the_teachers_lookahead():
     assert apply_tuning(DatasetConfig(lookahead=False), tuning).state.lookahead_h == 0
 
 
-def test_the_as_run_view_equals_the_replays_own_view(warehouse):  # noqa: F811
+@pytest.mark.parametrize("forecast_h", [0.0, 24.0])
+def test_the_as_run_view_equals_the_replays_own_view(warehouse, forecast_h):  # noqa: F811
     """Replay the window under SJF, store that schedule as if it were the history, and rebuild the
-    lookahead costs from the warehouse: they equal the probe's on the live engine, boundary by boundary."""
+    lookahead costs from the warehouse: they equal the probe's on the live engine, boundary by
+    boundary (also with the arrivals forecast from a day before)."""
     from metapilot.warehouse.db import connect_memory
 
+    la = replace(LA, lookahead_forecast_h=forecast_h)
     wl, rows = load_replay_window(warehouse, CLUSTER, FROM, TO)
     cap = Capacity.from_rows(rows)
-    res = replay_objectives(wl, cap, 0, 3600, LA, lookahead=True, horizon_s=72 * 3600)
+    res = replay_objectives(wl, cap, 0, 3600, la, lookahead=True, horizon_s=72 * 3600)
     assert res.lookahead_costs.shape == (len(res.objectives) + 1, len(LA.menu))
     assert (res.lookahead_costs > 0).any()
     origin = FROM.timestamp()
@@ -74,7 +77,7 @@ def test_the_as_run_view_equals_the_replays_own_view(warehouse):  # noqa: F811
     load_warehouse(con, history)
     n = 72
     grid = origin + 3600.0 * np.arange(n + 1)
-    got = asrun_lookahead_costs(con, CLUSTER, FROM, TO, grid, res.aggregates().head(n + 1), state=LA)
+    got = asrun_lookahead_costs(con, CLUSTER, FROM, TO, grid, res.aggregates().head(n + 1), state=la)
     np.testing.assert_allclose(got, res.lookahead_costs[: n + 1], rtol=1e-9)
     con.close()
 
