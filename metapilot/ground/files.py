@@ -27,6 +27,18 @@ def write_sums(folder: str | Path, names: tuple[str, ...]) -> str:
     return sha256_file(folder / SUMS)
 
 
+def read_sums(folder: str | Path) -> dict[str, str]:
+    """The files `folder/SHA256SUMS` lists, with their digests ({} when there is no such file)."""
+    sums = Path(folder) / SUMS
+    listed = {}
+    if sums.exists():
+        for line in sums.read_text().splitlines():
+            digest, _, name = line.partition("  ")
+            if name.strip():
+                listed[name.strip()] = digest.strip()
+    return listed
+
+
 def sums_problem(folder: str | Path, names: tuple[str, ...], expected_sums_sha256: str | None = None) -> str | None:
     """What is wrong with a folder against its SHA256SUMS (and that file against the registry's
     hash), naming the file and both hashes; None when every file matches."""
@@ -38,11 +50,7 @@ def sums_problem(folder: str | Path, names: tuple[str, ...], expected_sums_sha25
         actual = sha256_file(sums)
         if actual != expected_sums_sha256:
             return f"{sums}: SHA-256 mismatch with the registry: expected {expected_sums_sha256}, actual {actual}."
-    listed = {}
-    for line in sums.read_text().splitlines():
-        digest, _, name = line.partition("  ")
-        if name.strip():
-            listed[name.strip()] = digest.strip()
+    listed = read_sums(folder)
     for name in names:
         path = folder / name
         if name not in listed:

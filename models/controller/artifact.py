@@ -44,7 +44,7 @@ from metapilot.transforms.state import (
     state_features,
 )
 
-from metapilot.ground.files import SUMS, publish_folder, sums_problem
+from metapilot.ground.files import publish_folder, read_sums, sums_problem
 from metapilot.ground.paths import beside_db
 from metapilot.ground.version import code_version
 
@@ -405,9 +405,8 @@ def verify(folder: str | Path, expected_sums_sha256: str | None = None) -> None:
 
 def files_of(folder: Path) -> tuple[str, ...]:
     """The files a folder's sums must cover: `policy.npz` too where it is there or listed."""
-    sums = folder / SUMS
-    listed = sums.exists() and any(line.endswith(f"  {NUMPY_FILE}") for line in sums.read_text().splitlines())
-    return FILES + ((NUMPY_FILE,) if listed or (folder / NUMPY_FILE).exists() else ())
+    optional = NUMPY_FILE in read_sums(folder) or (folder / NUMPY_FILE).exists()
+    return FILES + ((NUMPY_FILE,) if optional else ())
 
 
 def find_policy(policy_id: str, db: str | Path | None = None) -> Path:
