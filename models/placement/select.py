@@ -7,8 +7,8 @@ fail the large ones, allocating less of the GPUs than FGD. So the training keeps
 agent (its starting point included) and each is replayed deterministically on the cluster's own
 node list and pods, in both modes, against every heuristic; so is each of a few fixed starting
 policies before training (the same candidates for every list: the one kept is where PPO
-starts). A snapshot meets the goals when, in `time` mode, no heuristic is at least as good on both failed pods and imbalance and better on
-one, and, in `inflate` mode (mean over `seeds`, drawn apart from any benchmark's), it allocates
+starts). A snapshot meets the goals when, in `time` mode, no heuristic is at least as good on
+both failed pods and imbalance and better on one, and, in `inflate` mode (mean over `seeds`, drawn apart from any benchmark's), it allocates
 at least `alloc_share` of FGD's GPU allocation with a lower imbalance than FGD's. The kept one
 meets the most goals, then has the widest margin on the inflate goals up to `SAFE_MARGIN` (the
 smaller of its allocation's slack over `alloc_share` x FGD's and its imbalance's under FGD's:
@@ -57,11 +57,12 @@ def verdict(time_run: dict, inflate_mean: dict, heur_time: dict[str, dict], ref_
     dom = dominated_by(time_run, heur_time)
     ref_alloc = ref_inflate["gpu_alloc_share"] or 0.0
     alloc = inflate_mean["gpu_alloc_share"] or 0.0
-    alloc_ok = alloc >= alloc_share * ref_alloc
-    imb_ok = (inflate_mean["imbalance"] or 0.0) < (ref_inflate["imbalance"] or 0.0)
     ref_imb = ref_inflate["imbalance"] or 0.0
+    imb = inflate_mean["imbalance"] or 0.0
+    alloc_ok = alloc >= alloc_share * ref_alloc
+    imb_ok = imb < ref_imb
     margin = min(alloc / (alloc_share * ref_alloc) - 1.0 if ref_alloc > 0 else 0.0,
-                 1.0 - (inflate_mean["imbalance"] or 0.0) / ref_imb if ref_imb > 0 else 0.0)
+                 1.0 - imb / ref_imb if ref_imb > 0 else 0.0)
     return {"dominated_by": dom, "alloc": alloc, "alloc_ref": ref_alloc, "alloc_ok": alloc_ok, "margin": margin,
             "imbalance": inflate_mean["imbalance"], "imbalance_ref": ref_inflate["imbalance"], "imbalance_ok": imb_ok,
             "time_failed": time_run["failed"], "time_imbalance": time_run["imbalance"],
@@ -89,13 +90,15 @@ class Reference:
 
 def select(cluster: Cluster, w: Workload, snapshots: Sequence[Snapshot],
            chooser: Callable[[dict], Callable[[Obs], int]], typical: tuple, ref: Reference, *,
-           prefer_latest: bool = True, log: Callable[[str], None] | None = None) -> tuple[int, list[dict]]:
+           prefer_latest: bool = True, done: Sequence[dict] = (),
+           log: Callable[[str], None] | None = None) -> tuple[int, list[dict]]:
     """The index of the snapshot to keep, and every snapshot's verdict (see the module docstring;
     among equals the latest, or the first with `prefer_latest=False`). `chooser(state)`: the
-    deterministic agent of a snapshot's weights."""
+    deterministic agent of a snapshot's weights; `done`: the verdicts of the first snapshots,
+    already replayed (the starting policy kept: the same weights as the snapshot before training)."""
     seeds = ref.seeds
-    rows = []
-    for snap in snapshots:
+    rows = [dict(d) | {"snapshot": s.label, "steps": s.steps} for d, s in zip(done, snapshots, strict=False)]
+    for snap in snapshots[len(rows):]:
         choose = chooser(snap.state)
         t = play(PlacementEnv(cluster, w, "time", 0, typical), choose, "ppo")
         inf = mean_inflate([play(PlacementEnv(cluster, w, "inflate", s, typical), choose, "ppo") for s in seeds])

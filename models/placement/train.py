@@ -224,6 +224,7 @@ def train(cluster: Cluster, w: Workload, cfg: PPOConfig, *, map_fn: MapFn | None
     ref = Reference.of(cluster, w, typical, [cfg.seed + 1 + i for i in range(cfg.select_seeds)]) \
         if cfg.select_every else None
     starts: list[dict] = []
+    kept_start: list[dict] = []  # the replays of the start kept: the weights of the snapshot before training
     if ref is not None and len(cfg.priors) > 1:
         ts = time.perf_counter()
         snaps = [Snapshot(f"start {i}", 0, numpy_state(build_scorer(replace(cfg, prior=dict(p)))))
@@ -232,6 +233,7 @@ def train(cluster: Cluster, w: Workload, cfg: PPOConfig, *, map_fn: MapFn | None
         for row, p in zip(starts, cfg.priors, strict=True):
             row["prior"] = dict(p)
         cfg = replace(cfg, prior=dict(cfg.priors[best]))
+        kept_start = [starts[best]]
         if log:
             log(f"starting policy {cfg.prior} ({time.perf_counter() - ts:.0f} s)")
     net = build_scorer(cfg)
@@ -279,7 +281,7 @@ def train(cluster: Cluster, w: Workload, cfg: PPOConfig, *, map_fn: MapFn | None
     if ref is not None:
         snapshots.append(Snapshot(f"update {it}", result.steps, numpy_state(net)))
         ts = time.perf_counter()
-        best, result.selection = select(cluster, w, snapshots, numpy_chooser, typical, ref, log=log)
+        best, result.selection = select(cluster, w, snapshots, numpy_chooser, typical, ref, done=kept_start, log=log)
         result.selected = snapshots[best].label
         load_state(net, snapshots[best].state)
         result.select_seconds = time.perf_counter() - ts
