@@ -89,7 +89,7 @@ def asrun_lookahead_costs(con: duckdb.DuckDBPyConnection, cluster: str, window_f
     record = np.maximum.accumulate(np.nan_to_num(st - submit, nan=0.0)[by_start]) if live.size else np.zeros(0)
     agg = aggregates.select(AGGREGATES).to_numpy().astype(np.float64)
     settings = probe.menu.settings
-    forecast_s, span_s = probe.planner.config.forecast_h * 3600.0, probe.planner.n_epochs * probe.planner.epoch_s
+    forecast_s, span_s = probe.planner.forecast
     for k, t_abs in enumerate(np.asarray(grid, dtype=np.float64)):
         if agg[k, QUEUE_LEN] <= 0:
             continue

@@ -98,6 +98,12 @@ class LookaheadPlanner:
         self.record = 0.0  # the largest wait of the replay so far (started jobs, queued ones at boundaries)
 
     @property
+    def forecast(self) -> tuple[float, float]:
+        """`Engine.view`'s forecast arguments: the persistence period and the span it covers (the
+        horizon), in seconds."""
+        return self.config.forecast_h * 3600.0, float(self.n_epochs * self.epoch_s)
+
+    @property
     def name(self) -> str:
         if self.n_epochs == 0:
             c = self.config
@@ -133,8 +139,7 @@ class LookaheadPlanner:
         if cfg.oracle:
             base, submit_of = engine, None
         else:  # a view built already (the as-run history's) is rolled forward as it is
-            base = engine if engine.is_view else engine.planning_view(cfg.forecast_h * 3600.0,
-                                                                      self.n_epochs * self.epoch_s)[0]
+            base = engine if engine.is_view else engine.planning_view(*self.forecast)[0]
             submit_of = base.jobs.submit
         now = engine.now
         t_end = now + self.n_epochs * self.epoch_s
