@@ -10,7 +10,7 @@ import pytest
 from controller_fixtures import CLUSTER, read_swf, warehouse  # noqa: F401  (module-scoped fixture)
 from metapilot.models.controller.gate import Outcome, best_fixed, gate, publish_decision
 from metapilot.models.controller.objectives import Menu
-from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig, horizon_cost, oracle_of
+from metapilot.models.controller.planner import QUEUE_LEN, LookaheadPlanner, PlannerConfig, horizon_cost, oracle_of
 from metapilot.models.controller.replay import replay_objectives
 from metapilot.models.controller.tuning import choose_reward_lam, fixed_outcomes, tune_planner
 from metapilot.models.simulator import Capacity
@@ -126,6 +126,37 @@ def test_planner_and_oracle_on_real_jobs(kth):
     assert (e.jobs.run[idx] < e.jobs.req[idx]).any()
 
 
+def test_an_anchored_planner_leaves_its_base_only_for_a_cheaper_rollout(kth):
+    """With a horizon and a base the planner holds the base (from the start, with nothing queued,
+    within the margin) and leaves it only for an objective whose rollout costs less than the base's
+    by more than the margin; a margin no rollout can beat is the base held fixed, job for job."""
+    sc = StateConfig()
+    menu = Menu.of(sc)
+    saf = menu.index("SAF")
+
+    class Watched(LookaheadPlanner):
+        def reset(self) -> None:
+            super().reset()
+            self.seen: list[tuple[int, np.ndarray, bool]] = []
+
+        def plan(self, engine, aggregates, settings) -> int:
+            a = super().plan(engine, aggregates, settings)
+            self.seen.append((a, self.costs.copy(), self.fresh and aggregates[QUEUE_LEN] > 0))
+            return a
+
+    p = Watched(menu, PlannerConfig(horizon_h=6, lam=0.0, guard_h=None, base="SAF", margin=0.05))
+    res = replay_objectives(kth, CAP, p, state_config=sc, horizon_s=60 * 86_400)
+    assert res.objectives[0] == saf
+    left = [(a, c) for a, c, planned in p.seen if planned and a != saf]
+    assert left and all(c[a] < c[saf] / 1.05 for a, c in left)  # left only for a cheaper rollout
+    kept = [c for a, c, planned in p.seen if planned and a == saf]
+    assert any(c[saf] > c.min() for c in kept)  # and kept within the margin where another was cheaper
+    held = replay_objectives(kth, CAP, saf, state_config=sc, horizon_s=60 * 86_400)
+    stuck = replay_objectives(kth, CAP, LookaheadPlanner(menu, PlannerConfig(6, 0.0, None, "SAF", margin=1e9)),
+                              state_config=sc, horizon_s=60 * 86_400)
+    np.testing.assert_array_equal(stuck.start, held.start)
+
+
 def test_the_reward_ranks_the_objectives_as_total_wait_plus_lam_max_wait(kth):
     """SPEC §7: summed over a real window, the aligned reward ranks the menu's fixed objectives as
     `total wait + lam * max wait` does, for every lam tried (the check the tuning records)."""
@@ -145,6 +176,13 @@ def test_tuning_keeps_the_best_gate_score(kth):
     assert t.ranking_check["agrees"] and t.reward_lam in (0.0, 50.0)
     best = t.rows[scores.index(min(scores))]
     assert (best["horizon_h"], best["lam"], best["guard_h"]) == (t.planner.horizon_h, t.planner.lam, t.planner.guard_h)
+    # anchored lookaheads on the objectives that did best held fixed (gate score on the same window)
+    held = {r["base"]: r["score"] for r in t.rows if r["horizon_h"] == 0 and r["guard_h"] is None}
+    anchored = tune_planner(kth, CAP, StateConfig(), grid=grid | {"anchors": 2, "anchor_horizon_h": (6.0,),
+                                                                   "anchor_lam": (0.0,), "anchor_margin": (0.05,),
+                                                                   "anchor_slowdown": (0.0, 1.0)})
+    bases = [r["base"] for r in anchored.rows if r["horizon_h"] > 0 and r["base"]]
+    assert len(bases) == 4 and set(bases) == set(sorted(held, key=held.get)[:2])
 
 
 def test_the_planner_source_teaches_its_own_decisions(warehouse):  # noqa: F811

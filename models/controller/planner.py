@@ -10,7 +10,11 @@ force. The starvation guard switches to the menu's tail-first objective while th
 job has waited more than `guard_h` hours. With no horizon (`horizon_h = 0`) there is no lookahead:
 the `base` objective, with the guard (the one-line rule "SJF; WFP3 when the oldest job has waited
 more than 6 h" is `PlannerConfig(0, base="SJF", guard_h=6)`); tuning chooses among both kinds, so
-the teacher is never worse on the training window than the best rule of this form. With
+the teacher is never worse on the training window than the best rule of this form. With a
+horizon and a `base`, the planner is anchored: it holds the base objective (from the start, in
+epochs with nothing queued, and at every boundary) unless another objective's rollout cost is
+lower than the base's by more than `margin`; an objective in force only by default (empty queue,
+ties) then follows what tuning found best held fixed rather than whatever was chosen last. With
 `forecast_h`, the view also holds a persistence forecast of the arrivals (the jobs submitted that
 many hours earlier, arriving again): still only what the scheduler has seen; tuning decides
 whether it helps. The oracle variant rolls the true future forward (the
@@ -42,7 +46,9 @@ class PlannerConfig:
     horizon_h: float = 12.0
     lam: float = 50.0  # as the aligned reward's lam: jobs' worth of waiting per second of max wait
     guard_h: float | None = 24.0  # None: no starvation guard
-    base: str | None = None  # horizon 0: the objective held (with the guard); None: the menu's first
+    base: str | None = None  # horizon 0: the objective held (with the guard); None: the menu's first.
+    # With a horizon: the anchor, kept unless another objective is cheaper by more than `margin`
+    margin: float = 0.0  # with a horizon and a base: the relative cost advantage that leaves the base
     slowdown: float = 0.0  # beta: 0 counts every job's waiting alike (mean wait); 1 weighs it by the
     # job's slowdown (mean bounded slowdown; see `horizon_cost`)
     forecast_h: float = 0.0  # > 0: arrivals to come forecast by persistence, the jobs submitted this many
@@ -91,8 +97,9 @@ class LookaheadPlanner:
         self.epoch_s = int(epoch_s)
         self.n_epochs = int(math.ceil(config.horizon_h * 3600.0 / self.epoch_s))
         self.base = menu.index(config.base) if config.base is not None else 0
+        self.anchor = self.base if config.base is not None and self.n_epochs > 0 else None
         self.tail = menu.tail_first
-        self.last = menu.user_first
+        self.last = self._first
         self.costs = np.zeros(len(menu))  # the last decision's rollout cost of every objective
         self.fresh = False  # `costs` were computed at the last boundary asked (not a guard or rule epoch)
         self.record = 0.0  # the largest wait of the replay so far (started jobs, queued ones at boundaries)
@@ -111,8 +118,12 @@ class LookaheadPlanner:
             return f"{self.menu.names[self.base]}{guard}"
         return "oracle" if self.config.oracle else "planner"
 
+    @property
+    def _first(self) -> int:
+        return self.menu.user_first if self.anchor is None else self.anchor
+
     def reset(self) -> None:
-        self.last = self.menu.user_first
+        self.last = self._first
         self.record = 0.0
 
     def plan(self, engine: Engine, aggregates: np.ndarray, settings) -> int:
@@ -125,7 +136,9 @@ class LookaheadPlanner:
         if aggregates[QUEUE_LEN] <= 0 and not cfg.oracle:
             self.costs[:] = 0.0
             self.fresh = True
-            return self.last  # nothing waits: any objective does the same; keep the one in force
+            if self.anchor is not None:  # nothing waits: the arrivals of the epoch meet the anchor
+                self.last = self.anchor
+            return self.last  # unanchored: keep the one in force
         if cfg.guard_h is not None and aggregates[WAIT_MAX] > cfg.guard_h * 3600.0:
             self.last = self.tail
             return self.tail
@@ -152,6 +165,9 @@ class LookaheadPlanner:
                                          weight)
         self.fresh = True
         best = float(self.costs.min())
+        if self.anchor is not None and self.costs[self.anchor] <= best * (1.0 + cfg.margin):
+            self.last = self.anchor
+            return self.anchor
         if self.costs[self.last] <= best:
             return self.last
         self.last = int(np.argmin(self.costs))

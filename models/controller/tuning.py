@@ -36,6 +36,16 @@ DEFAULT_GRID: dict[str, tuple] = {
     "forecast_h": (),
     "forecast_horizon_h": (6.0, 12.0),
     "forecast_lam": (0.0, 30.0),
+    # anchored lookaheads (`PlannerConfig.base` with a horizon): each of the `anchors` menu objectives
+    # with the best gate score held fixed over the window, left only when another is cheaper by more than
+    # the margin; with the slowdown weights of `anchor_slowdown` (0: mean wait, 1: bounded slowdown).
+    # Held fixed, each objective ties a baseline (dominated), so the first is the one of lowest mean
+    # bounded slowdown: the anchor keeps the gate's hardest condition where it is best met
+    "anchors": 1,
+    "anchor_horizon_h": (6.0, 12.0),
+    "anchor_lam": (0.0, 30.0),
+    "anchor_margin": (0.02, 0.1),
+    "anchor_slowdown": (0.0, 1.0),
 }
 
 
@@ -63,7 +73,9 @@ def describe(config: PlannerConfig, menu: Menu) -> str:
     if config.horizon_h <= 0:
         return f"{config.base or menu.names[0]}, {guard}"
     forecast = f", arrivals forecast from {config.forecast_h:g} h before" if config.forecast_h > 0 else ""
-    return f"lookahead {config.horizon_h:g} h, lam {config.lam:g}, {guard}{forecast}"
+    anchor = f", held on {config.base} unless another is {config.margin:.0%} cheaper" if config.base else ""
+    slowdown = f", slowdown weight {config.slowdown:g}" if config.slowdown > 0 else ""
+    return f"lookahead {config.horizon_h:g} h, lam {config.lam:g}, {guard}{forecast}{anchor}{slowdown}"
 
 
 def fixed_outcomes(workload: Workload, capacity: Capacity) -> list[Outcome]:
@@ -87,6 +99,11 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
     t0 = time.perf_counter()
     grid = grid or DEFAULT_GRID
     fixed = fixed_outcomes(workload, capacity)
+    menu = Menu.of(state)
+    runs = [replay_objectives(workload, capacity, a, state.epoch_s, state, partition=partition)
+            for a in range(len(menu))]
+    held = [gate(Outcome.of(n, r.metrics().row(0, named=True)), fixed).score for n, r in zip(menu.names, runs, strict=True)]
+    anchors = [menu.names[i] for i in np.argsort(held, kind="stable")[: int(grid.get("anchors", 0))]]
     best: tuple[float, PlannerConfig, GateVerdict] | None = None
     rows = []
     settings = [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None if g is None else float(g),
@@ -96,8 +113,13 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
     settings += [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None, forecast_h=float(f))
                  for f, h, lam in itertools.product(grid.get("forecast_h", ()), grid.get("forecast_horizon_h", ()),
                                                     grid.get("forecast_lam", ()))]
+    settings += [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None, base=name, margin=float(m),
+                               slowdown=float(b))
+                 for name, h, lam, m, b in itertools.product(anchors, grid.get("anchor_horizon_h", ()),
+                                                             grid.get("anchor_lam", ()), grid.get("anchor_margin", ()),
+                                                             grid.get("anchor_slowdown", ()))]
     settings += [PlannerConfig(horizon_h=0.0, lam=0.0, guard_h=None if g is None else float(g), base=name)
-                 for name in Menu.of(state).names for g in grid.get("rule_guard_h", ())]
+                 for name in menu.names for g in grid.get("rule_guard_h", ())]
     for cfg in settings:
         out, _ = planner_outcome(workload, capacity, state, cfg, partition)
         v = gate(out, fixed)
@@ -107,20 +129,23 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
             best = (v.score, cfg, v)
     assert best is not None
     if log:
-        log(f"teacher: {describe(best[1], Menu.of(state))} (gate score {best[0]:.3f} on the training window, "
+        log(f"teacher: {describe(best[1], menu)} (gate score {best[0]:.3f} on the training window, "
             f"{len(rows)} settings tried)")
-    lam, check = choose_reward_lam(workload, capacity, state, fixed, grid["lam"], partition, prefer=best[1].lam)
+    lam, check = choose_reward_lam(workload, capacity, state, fixed, grid["lam"], partition, prefer=best[1].lam,
+                                   runs=runs)
     return Tuning(best[1], lam, best[2], fixed, rows, check, time.perf_counter() - t0)
 
 
 def choose_reward_lam(workload: Workload, capacity: Capacity, state: StateConfig, fixed: list[Outcome],
-                      lams: Sequence[float], partition: str | None = None, prefer: float | None = None
-                      ) -> tuple[float, dict]:
+                      lams: Sequence[float], partition: str | None = None, prefer: float | None = None,
+                      runs: Sequence | None = None) -> tuple[float, dict]:
     """The reward lam whose return ranks the menu's objectives most like the gate score does, and
-    the check that the return ranks them as `total wait + lam * max wait` does."""
+    the check that the return ranks them as `total wait + lam * max wait` does. `runs`: the menu's
+    objectives held fixed over the window, when already replayed."""
     menu = Menu.of(state)
-    runs = [replay_objectives(workload, capacity, a, state.epoch_s, state, partition=partition)
-            for a in range(len(menu))]
+    if runs is None:
+        runs = [replay_objectives(workload, capacity, a, state.epoch_s, state, partition=partition)
+                for a in range(len(menu))]
     metrics = [r.metrics().row(0, named=True) for r in runs]
     gate_rank = _ranks([gate(Outcome.of(n, m), fixed).score for n, m in zip(menu.names, metrics, strict=True)])
     candidates = []
