@@ -176,13 +176,13 @@ def test_tuning_keeps_the_best_gate_score(kth):
     assert t.ranking_check["agrees"] and t.reward_lam in (0.0, 50.0)
     best = t.rows[scores.index(min(scores))]
     assert (best["horizon_h"], best["lam"], best["guard_h"]) == (t.planner.horizon_h, t.planner.lam, t.planner.guard_h)
-    # anchored lookaheads on the objectives that did best held fixed (gate score on the same window)
-    held = {r["base"]: r["score"] for r in t.rows if r["horizon_h"] == 0 and r["guard_h"] is None}
+    # anchored lookaheads on the objectives of lowest bounded slowdown held fixed over the same window
+    bsld = {r["base"]: r["mean_bsld"] for r in t.rows if r["horizon_h"] == 0 and r["guard_h"] is None}
     anchored = tune_planner(kth, CAP, StateConfig(), grid=grid | {"anchors": 2, "anchor_horizon_h": (6.0,),
                                                                    "anchor_lam": (0.0,), "anchor_margin": (0.05,),
                                                                    "anchor_slowdown": (0.0, 1.0)})
     bases = [r["base"] for r in anchored.rows if r["horizon_h"] > 0 and r["base"]]
-    assert len(bases) == 4 and set(bases) == set(sorted(held, key=held.get)[:2])
+    assert len(bases) == 4 and set(bases) == set(sorted(bsld, key=bsld.get)[:2])
 
 
 def test_the_planner_source_teaches_its_own_decisions(warehouse):  # noqa: F811
