@@ -53,8 +53,8 @@ def true_run_times():
 
     view = Engine.view
 
-    def patched(self, running, running_start, queued, now, run=None):
-        return view(self, running, running_start, queued, now, self.jobs.run if run is None else run)
+    def patched(self, running, running_start, queued, now, run=None, **forecast):
+        return view(self, running, running_start, queued, now, self.jobs.run if run is None else run, **forecast)
 
     Engine.view = patched
     try:

@@ -7,6 +7,7 @@ distance to the best fixed mean and the best fixed max.
 
     .venv/bin/python bench/bench_controller_gate.py            # KTH-SP2 + two CEA-Curie windows
     .venv/bin/python bench/bench_controller_gate.py --traces kth --steps 2000
+    .venv/bin/python bench/bench_controller_gate.py --traces curie-all --no-write   # the whole CEA-Curie trace
 
 Each trace window is cut from the SWF file (header kept) so that `pipeline` splits it by time
 (60% training, 15% checkpoint choice, 25% held out) as it would split a site's own history.
@@ -32,6 +33,8 @@ TRACES = {  # name: (file, cluster, window from, window to)
     "kth": ("KTH-SP2-1996-2.1-cln.swf.gz", "KTH-SP2", None, None),
     "curie-a": ("CEA-Curie-2011-2.1-cln.swf.gz", "CEA-Curie-A", "2012-02-06", "2012-06-04"),
     "curie-b": ("CEA-Curie-2011-2.1-cln.swf.gz", "CEA-Curie-B", "2012-06-04", "2012-10-15"),
+    # not in the default run: the whole CEA-Curie trace (36 weeks; 5 checkpoint weeks, 10 held out)
+    "curie-all": ("CEA-Curie-2011-2.1-cln.swf.gz", "CEA-Curie", None, None),
 }
 COLS = ("wait_mean_s", "wait_max_s", "wait_p99_s", "bsld_mean", "util_cpu_backlog")
 

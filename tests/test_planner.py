@@ -63,6 +63,11 @@ def test_publish_decision_in_words():
     assert kind == "controller" and rec is None and msg.startswith("Run the MetaPilot controller")
     kind, rec, msg = publish_decision(None)
     assert kind == "fixed" and "not checked" in msg
+    # better than the recommended rule on every measure, but not on slowdown against another one
+    fixed.append(Outcome("SAF+easy", 1100.0, 400_000.0, 2.0))
+    kind, rec, msg = publish_decision(gate(Outcome("c", 990.0, 95_000.0, 3.0), fixed).to_dict())
+    assert kind == "fixed" and rec == "SJF+easy"
+    assert msg == "Keep SJF+EASY: the learned controller fails the publish gate (mean bounded slowdown 3.00 > 2.00 (SAF+easy))"
 
 
 def test_the_planner_decides_from_the_queue_and_the_guard_from_the_oldest_wait():

@@ -128,8 +128,12 @@ def publish_decision(gate_doc: dict | None) -> tuple[str, str | None, str]:
             f"Run the MetaPilot controller: on its checkpoint window no fixed rule beats it on both mean and max "
             f"wait, and its mean bounded slowdown {cand.mean_bsld:.2f} is the lowest "
             f"(best fixed: {gate_doc['best_bsld']['name']} {gate_doc['best_bsld']['mean_bsld']:.2f})")
-    worse = in_words(cand, rec) or gate_doc.get("reasons") or ["not better on any measure"]
-    return "fixed", rec.name, f"Keep {display_name(rec.name)}: the learned controller is {', '.join(worse)}"
+    worse = in_words(cand, rec)
+    if worse:
+        return "fixed", rec.name, f"Keep {display_name(rec.name)}: the learned controller is {', '.join(worse)}"
+    # not worse than the recommendation itself: say which condition of the gate it failed
+    reasons = "; ".join(gate_doc.get("reasons") or []) or "it is better on no measure"
+    return "fixed", rec.name, f"Keep {display_name(rec.name)}: the learned controller fails the publish gate ({reasons})"
 
 
 def display_name(name: str) -> str:
