@@ -6,7 +6,7 @@ the same grid as the oracle (true future: arrivals and run times), a bound no de
 policy of this menu reaches, and between the two a what-if planner that knows the true run times
 of the jobs already queued and running but not the future arrivals (what a perfect run-time
 predictor would give the planner: `Engine.view(run=...)`, set here only). Last, the anchored
-planner (`PlannerConfig.base` with a horizon) over the tuning grid's anchored settings, anchored
+planner (`PlannerConfig.base` with a horizon) over the tuning grid's anchored settings (and lam 30), anchored
 as tuning anchors it: on the menu objective of lowest mean bounded slowdown held fixed over the
 training weeks of `bench_controller_gate.py`'s split of the same cut.
 
@@ -43,6 +43,7 @@ ANCHORED = "anchored planner"
 WINDOWS = [("CEA-Curie-A held-out", "2012-04-30", "2012-06-04", ("2012-02-06", "2012-04-16")),
            ("CEA-Curie-B held-out", "2012-09-10", "2012-10-14", ("2012-06-04", "2012-08-20"))]
 GRID = dict(slowdown=(0.0, 0.5, 1.0), horizon_h=(1.0, 6.0, 24.0), lam=(0.0, 30.0))
+ANCHORED_GRID = DEFAULT_GRID | {"anchor_lam": (0.0, 30.0)}  # the tuning grid's anchored settings, and lam 30
 
 
 @contextlib.contextmanager
@@ -86,7 +87,7 @@ def study(label: str, lo: str, hi: str, train: tuple[str, str]) -> list[str]:
             rows.append((kind, cfg, out, v))
             print(label, kind, b, h, lam, f"{out.mean_wait_s:.0f} {out.max_wait_s:.0f} "
                   f"{out.mean_bsld:.2f} pass={v.passes}", flush=True)
-    g = DEFAULT_GRID
+    g = ANCHORED_GRID
     for b, h, lam, m in itertools.product(g["anchor_slowdown"], g["anchor_horizon_h"], g["anchor_lam"], g["anchor_margin"]):
         cfg = PlannerConfig(horizon_h=h, lam=lam, guard_h=None, slowdown=b, base=anchor, margin=m)
         out, _ = planner_outcome(w, cap, sc, cfg)
