@@ -32,7 +32,8 @@ from metapilot.models.controller.gate import gate  # noqa: E402
 from metapilot.models.controller.planner import PlannerConfig  # noqa: E402
 from metapilot.models.controller.objectives import Menu  # noqa: E402
 from metapilot.models.controller.replay import replay_objectives  # noqa: E402
-from metapilot.models.controller.tuning import DEFAULT_GRID, fixed_outcomes, planner_outcome  # noqa: E402
+from metapilot.models.controller.tuning import (  # noqa: E402
+    DEFAULT_GRID, anchored_settings, fixed_outcomes, lowest_slowdown, planner_outcome)
 from metapilot.models.simulator import Capacity  # noqa: E402
 from metapilot.transforms.state import StateConfig  # noqa: E402
 
@@ -65,10 +66,9 @@ def true_run_times():
 
 
 def anchor_of(train: tuple[str, str], sc: StateConfig, cap: Capacity) -> str:
-    """The menu objective of lowest mean bounded slowdown held fixed over the training weeks."""
+    """The menu objective of lowest mean bounded slowdown held fixed over the training weeks (as tuning)."""
     w = window(CURIE, *train)
-    bsld = [float(replay_objectives(w, cap, a, sc.epoch_s, sc).metrics()["mean_bsld"][0]) for a in range(len(sc.menu))]
-    return Menu.of(sc).names[min(range(len(bsld)), key=bsld.__getitem__)]
+    return lowest_slowdown(Menu.of(sc), [replay_objectives(w, cap, a, sc.epoch_s, sc) for a in range(len(sc.menu))], 1)[0]
 
 
 def study(label: str, lo: str, hi: str, train: tuple[str, str]) -> list[str]:
@@ -87,9 +87,7 @@ def study(label: str, lo: str, hi: str, train: tuple[str, str]) -> list[str]:
             rows.append((kind, cfg, out, v))
             print(label, kind, b, h, lam, f"{out.mean_wait_s:.0f} {out.max_wait_s:.0f} "
                   f"{out.mean_bsld:.2f} pass={v.passes}", flush=True)
-    g = ANCHORED_GRID
-    for b, h, lam, m in itertools.product(g["anchor_slowdown"], g["anchor_horizon_h"], g["anchor_lam"], g["anchor_margin"]):
-        cfg = PlannerConfig(horizon_h=h, lam=lam, guard_h=None, slowdown=b, base=anchor, margin=m)
+    for cfg in sorted(anchored_settings([anchor], ANCHORED_GRID), key=lambda c: (c.slowdown, c.horizon_h, c.lam, c.margin)):
         out, _ = planner_outcome(w, cap, sc, cfg)
         v = gate(out, fixed)
         rows.append((ANCHORED, cfg, out, v))

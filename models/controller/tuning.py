@@ -93,6 +93,21 @@ def planner_outcome(workload: Workload, capacity: Capacity, state: StateConfig, 
     return Outcome.of("planner", res.metrics().row(0, named=True)), res.objectives
 
 
+def lowest_slowdown(menu: Menu, runs: Sequence, k: int) -> list[str]:
+    """The `k` objectives of lowest mean bounded slowdown among `runs`, the menu's objectives held
+    fixed over a window: the anchors of the anchored lookaheads."""
+    bsld = [float(r.metrics()["mean_bsld"][0]) for r in runs]
+    return [menu.names[i] for i in np.argsort(bsld, kind="stable")[:k]]
+
+
+def anchored_settings(anchors: Sequence[str], grid: dict[str, Sequence]) -> list[PlannerConfig]:
+    """The grid's anchored lookaheads (`anchor_*` keys, no guard) on each anchor."""
+    return [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None, base=name, margin=float(m), slowdown=float(b))
+            for name, h, lam, m, b in itertools.product(anchors, grid.get("anchor_horizon_h", ()),
+                                                        grid.get("anchor_lam", ()), grid.get("anchor_margin", ()),
+                                                        grid.get("anchor_slowdown", ()))]
+
+
 def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, partition: str | None = None,
                  grid: dict[str, Sequence] | None = None, log: Callable[[str], None] | None = None) -> Tuning:
     """Replay every setting of the grid over the (training) window, lookahead planners and guarded
@@ -103,8 +118,7 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
     menu = Menu.of(state)
     runs = [replay_objectives(workload, capacity, a, state.epoch_s, state, partition=partition)
             for a in range(len(menu))]
-    held_bsld = [float(r.metrics()["mean_bsld"][0]) for r in runs]
-    anchors = [menu.names[i] for i in np.argsort(held_bsld, kind="stable")[: int(grid.get("anchors", 0))]]
+    anchors = lowest_slowdown(menu, runs, int(grid.get("anchors", 0)))
     best: tuple[float, PlannerConfig, GateVerdict] | None = None
     rows = []
     settings = [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None if g is None else float(g),
@@ -114,11 +128,7 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
     settings += [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None, forecast_h=float(f))
                  for f, h, lam in itertools.product(grid.get("forecast_h", ()), grid.get("forecast_horizon_h", ()),
                                                     grid.get("forecast_lam", ()))]
-    settings += [PlannerConfig(horizon_h=float(h), lam=float(lam), guard_h=None, base=name, margin=float(m),
-                               slowdown=float(b))
-                 for name, h, lam, m, b in itertools.product(anchors, grid.get("anchor_horizon_h", ()),
-                                                             grid.get("anchor_lam", ()), grid.get("anchor_margin", ()),
-                                                             grid.get("anchor_slowdown", ()))]
+    settings += anchored_settings(anchors, grid)
     settings += [PlannerConfig(horizon_h=0.0, lam=0.0, guard_h=None if g is None else float(g), base=name)
                  for name in menu.names for g in grid.get("rule_guard_h", ())]
     for cfg in settings:
