@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from metapilot.flows.ingest import ingest_flow
+from metapilot.warehouse.ingest import IngestOptions
 from metapilot.flows.stages import (
     DEFAULT_SOURCES,
     build_dataset_flow,
@@ -27,10 +28,14 @@ def choose_cluster(db: str | None, cluster: str | None):
         df = query_frame(con, sql_text("pipeline/clusters.sql"))
     finally:
         con.close()
-    if cluster:
-        df = df.filter(df["cluster"] == cluster)
     if df.height == 0:
-        raise LookupError(f"no jobs for cluster {cluster!r}" if cluster else "the warehouse holds no jobs: ingest logs first")
+        raise LookupError("the warehouse holds no jobs: ingest logs first")
+    if cluster:
+        known = df["cluster"].to_list()
+        df = df.filter(df["cluster"] == cluster)
+        if df.height == 0:
+            raise LookupError(f"no jobs for cluster {cluster!r}: the warehouse holds {', '.join(known)} "
+                              "(the log names its own cluster); run again with one of these as --cluster")
     row = df.row(0, named=True)
     return row["cluster"], row["first_submit"], row["last_submit"]
 
@@ -43,7 +48,8 @@ def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None =
     from metapilot.transforms.windows import split_history
 
     log = get_run_logger()
-    ingest = ingest_flow(list(paths), db=db)
+    # --cluster also names the cluster of logs that carry no name of their own (SWF), as `ingest --cluster` does
+    ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=cluster) if cluster else None)
     cluster, first, last = choose_cluster(db, cluster)
     train, valid, test = split_history(first, last)
     log.info("cluster %s: train %s..%s, checkpoint choice %s..%s, held-out %s..%s", cluster,

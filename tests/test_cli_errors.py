@@ -24,14 +24,17 @@ def error_lines(text: str) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()]
 
 
-def test_pipeline_on_a_short_history_is_two_lines_at_most(tmp_path):
-    """The issue's 30-line traceback around "only 36 days of history", through the real command."""
+@pytest.mark.parametrize("cluster", [None, "SP2 test"])
+def test_pipeline_on_a_short_history_is_two_lines_at_most(tmp_path, cluster):
+    """The issue's 30-line traceback around "only 36 days of history", through the real command;
+    `--cluster` names the SWF log's cluster (an SWF file carries no name) rather than failing to find it."""
     short = tmp_path / "kth-36-days.swf"
     with gzip.open(KTH, "rt") as f:
         lines = [ln for ln in f if ln.startswith(";") or (ln.split() and int(ln.split()[1]) < 36 * 86400)]
     short.write_text("".join(lines))
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "METAPILOT_DEBUG")}
-    p = subprocess.run([sys.executable, "-m", "metapilot.cli", "pipeline", str(short), "--db", str(tmp_path / "m.duckdb")],
+    p = subprocess.run([sys.executable, "-m", "metapilot.cli", "pipeline", str(short), "--db", str(tmp_path / "m.duckdb"),
+                        *(["--cluster", cluster] if cluster else [])],
                        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 2, p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr and "╭" not in p.stderr
@@ -39,6 +42,11 @@ def test_pipeline_on_a_short_history_is_two_lines_at_most(tmp_path):
     assert tail.startswith("error: only 29 days of history: at least six weeks are needed"), p.stderr
     assert "ingest a longer history" in tail
     assert len([ln for ln in error_lines(p.stderr) if ln.startswith("error")]) == 1
+    from metapilot.flows.pipeline import choose_cluster
+
+    assert choose_cluster(str(tmp_path / "m.duckdb"), None)[0] == (cluster or "kth-36-days")
+    with pytest.raises(LookupError, match=f"no jobs for cluster 'other': the warehouse holds {cluster or 'kth-36-days'} "):
+        choose_cluster(str(tmp_path / "m.duckdb"), "other")
 
 
 HOLD = textwrap.dedent("""

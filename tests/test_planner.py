@@ -68,6 +68,10 @@ def test_publish_decision_in_words():
     kind, rec, msg = publish_decision(gate(Outcome("c", 990.0, 95_000.0, 3.0), fixed).to_dict())
     assert kind == "fixed" and rec == "SJF+easy"
     assert msg == "Keep SJF+EASY: the learned controller fails the publish gate (mean bounded slowdown 3.00 > 2.00 (SAF+easy))"
+    # a window where nothing waits under any rule (NASA-iPSC's): no rule to recommend over the current one
+    idle = [Outcome(n, 0.0, 0.0, 1.0) for n in ("F1+conservative", "FCFS+none")]
+    kind, rec, msg = publish_decision(gate(Outcome("c", 0.0, 0.0, 1.0), idle).to_dict())
+    assert kind == "fixed" and rec is None and msg.startswith("Keep the scheduler's current policy: ") and "no job waited" in msg
 
 
 def test_the_planner_decides_from_the_queue_and_the_guard_from_the_oldest_wait():

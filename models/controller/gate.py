@@ -128,6 +128,10 @@ def publish_decision(gate_doc: dict | None) -> tuple[str, str | None, str]:
             f"Run the MetaPilot controller: on its checkpoint window no fixed rule beats it on both mean and max "
             f"wait, and its mean bounded slowdown {cand.mean_bsld:.2f} is the lowest "
             f"(best fixed: {gate_doc['best_bsld']['name']} {gate_doc['best_bsld']['mean_bsld']:.2f})")
+    if cand.max_wait_s == 0 and gate_doc["best_max"]["max_wait_s"] == 0:
+        return "fixed", None, ("Keep the scheduler's current policy: on the checkpoint window no job waited, under the "
+                               "controller or the fixed rules, so no policy can do better (the cluster was not busy "
+                               "enough to learn from)")
     worse = in_words(cand, rec)
     if worse:
         return "fixed", rec.name, f"Keep {display_name(rec.name)}: the learned controller is {', '.join(worse)}"

@@ -13,7 +13,7 @@ DEFAULT_SAMPLES = REPO_ROOT / "samples" / "logs"
 
 def pipeline_cmd(
     paths: Annotated[Optional[list[str]], typer.Argument(help="Logs to ingest (default: the bundled samples).")] = None,
-    cluster: Annotated[Optional[str], typer.Option(help="Cluster to learn from (default: the longest history).")] = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster to learn from, and the name of logs that carry none, as SWF (default: the longest history; names from the logs, else their file names).")] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per training run.")] = 2000,
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel).")] = "0",
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
