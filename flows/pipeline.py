@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from metapilot.flows.ingest import ingest_flow
-from metapilot.warehouse.ingest import IngestOptions
 from metapilot.flows.stages import (
     DEFAULT_SOURCES,
     build_dataset_flow,
@@ -14,6 +13,7 @@ from metapilot.flows.stages import (
     weekly_report_flow,
     with_runner,
 )
+from metapilot.warehouse.ingest import IngestOptions
 from prefect import flow, get_run_logger
 
 

@@ -363,3 +363,12 @@ def test_placement_section_only_when_the_cluster_has_placement_runs(built):
     assert "ob-placement-ppo-0123456789" in body and "94.83%" in body and "2.08%" in body
     md = render_markdown(with_runs)
     assert f"## {PLACEMENT[1]}" in md and "| inflate | fgd | 100 | 90 | 10 |" in md
+
+
+def test_free_text_cluster_names_become_one_safe_file_name():
+    """Cluster names are free text (`--cluster "Site A/gpu"`): report folders, policy ids and the
+    publish pointer all name files with the same safe form."""
+    from metapilot.ground.files import safe_name
+
+    assert safe_name("Site A/gpu") == "Site_A_gpu" and safe_name("KTH-SP2") == "KTH-SP2" and safe_name("") == "_" and safe_name("..") == "__"
+    assert safe_name("../../etc") == ".._.._etc" and "/" not in safe_name("a/../../b")

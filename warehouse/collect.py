@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from metapilot.transforms.sacct import XDMOD_FIELDS
 
+from metapilot.ground.files import safe_name
 from metapilot.ground.paths import beside_db, db_path, sql_text
 
 SACCT_FLAGS: tuple[str, ...] = ("--allusers", "--parsable2", "--noheader", "--allocations", "--duplicates")
@@ -128,7 +128,7 @@ def find_sacct(sacct: str | None = None) -> str:
 
 def collected_path(db: str | Path | None, window: CollectWindow) -> Path:
     """Where a collect's output is kept: `collect/<cluster>/sacct-<cluster>-<start>-<end>.log.gz`."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", window.cluster)
+    safe = safe_name(window.cluster)
     stamp = f"{window.start.strftime('%Y%m%dT%H%M%SZ')}-{window.end.strftime('%Y%m%dT%H%M%SZ')}"
     return beside_db(db, "collect") / safe / f"sacct-{safe}-{stamp}.log.gz"
 

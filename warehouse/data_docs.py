@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from datetime import timezone
 from pathlib import Path
 from typing import Any
+
+from metapilot.ground.files import safe_name
 
 DOCS_DIR = "data_docs"
 SITE_NAME = "metapilot"
@@ -53,7 +54,7 @@ def pending_runs(con, site: Path) -> list[str]:
 
 
 def _safe(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)[:80] or "file"
+    return safe_name(text)[:80]
 
 
 def _context(site: Path) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import duckdb
 
+from metapilot.ground.files import safe_name
 from metapilot.ground.paths import beside_db
 
 
@@ -31,7 +32,7 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
                 "kind, recommendation, message, gate) VALUES (?,?,?,?,?,?,?,?,?,?)",
                 [cluster, partition, policy_id, validation_id, now, verdict, kind, recommendation, message,
                  json.dumps(gate) if gate is not None else None])
-    pointer = beside_db(db, "policies") / f"{cluster}.published.json"
+    pointer = beside_db(db, "policies") / f"{safe_name(cluster)}.published.json"
     pointer.parent.mkdir(parents=True, exist_ok=True)
     pointer.write_text(json.dumps({"cluster": cluster, "partition": partition, "kind": kind,
                                    "recommendation": recommendation, "message": message,

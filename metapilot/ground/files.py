@@ -1,8 +1,10 @@
-"""File checksums: the ingest manifest and the policy artifacts use the same SHA-256 of the bytes."""
+"""File checksums (the ingest manifest and the policy artifacts use the same SHA-256 of the bytes), and
+safe file names."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -85,3 +87,10 @@ def publish_folder(root: str | Path, name: str, write: Callable[[Path], None], n
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return final, sums
+
+
+def safe_name(text: str) -> str:
+    """`text` as one file or folder name (cluster names are free text: 'Site A/gpu' -> 'Site_A_gpu')."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+    return name if name.strip(".") else "_" * max(len(name), 1)  # never '', '.' or '..'
+

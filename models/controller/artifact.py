@@ -44,7 +44,7 @@ from metapilot.transforms.state import (
     state_features,
 )
 
-from metapilot.ground.files import publish_folder, read_sums, sums_problem
+from metapilot.ground.files import publish_folder, read_sums, safe_name, sums_problem
 from metapilot.ground.paths import beside_db
 from metapilot.ground.version import code_version
 
@@ -319,8 +319,8 @@ def publish(
     created_at = created_at or datetime.now(timezone.utc)
     states = module_states(result.algo)
     digest = weights_digest(states)
-    part = (partition or "all").replace("/", "_")
-    policy_id = f"{cluster}-{part}-{result.algorithm}-{splits.train_window[1]:%Y%m%d}-{digest[:10]}"
+    part = safe_name(partition or "all")
+    policy_id = f"{safe_name(cluster)}-{part}-{result.algorithm}-{splits.train_window[1]:%Y%m%d}-{digest[:10]}"
     ds_hash = dataset_hash(splits.train)
     card = build_card(result, splits, policy_id=policy_id, cluster=cluster, partition=partition,
                       created_at=created_at, dataset_sha256=ds_hash, replay=replay, tuning=tuning)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from metapilot.ground.files import publish_folder, sums_problem
+from metapilot.ground.files import publish_folder, safe_name, sums_problem
 from metapilot.ground.version import code_version
 from metapilot.models.controller.artifact import (
     ArtifactIntegrityError,
@@ -107,7 +107,7 @@ def publish(net: Scorer, cfg: PPOConfig, *, db: str | Path | None, cluster: str,
     created_at = created_at or datetime.now(timezone.utc)
     state = {k: v.detach().clone() for k, v in net.state_dict().items()}
     digest = weights_digest({"scorer": state})
-    policy_id = f"{cluster}-placement-ppo-{digest[:10]}"
+    policy_id = f"{safe_name(cluster)}-placement-ppo-{digest[:10]}"
     card = build_card(policy_id, cluster, cfg, created_at=created_at, training=training, evaluation=evaluation,
                       data=data)
     card["weights_sha256"] = digest

@@ -14,6 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from metapilot.ground.files import safe_name
+
 if TYPE_CHECKING:
     import duckdb
     from metapilot.models.roi import RoiConfig
@@ -35,10 +37,6 @@ def publish_markdown_artifact(md: str, key: str | None = None, description: str 
     return create_markdown_artifact(markdown=md, key=key, description=description)
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-
-
 def build_report(con: duckdb.DuckDBPyConnection, cluster: str, week: str | None, out_dir: str | Path, *,
                  roi_config: RoiConfig | None = None, generated_at: datetime | None = None) -> dict:
     """Write `<out_dir>/<cluster>/<week>/report.{html,md,json}` (week None: the last complete week
@@ -48,7 +46,7 @@ def build_report(con: duckdb.DuckDBPyConnection, cluster: str, week: str | None,
 
     week = week or last_complete_week(con, cluster)
     report = collect(con, cluster, week, roi_config=roi_config, generated_at=generated_at)
-    folder = Path(out_dir) / _safe(cluster) / week
+    folder = Path(out_dir) / safe_name(cluster) / week
     folder.mkdir(parents=True, exist_ok=True)
     if report.get("data_quality"):
         from metapilot.warehouse.data_docs import link_from
