@@ -64,14 +64,13 @@ def dataset_config(sources: tuple[str, ...], tuning: dict | None):
 
 
 def _tuning_digest(tuning: dict | None) -> str:
-    """A short digest of what the tuning decided (the planner and the reward) for cache keys."""
+    """A short digest of what the tuning decided (the planner and the reward lam) for cache keys."""
     import hashlib
     import json
 
     if not tuning:
         return "untuned"
-    doc = json.dumps({k: tuning.get(k) for k in ("planner", "reward_lam", "reward_slowdown", "slowdown_unit_s")},
-                     sort_keys=True)
+    doc = json.dumps({"planner": tuning.get("planner"), "reward_lam": tuning.get("reward_lam")}, sort_keys=True)
     return hashlib.sha256(doc.encode()).hexdigest()[:12]
 
 

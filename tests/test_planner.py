@@ -177,31 +177,6 @@ def test_the_reward_ranks_the_objectives_as_total_wait_plus_lam_max_wait(kth):
         assert len(set(check["rank_by_return"])) == len(sc.menu)  # the objectives really differ here
 
 
-def test_with_a_slowdown_weight_the_reward_ranks_the_objectives_by_bounded_slowdown(kth):
-    """With the teacher's slowdown weight (beta = 1, lam 0), the return summed over a real window
-    is minus the bounded slowdown the jobs' waiting added: it ranks the menu's fixed objectives as
-    their mean bounded slowdown does, where the plain wait ranks them otherwise."""
-    from metapilot.models.controller.tuning import slowdown_unit
-    from metapilot.transforms.reward import RewardConfig
-
-    sc = StateConfig()
-    runs = [replay_objectives(kth, CAP, a, state_config=sc) for a in range(len(sc.menu))]
-    unit = slowdown_unit(kth)
-    rc = RewardConfig(lam=0.0, slowdown=1.0, slowdown_unit_s=unit)
-    returns = np.array([r.epoch_rewards(rc).sum() for r in runs])
-    for r, ret in zip(runs, returns, strict=True):
-        ok = r.replayed
-        added = (r.wait[ok] / np.maximum(kth.run[ok], 10.0)).sum()
-        assert ret == pytest.approx(-unit * added / (rc.scale_jobs * 3600), rel=1e-9)
-    bsld = np.array([float(r.metrics()["mean_bsld"][0]) for r in runs])
-    assert list(np.argsort(-returns)) == list(np.argsort(bsld))
-    plain = np.array([r.epoch_rewards(RewardConfig(lam=0.0)).sum() for r in runs])
-    assert list(np.argsort(-plain)) != list(np.argsort(bsld))  # mean wait ranks them otherwise here
-    _, check = choose_reward_lam(kth, CAP, sc, fixed_outcomes(kth, CAP), [0.0], runs=runs, slowdown=1.0,
-                                 slowdown_unit_s=unit)
-    assert check["agrees"] and check["slowdown"] == 1.0
-
-
 def test_tuning_keeps_the_best_gate_score(kth):
     grid = {"horizon_h": (6.0,), "lam": (0.0, 50.0), "guard_h": (None, 24.0), "rule_guard_h": (None, 12.0)}
     t = tune_planner(kth, CAP, StateConfig(), grid=grid)
@@ -217,16 +192,6 @@ def test_tuning_keeps_the_best_gate_score(kth):
                                                                    "anchor_slowdown": (0.0, 1.0)})
     bases = [r["base"] for r in anchored.rows if r["horizon_h"] > 0 and r["base"]]
     assert len(bases) == 4 and set(bases) == set(sorted(bsld, key=bsld.get)[:2])
-    # the reward takes the teacher's slowdown weight, in units of the window's mean max(run, 10 s)
-    from metapilot.models.controller.dataset import DatasetConfig
-    from metapilot.models.controller.tuning import apply_tuning
-
-    for tu in (t, anchored):
-        d = tu.to_dict()
-        assert d["reward_slowdown"] == tu.planner.slowdown and d["slowdown_unit_s"] == pytest.approx(
-            float(np.maximum(kth.run, 10.0).mean()))
-        rc = apply_tuning(DatasetConfig(), d).reward
-        assert (rc.lam, rc.slowdown, rc.slowdown_unit_s) == (tu.reward_lam, tu.planner.slowdown, d["slowdown_unit_s"])
 
 
 def test_the_planner_source_teaches_its_own_decisions(warehouse):  # noqa: F811

@@ -90,8 +90,7 @@ def test_tuples_reconcile_with_the_replay(warehouse, tuples):
     actions = traj["action"].to_numpy()
     wl, cap_rows = load_replay_window(warehouse, CLUSTER, REQ.window_from, REQ.window_to)
     rows, used, _ = rollout(EpochReplay(wl, Capacity.from_rows(cap_rows)), actions)
-    # resource-seconds of cores, GPUs, memory; job-seconds queued; largest started wait; bounded slowdown accrued
-    assert used.shape == (N, 6)
+    assert used.shape == (N, 5)  # resource-seconds of cores, GPUs, memory; job-seconds queued; largest started wait
     agg = aggregates_frame(rows, used, 3600)
     np.testing.assert_array_equal(traj.select(S_COLS).to_numpy(), state_from_frame(agg)[:-1])
     np.testing.assert_array_equal(traj["reward"].to_numpy(), reward_from_frame(agg))

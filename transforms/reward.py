@@ -6,14 +6,7 @@ For the epoch `[t, t + epoch_s)` in which an objective was in force, the default
 
 - `A`: job-seconds of waiting accrued in the epoch by every job queued in it (the aggregate
   `wait_accrued_s` of the epoch). Over the epochs of a window, A sums to the total wait of its
-  jobs, so the return ranks policies by mean wait. With a slowdown weight `slowdown` (beta, 0 by
-  default), `A = (1 - beta) * wait_accrued_s + beta * slowdown_unit_s * slowdown_accrued`, where
-  `slowdown_accrued` is the bounded slowdown the epoch's queue accrued (a second of a job's
-  waiting adds `1 / max(run, 10 s)`): over a window it sums to the jobs' total bounded slowdown
-  less their floor, so with beta = 1 the return ranks policies by mean bounded slowdown, the
-  publish gate's measure. The tuning sets beta to its teacher's (`PlannerConfig.slowdown`), so
-  the controller is scored as its teacher decides, and `slowdown_unit_s` to the training
-  window's mean `max(run, 10 s)` (a fixed constant in the card) so that A stays in job-seconds.
+  jobs, so the return ranks policies by mean wait.
 - `G`: growth of the record wait, `max(0, w - record(t))`, where `w` is the largest wait seen in
   the epoch (the largest current wait of the queued jobs at `t + e`, `wait_max_s`, or of the jobs
   that started in it, `wait_started_max_s`) and `record(t)` the largest seen before in the
@@ -54,8 +47,6 @@ class RewardConfig:
 
     kind: str = "aligned"  # aligned | paper
     lam: float = 50.0  # aligned: weight of the max-wait growth G (chosen on the training window)
-    slowdown: float = 0.0  # aligned: beta, the weight of the bounded slowdown accrued in A (the teacher's)
-    slowdown_unit_s: float = 0.0  # aligned: seconds per unit of slowdown in A (training window's mean max(run, 10 s))
     mu: float = 0.0  # aligned: weight of utilisation in backlogged epochs
     scale_jobs: float = 10.0  # aligned: reward unit = this many jobs waiting one epoch
     empty_queue_reward: float = 4.0
@@ -70,14 +61,6 @@ class RewardConfig:
             raise ValueError(f"unknown reward {self.kind!r}; choose from {', '.join(REWARD_KINDS)}")
         if self.lam < 0 or self.scale_jobs <= 0:
             raise ValueError("the reward needs lam >= 0 and scale_jobs > 0")
-        if not 0.0 <= self.slowdown <= 1.0 or (self.slowdown > 0 and self.slowdown_unit_s <= 0):
-            raise ValueError("the reward's slowdown weight is in [0, 1] and needs slowdown_unit_s > 0")
-
-    def waiting(self, wait_accrued_s, slowdown_accrued):
-        """`A`: the waiting an epoch accrued, in job-seconds (see the module docstring)."""
-        if self.slowdown <= 0:
-            return wait_accrued_s
-        return (1.0 - self.slowdown) * wait_accrued_s + self.slowdown * self.slowdown_unit_s * slowdown_accrued
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -87,9 +70,7 @@ REWARD_KINDS: tuple[str, ...] = ("aligned", "paper")
 # The formulas in words, for the model card.
 REWARD_FORMULAS: dict[str, str] = {
     "aligned": "-(A + lam * G) / (scale_jobs * epoch_s) + mu * (u_cpu + u_gpu) if the queue at the epoch start "
-               "is not empty; A = (1 - slowdown) * job-seconds queued in the epoch + slowdown * slowdown_unit_s * "
-               "bounded slowdown accrued in it (each second of a job's waiting adds 1 / max(run, 10 s)), "
-               "G = max(0, the largest wait seen in the epoch "
+               "is not empty; A = job-seconds queued in the epoch, G = max(0, the largest wait seen in the epoch "
                "(queued at its end or started in it) - the largest seen before in the trajectory)",
     "paper": "empty_queue_reward if the queue at the epoch end is empty, else "
              "-mean_wait_s / alpha + u_cpu + u_gpu (GPU partitions) + u_mem (known memory)",
@@ -117,7 +98,6 @@ def reward_from_aggregates(
     wait_max_end_s: np.ndarray | float = 0.0,
     wait_accrued_s: np.ndarray | float = 0.0,
     wait_started_max_s: np.ndarray | float = 0.0,
-    slowdown_accrued: np.ndarray | float = 0.0,
     epoch_s: float = 3600.0,
     config: RewardConfig = RewardConfig(),
 ) -> np.ndarray:
@@ -127,12 +107,11 @@ def reward_from_aggregates(
     `cap_gpu` / `cap_mem` decide per epoch whether the partition has GPUs / known memory.
     """
     if config.kind == "aligned":
-        q0, w0, w1, ws, acc, sd, uc, ug, cg = np.broadcast_arrays(
+        q0, w0, w1, ws, acc, uc, ug, cg = np.broadcast_arrays(
             *(np.atleast_1d(np.nan_to_num(np.asarray(x, dtype=np.float64)))
-              for x in (queue_len_start, wait_record_s, wait_max_end_s, wait_started_max_s, wait_accrued_s,
-                        slowdown_accrued, u_cpu, u_gpu, cap_gpu))
+              for x in (queue_len_start, wait_record_s, wait_max_end_s, wait_started_max_s, wait_accrued_s, u_cpu,
+                        u_gpu, cap_gpu))
         )
-        acc = config.waiting(acc, sd)
         gpu_on = (cg > 0) if config.use_gpu is None else np.full(q0.shape, bool(config.use_gpu))
         cost = (acc + config.lam * np.maximum(np.maximum(w1, ws) - w0, 0.0)) / (config.scale_jobs * float(epoch_s))
         util = config.mu * (uc + np.where(gpu_on, ug, 0.0))
@@ -159,8 +138,6 @@ def reward_from_frame(aggregates: "pl.DataFrame", config: RewardConfig = RewardC
     boundary): the one definition the tuples, the env and the replay share."""
     if config.kind == "aligned" and "wait_accrued_s" not in aggregates.columns:
         raise ValueError("the aligned reward needs the epochs' accrued wait (`wait_accrued_s`)")
-    if config.kind == "aligned" and config.slowdown > 0 and "slowdown_accrued" not in aggregates.columns:
-        raise ValueError("a reward with a slowdown weight needs the epochs' accrued slowdown (`slowdown_accrued`)")
     n = aggregates.height - 1
     cur, nxt = aggregates.head(n), aggregates.tail(n)
     e = float(nxt["epoch_start"][0] - cur["epoch_start"][0]) if n else 3600.0
@@ -173,6 +150,6 @@ def reward_from_frame(aggregates: "pl.DataFrame", config: RewardConfig = RewardC
         cap_gpu=col(cur, "cap_gpu"), cap_mem=col(cur, "cap_mem"),
         queue_len_start=col(cur, "queue_len"), wait_record_s=record,
         wait_max_end_s=col(nxt, "wait_max_s"), wait_accrued_s=col(cur, "wait_accrued_s"),
-        wait_started_max_s=col(cur, "wait_started_max_s"), slowdown_accrued=col(cur, "slowdown_accrued"),
+        wait_started_max_s=col(cur, "wait_started_max_s"),
         epoch_s=e, config=config,
     )

@@ -4,9 +4,7 @@ gate against the 21 fixed baselines of the same window (`gate.gate_score`).
 
 The reward's lam is the one under which the aligned reward ranks the menu's objectives (held
 fixed over the window) as `total wait + lam * max wait` does, choosing among the grid's values
-the one whose ranking best agrees with the gate's; the check itself is recorded. The reward's
-slowdown weight is the chosen teacher's (`PlannerConfig.slowdown`), in units of the window's
-mean `max(run, 10 s)`: the controller is scored by the cost its teacher decides on.
+the one whose ranking best agrees with the gate's; the check itself is recorded.
 """
 
 from __future__ import annotations
@@ -23,7 +21,6 @@ from metapilot.models.controller.objectives import Menu
 from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
 from metapilot.models.controller.replay import replay_objectives
 from metapilot.models.simulator import BASELINES, Capacity, simulate
-from metapilot.models.simulator.metrics import BSLD_BOUND
 from metapilot.transforms.reward import RewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.transforms.workload import Workload
@@ -64,12 +61,9 @@ class Tuning:
     rows: list[dict] = field(default_factory=list)
     ranking_check: dict = field(default_factory=dict)
     seconds: float = 0.0
-    slowdown_unit_s: float = 0.0  # the window's mean max(run, 10 s): the reward's slowdown unit
 
     def to_dict(self) -> dict:
-        return {"planner": self.planner.to_dict(), "reward_lam": self.reward_lam,
-                "reward_slowdown": self.planner.slowdown, "slowdown_unit_s": self.slowdown_unit_s,
-                "verdict": self.verdict.to_dict(),
+        return {"planner": self.planner.to_dict(), "reward_lam": self.reward_lam, "verdict": self.verdict.to_dict(),
                 "fixed": [f.__dict__ for f in self.fixed], "grid": self.rows, "ranking_check": self.ranking_check,
                 "seconds": round(self.seconds, 2)}
 
@@ -148,26 +142,17 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
     if log:
         log(f"teacher: {describe(best[1], menu)} (gate score {best[0]:.3f} on the training window, "
             f"{len(rows)} settings tried)")
-    unit = slowdown_unit(workload)
     lam, check = choose_reward_lam(workload, capacity, state, fixed, grid["lam"], partition, prefer=best[1].lam,
-                                   runs=runs, slowdown=best[1].slowdown, slowdown_unit_s=unit)
-    return Tuning(best[1], lam, best[2], fixed, rows, check, time.perf_counter() - t0, unit)
-
-
-def slowdown_unit(workload: Workload) -> float:
-    """The window's mean `max(run, 10 s)`: seconds per unit of bounded slowdown in the reward."""
-    run = np.nan_to_num(np.asarray(workload.run, dtype=np.float64), nan=BSLD_BOUND)
-    return float(np.maximum(run, BSLD_BOUND).mean()) if run.size else BSLD_BOUND
+                                   runs=runs)
+    return Tuning(best[1], lam, best[2], fixed, rows, check, time.perf_counter() - t0)
 
 
 def choose_reward_lam(workload: Workload, capacity: Capacity, state: StateConfig, fixed: list[Outcome],
                       lams: Sequence[float], partition: str | None = None, prefer: float | None = None,
-                      runs: Sequence | None = None, slowdown: float = 0.0,
-                      slowdown_unit_s: float = 0.0) -> tuple[float, dict]:
+                      runs: Sequence | None = None) -> tuple[float, dict]:
     """The reward lam whose return ranks the menu's objectives most like the gate score does, and
-    the check that the return ranks them as `total wait + lam * max wait` does (with a slowdown
-    weight beta: `(1 - beta) * total wait + beta * unit * total bounded slowdown accrued + lam *
-    max wait`). `runs`: the menu's objectives held fixed over the window, when already replayed."""
+    the check that the return ranks them as `total wait + lam * max wait` does. `runs`: the menu's
+    objectives held fixed over the window, when already replayed."""
     menu = Menu.of(state)
     if runs is None:
         runs = [replay_objectives(workload, capacity, a, state.epoch_s, state, partition=partition)
@@ -176,28 +161,19 @@ def choose_reward_lam(workload: Workload, capacity: Capacity, state: StateConfig
     gate_rank = _ranks([gate(Outcome.of(n, m), fixed).score for n, m in zip(menu.names, metrics, strict=True)])
     candidates = []
     for lam in lams:
-        rc = RewardConfig(lam=float(lam), slowdown=float(slowdown), slowdown_unit_s=float(slowdown_unit_s))
+        rc = RewardConfig(lam=float(lam))
         returns = [float(r.epoch_rewards(rc).sum()) for r in runs]
         tau = _kendall(_ranks([-x for x in returns]), gate_rank)
         candidates.append((tau, float(lam) == prefer, -float(lam), float(lam), returns))
     tau, _, _, lam, returns = max(candidates)
     n = [int(m["jobs"]) for m in metrics]
-    waiting = [RewardConfig(slowdown=float(slowdown), slowdown_unit_s=float(slowdown_unit_s)).waiting(
-        nj * float(m["mean_wait"]), _slowdown_waited(r)) for nj, m, r in zip(n, metrics, runs, strict=True)]
-    metric = [a + lam * float(m["max_wait"]) for a, m in zip(waiting, metrics, strict=True)]
+    metric = [nj * float(m["mean_wait"]) + lam * float(m["max_wait"]) for nj, m in zip(n, metrics, strict=True)]
     check = {
-        "objectives": list(menu.names), "lam": lam, "slowdown": float(slowdown), "returns": returns,
-        "total_wait_plus_lam_max": metric,
+        "objectives": list(menu.names), "lam": lam, "returns": returns, "total_wait_plus_lam_max": metric,
         "rank_by_return": _ranks([-x for x in returns]), "rank_by_metric": _ranks(metric),
         "agrees": _ranks([-x for x in returns]) == _ranks(metric), "tau_with_gate": tau,
     }
     return lam, check
-
-
-def _slowdown_waited(result) -> float:
-    """Sum over a replay's jobs of wait / max(run, 10 s): the bounded slowdown their waiting added."""
-    ok = result.replayed
-    return float((result.wait[ok] / np.maximum(result.workload.run[ok], BSLD_BOUND)).sum())
 
 
 def _ranks(values: Sequence[float]) -> list[int]:
@@ -239,14 +215,6 @@ def from_dict(d: dict) -> tuple[PlannerConfig, float]:
     return PlannerConfig(**d["planner"]), float(d["reward_lam"])
 
 
-def reward_of(reward: RewardConfig, d: dict) -> RewardConfig:
-    """`reward` with the lam and slowdown weight of a stored `Tuning.to_dict()` (a tuning stored
-    before the slowdown weight existed keeps the plain wait)."""
-    unit = float(d.get("slowdown_unit_s") or 0.0)
-    beta = float(d.get("reward_slowdown") or 0.0) if unit > 0 else 0.0
-    return replace(reward, lam=float(d["reward_lam"]), slowdown=beta, slowdown_unit_s=unit)
-
-
 LOOKAHEAD_RULE_H = 12.0  # the lookahead features' horizon when the tuned teacher is a rule (no horizon)
 
 
@@ -264,9 +232,9 @@ def apply_tuning(config, tuning: dict | None):
     state's lookahead features from the tuned planner (unchanged without a tuning)."""
     if not tuning:
         return config
-    planner, _ = from_dict(tuning)
+    planner, lam = from_dict(tuning)
     state = with_lookahead(config.state, planner) if getattr(config, "lookahead", False) else config.state
-    return replace(config, planner=planner, reward=reward_of(config.reward, tuning), state=state)
+    return replace(config, planner=planner, reward=replace(config.reward, lam=lam), state=state)
 
 
 def tuned_config(con, cluster: str, train_from, train_to, config, *, partition: str | None = None,

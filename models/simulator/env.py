@@ -51,7 +51,6 @@ import polars as pl
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator.capacity import WHOLE_CLUSTER, Capacity
 from metapilot.models.simulator.engine import EXCLUDED, Engine
-from metapilot.models.simulator.metrics import BSLD_BOUND
 from metapilot.transforms.asrun_state import to_epoch_s
 from metapilot.transforms.reward import (
     RewardConfig,
@@ -78,9 +77,8 @@ A = {name: i for i, name in enumerate(AGGREGATES)}
 N_AGG = len(AGGREGATES)
 USED_S = ("used_cpu_s", "used_gpu_s", "used_mem_s")
 UTIL = ("u_cpu", "u_gpu", "u_mem")
-# What an epoch adds up, in `EpochReplay.advance`'s vector: resource-seconds used, then job-seconds queued,
-# the largest wait of the jobs it started, and the bounded slowdown its queue accrued.
-EPOCH_SUMS = (*USED_S, "wait_accrued_s", "wait_started_max_s", "slowdown_accrued")
+# What an epoch adds up, in `EpochReplay.advance`'s vector: resource-seconds used, then job-seconds queued.
+EPOCH_SUMS = (*USED_S, "wait_accrued_s", "wait_started_max_s")
 N_SUMS = len(EPOCH_SUMS)
 
 
@@ -173,20 +171,16 @@ def _queued_before(queue, qlen, off, submit, t0):
 
 
 @nb.njit(cache=True)
-def _accrued_wait(queued0, arrivals, lo, hi, submit, start, run, t0, t1):
+def _accrued_wait(queued0, arrivals, lo, hi, submit, start, t0, t1):
     """Job-seconds queued within [t0, t1): the jobs queued at t0 and those submitted in [t0, t1)
-    (`arrivals[lo:hi]`), each until its start or t1 (`start` NaN = not started); the largest wait
-    of those that started by t1 (0 if none); and the bounded slowdown they accrued (each second
-    of a job's waiting adds 1 / max(run, 10 s) to it, SPEC §6)."""
+    (`arrivals[lo:hi]`), each until its start or t1 (`start` NaN = not started); and the largest
+    wait of those that started by t1 (0 if none)."""
     acc = 0.0
-    slow = 0.0
     longest = 0.0
     for i in range(queued0.shape[0]):
         j = queued0[i]
         st = start[j]
-        d = (t1 if not st <= t1 else st) - t0
-        acc += d
-        slow += d / max(run[j], BSLD_BOUND)
+        acc += (t1 if not st <= t1 else st) - t0
         if st <= t1 and st - submit[j] > longest:
             longest = st - submit[j]
     for i in range(lo, hi):
@@ -195,10 +189,9 @@ def _accrued_wait(queued0, arrivals, lo, hi, submit, start, run, t0, t1):
         e = t1 if not st <= t1 else st
         if e > submit[j]:
             acc += e - submit[j]
-            slow += (e - submit[j]) / max(run[j], BSLD_BOUND)
         if st <= t1 and st - submit[j] > longest:
             longest = st - submit[j]
-    return acc, longest, slow
+    return acc, longest
 
 
 class EpochReplay:
@@ -275,8 +268,7 @@ class EpochReplay:
         hi = np.searchsorted(self.arrival_times, t1, side="left")
         out = np.empty(N_SUMS)
         out[:3] = integral.sum(axis=0)
-        out[3], out[4], out[5] = _accrued_wait(queued0, self.arrival_idx, lo, hi, e.jobs.submit, e.state.start,
-                                               e.jobs.run, t0, t1)
+        out[3], out[4] = _accrued_wait(queued0, self.arrival_idx, lo, hi, e.jobs.submit, e.state.start, t0, t1)
         return out
 
 
@@ -308,7 +300,7 @@ def aggregates_frame(boundaries: np.ndarray, sums: np.ndarray, epoch_s: int) -> 
     for i, (name_s, name_u) in enumerate(zip(USED_S, UTIL, strict=True)):
         extra[name_s] = pl.Series(name_s, np.r_[u[:, i], np.full(pad, np.nan)]).fill_nan(None)
         extra[name_u] = pl.Series(name_u, np.r_[utilisation(u[:, i], caps[i], epoch_s), np.full(pad, np.nan)]).fill_nan(None)
-    for i, name in ((3, "wait_accrued_s"), (4, "wait_started_max_s"), (5, "slowdown_accrued")):
+    for i, name in ((3, "wait_accrued_s"), (4, "wait_started_max_s")):
         extra[name] = pl.Series(name, np.r_[u[:, i], np.full(pad, np.nan)]).fill_nan(None)
     return frame.with_columns(**extra)
 
@@ -456,8 +448,7 @@ def epoch_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarray, e
     u = [float(x) / (c * float(epoch_s)) if c > 0 else 0.0 for x, c in zip(sums[:3].tolist(), (cc, cg, cm), strict=True)]
     gpu_on = (cg > 0) if config.use_gpu is None else bool(config.use_gpu)
     if config.kind == "aligned":
-        acc = config.waiting(float(sums[3]), float(sums[5]))
-        cost = (acc + config.lam * max(max(float(agg_end[12]), float(sums[4])) - float(record), 0.0)) / (
+        cost = (float(sums[3]) + config.lam * max(max(float(agg_end[12]), float(sums[4])) - float(record), 0.0)) / (
             config.scale_jobs * float(epoch_s))
         util = config.mu * (u[0] + (u[1] if gpu_on else 0.0))
         return -cost + (util if agg_start[7] > 0 else 0.0), np.array(u)
@@ -479,7 +470,7 @@ def definition_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarr
         queue_len_end=agg_end[:, 7], wait_mean_end_s=agg_end[:, 11], u_cpu=u[:, 0], u_gpu=u[:, 1], u_mem=u[:, 2],
         cap_gpu=agg_start[:, 5], cap_mem=agg_start[:, 6], queue_len_start=agg_start[:, 7],
         wait_record_s=record, wait_max_end_s=agg_end[:, 12], wait_accrued_s=sums[:, 3], wait_started_max_s=sums[:, 4],
-        slowdown_accrued=sums[:, 5], epoch_s=epoch_s, config=config)
+        epoch_s=epoch_s, config=config)
     return r, u
 
 
@@ -497,8 +488,7 @@ def fast_reward_ok(config: RewardConfig, epoch_s: int) -> bool:
         end[:, 4:7] = start[:, 4:7]
         sums = np.c_[start[:, 4:7] * epoch_s * rng.uniform(0, 1.1, (len(start), 3)),
                      start[:, 7] * epoch_s * rng.uniform(0, 1.2, len(start)),
-                     start[:, 12] * rng.choice([0.0, 0.5, 2.0], len(start)),
-                     start[:, 7] * epoch_s / rng.uniform(10.0, 5000.0, len(start))]
+                     start[:, 12] * rng.choice([0.0, 0.5, 2.0], len(start))]
         record = start[:, 12] * rng.choice([1.0, 1.0, 1.5, 3.0], len(start))
         want_r, want_u = definition_reward(start, end, sums, epoch_s, config, record)
         got = [epoch_reward(a, b, x, epoch_s, config, r) for a, b, x, r in zip(start, end, sums, record, strict=True)]
@@ -610,7 +600,7 @@ class ObjectiveSwitchingEnv(gym.Env):
         truncated = bool(self.max_epochs is not None and rp.k >= self.max_epochs and not terminated)
         info = aggregates_dict(agg)
         info.update(u_cpu=float(u[0]), u_gpu=float(u[1]), u_mem=float(u[2]), epoch=rp.k, objective=self.menu.names[a],
-                    wait_accrued_s=float(sums[3]), wait_started_max_s=float(sums[4]), slowdown_accrued=float(sums[5]))
+                    wait_accrued_s=float(sums[3]), wait_started_max_s=float(sums[4]))
         return obs, float(reward), bool(terminated), truncated, info
 
 

@@ -11,8 +11,6 @@
 --   used_*_s resource-seconds within [t, t + epoch_s) -> the epoch's utilisation (reward)
 --   wait_accrued_s job-seconds queued within [t, t + epoch_s) -> the aligned reward's A
 --   wait_started_max_s  largest wait of the jobs started in [t, t + epoch_s] -> the record of G
---   slowdown_accrued    bounded slowdown accrued within [t, t + epoch_s) (queued seconds / bsld_run)
---                       -> A with a slowdown weight
 epochs AS (
     SELECT unnest(range($t0::BIGINT, $t1::BIGINT + 1, $epoch_s::BIGINT))::DOUBLE AS t
 ), running AS (
@@ -49,8 +47,7 @@ epochs AS (
     FROM epochs e JOIN asrun_jobs j ON j.start_s >= e.t AND j.start_s <= e.t + $epoch_s
     GROUP BY e.t
 ), accrued AS (
-    SELECT e.t, sum(least(j.q_end_s, e.t + $epoch_s) - greatest(j.submit_s, e.t)) AS wait_accrued_s,
-           sum((least(j.q_end_s, e.t + $epoch_s) - greatest(j.submit_s, e.t)) / j.bsld_run_s) AS slowdown_accrued
+    SELECT e.t, sum(least(j.q_end_s, e.t + $epoch_s) - greatest(j.submit_s, e.t)) AS wait_accrued_s
     FROM epochs e JOIN asrun_jobs j ON j.submit_s < e.t + $epoch_s AND j.q_end_s > e.t
     GROUP BY e.t
 )
@@ -72,8 +69,7 @@ SELECT
     coalesce(u.used_gpu_s, 0)::DOUBLE    AS used_gpu_s,
     coalesce(u.used_mem_s, 0)::DOUBLE    AS used_mem_s,
     coalesce(w.wait_accrued_s, 0)::DOUBLE AS wait_accrued_s,
-    coalesce(s.wait_started_max_s, 0)::DOUBLE AS wait_started_max_s,
-    coalesce(w.slowdown_accrued, 0)::DOUBLE AS slowdown_accrued
+    coalesce(s.wait_started_max_s, 0)::DOUBLE AS wait_started_max_s
 FROM epochs e
 LEFT JOIN running r ON r.t = e.t
 LEFT JOIN queued  q ON q.t = e.t

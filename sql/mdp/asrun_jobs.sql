@@ -12,8 +12,6 @@
 --   q_end_s  = when the job left the queue: its start, else (never started) its end_time
 --              (cancelled while pending), else still pending (+infinity)
 --   req_time = the requested time (timelimit_s), else the run time (SPEC §6: perfect estimate)
---   bsld_run = the run time bounded slowdown divides by: run_s, else end - start, else the requested
---              time, floored at 10 s (SPEC §6)
 WITH j AS (
     SELECT
         job_id,
@@ -38,7 +36,6 @@ WITH j AS (
              ELSE coalesce(end_raw_s, start_s + run_s, 'infinity'::DOUBLE) END AS end_s,
         coalesce(start_s, end_raw_s, 'infinity'::DOUBLE)                     AS q_end_s,
         coalesce(timelimit_s, run_s)::DOUBLE                                 AS req_time_s,
-        greatest(coalesce(run_s, end_raw_s - start_s, timelimit_s, 0), 10)::DOUBLE AS bsld_run_s,
         cores::DOUBLE AS cores,
         gpus::DOUBLE  AS gpus,
         mem::DOUBLE   AS mem
