@@ -93,4 +93,3 @@ def safe_name(text: str) -> str:
     """`text` as one file or folder name (cluster names are free text: 'Site A/gpu' -> 'Site_A_gpu')."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", text)
     return name if name.strip(".") else "_" * max(len(name), 1)  # never '', '.' or '..'
-
