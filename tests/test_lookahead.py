@@ -129,12 +129,13 @@ def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path): 
     got = np.array([list(a.state.values())], dtype=np.float32)
     np.testing.assert_array_equal(got[:, :16], state_matrix(row)[:, :16])
     # the moment's view holds the jobs submitted in the 30 days before it (those of earlier days that
-    # still wait or run at 03:00 included, which the validation window's own tuples leave out)
+    # still wait or run at 03:00 included), and so does the as-run tuple of the same boundary
     t = datetime(1996, 10, 18, 3, tzinfo=timezone.utc).timestamp()
     agg = pl.DataFrame({k: [v] for k, v in zip(adv.card["state"]["aggregates"], [t] + [0.0] * 15, strict=True)})
     agg = agg.with_columns(pl.lit(1.0).alias("queue_len"))
     costs = asrun_lookahead_costs(warehouse, CLUSTER, t - LOOKBACK_S, t + 1, np.array([t]), agg, state=LA)
     np.testing.assert_allclose(got[:, 16:], lookahead_features(costs, 3600), atol=1e-6)
+    np.testing.assert_allclose(got[:, 16:], state_matrix(row)[:, 16:], atol=1e-6)
     assert (got[:, 16:] > 0).any()
     assert adv.decide(state_from_json({"features": a.state}, adv.policy)).action == a.action
     # the weekly report scores the observed week with the same states

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 import polars as pl
-from metapilot.models.controller.lookahead import asrun_lookahead_costs
+from metapilot.models.controller.lookahead import LOOKBACK_S, asrun_lookahead_costs
 from metapilot.models.controller.objectives import Menu, sort_keys
 from metapilot.models.controller.tuples import tuples_from_aggregates
-from metapilot.transforms.asrun_state import TimeLike, epoch_grid
+from metapilot.transforms.asrun_state import TimeLike, epoch_grid, to_epoch_s
 from metapilot.transforms.reward import RewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.warehouse.asrun_queries import asrun_aggregates, asrun_queues
@@ -138,8 +138,10 @@ def asrun_tuples(
         if not isinstance(con, duckdb.DuckDBPyConnection):
             raise ValueError("lookahead features of the as-run history need the warehouse (a connection), not a frame")
         bounds = np.r_[grid, grid[-1] + state_config.epoch_s] if len(grid) else grid
-        costs = asrun_lookahead_costs(con, cluster, window_from, window_to, bounds, agg, partition=partition,
-                                      state=state_config)
+        # the view of each boundary holds what the scheduler held then, jobs submitted before the window
+        # included (the states' queue does), as the advice builds it at decision time (`asrun_states`)
+        costs = asrun_lookahead_costs(con, cluster, float(to_epoch_s(window_from)) - LOOKBACK_S, window_to, bounds,
+                                      agg, partition=partition, state=state_config)
     return tuples_from_aggregates(
         agg, acts["action"].to_numpy(),
         cluster=cluster, partition=partition, window_from=window_from, window_to=window_to,
