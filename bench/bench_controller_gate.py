@@ -69,10 +69,9 @@ def cut(src: Path, dst: Path, lo: str | None, hi: str | None, repeat: int = 1) -
         span = max(float(x[1]) for x in jobs) + 7 * 86400 if jobs else 0.0
         for k in range(repeat):
             for i, x in enumerate(jobs):
-                y = list(x) if repeat > 1 else x
-                if repeat > 1:
-                    y[0], y[1] = str(k * len(jobs) + i + 1), str(int(float(x[1]) + k * span))
-                out.write(" ".join(y) + "\n")
+                if repeat > 1:  # renumbered, submitted k spans later
+                    x = [str(k * len(jobs) + i + 1), str(int(float(x[1]) + k * span)), *x[2:]]
+                out.write(" ".join(x) + "\n")
     return len(jobs) * repeat
 
 
