@@ -8,7 +8,7 @@ distance to the best fixed mean and the best fixed max.
     .venv/bin/python bench/bench_controller_gate.py            # KTH-SP2 + two CEA-Curie windows
     .venv/bin/python bench/bench_controller_gate.py --traces kth --steps 2000
     .venv/bin/python bench/bench_controller_gate.py --traces curie-all --no-write   # the whole CEA-Curie trace
-    .venv/bin/python bench/bench_controller_gate.py --traces nasa,lublin,kth-x3 --no-write   # more checks
+    .venv/bin/python bench/bench_controller_gate.py --traces nasa,lublin,kth-x3,hpc2n --no-write   # more checks
 
 Each trace window is cut from the SWF file (header kept) so that `pipeline` splits it by time
 (60% training, 15% checkpoint choice, 25% held out) as it would split a site's own history.
@@ -41,6 +41,8 @@ TRACES = {  # name: (file, cluster, window from, window to)
     "lublin": ("lublin_256.synthetic-model.swf.gz", "Lublin-256", None, None),
     # opt-in: a history longer than a year, KTH-SP2 three times over (`REPEAT`; 2.85 years, 85,428 jobs)
     "kth-x3": ("KTH-SP2-1996-2.1-cln.swf.gz", "KTH-SP2-x3", None, None),
+    # opt-in: the 3,170-job HPC2N subset (57 days, 240 processors): the shortest history the pipeline accepts
+    "hpc2n": ("HPC2N-subset-3170jobs.swf", "HPC2N", None, None),
 }
 REPEAT = {"kth-x3": 3}  # copies of the trace laid end to end, each a week after the last one's final submit
 COLS = ("wait_mean_s", "wait_max_s", "wait_p99_s", "bsld_mean", "util_cpu_backlog")
@@ -53,7 +55,7 @@ def cut(src: Path, dst: Path, lo: str | None, hi: str | None, repeat: int = 1) -
     t_lo = datetime.fromisoformat(lo).replace(tzinfo=timezone.utc).timestamp() if lo else None
     t_hi = datetime.fromisoformat(hi).replace(tzinfo=timezone.utc).timestamp() if hi else None
     jobs = []
-    with gzip.open(src, "rt") as f, open(dst, "w") as out:
+    with (gzip.open(src, "rt") if src.suffix == ".gz" else open(src)) as f, open(dst, "w") as out:
         for line in f:
             if line.startswith(";"):
                 if "UnixStartTime" in line:
