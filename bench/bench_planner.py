@@ -88,6 +88,7 @@ def main() -> None:
                 ("12 h, anchored on SAF, slowdown weight 1", PlannerConfig(horizon_h=12.0, lam=0.0, guard_h=None,
                                                                             base="SAF", margin=0.02, slowdown=1.0))]
     n_settings = 0
+    started = datetime.now(UTC)
     for file, cores, lo, hi in CASES:
         w = window(file, lo, hi)
         cap = Capacity.single(cores)
@@ -106,7 +107,8 @@ def main() -> None:
                          f"{np.percentile(rolled, 50):.2f} | {np.percentile(rolled, 99):.2f} | {tune} |")
             print(lines[-1], flush=True)
     text = ("## Lookahead planner: decision time and tuning (issue 11)\n\n"
-            f"Command: `.venv/bin/python bench/bench_planner.py`. Machine: {machine()}; one process, one core. "
+            f"Command: `.venv/bin/python bench/bench_planner.py`. Machine: {machine()}; one process, one core; "
+            f"run {started:%Y-%m-%d %H:%M} UTC. "
             "A decision = the planning view + one rollout per objective of the default menu (5); in epochs that "
             "open with an empty queue, or past the guard, nothing is rolled forward, so the p50 over all decisions "
             "is near 0 and the columns 'their p50 / p99' are over the decisions that rolled every objective forward. "
