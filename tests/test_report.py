@@ -372,3 +372,40 @@ def test_free_text_cluster_names_become_one_safe_file_name():
 
     assert safe_name("Site A/gpu") == "Site_A_gpu" and safe_name("KTH-SP2") == "KTH-SP2" and safe_name("") == "_" and safe_name("..") == "__"
     assert safe_name("../../etc") == ".._.._etc" and "/" not in safe_name("a/../../b")
+
+
+def test_recommendations_of_a_refused_controller_are_not_advice(tmp_path):
+    """When the publish gate refused the controller, the report never reads its objectives as what to run."""
+    from metapilot.warehouse.publish_store import promote
+
+    con = kth_warehouse()
+    try:
+        insert_policy(con)
+        promote(con, POLICY_ID, None, None, db=tmp_path / "w.duckdb", kind="fixed", recommendation="SAF+easy",
+                message="Keep SAF+EASY: the learned controller is worse on mean bounded slowdown (2.0 vs 1.9)")
+        report = build_report(con, CLUSTER, WEEK, tmp_path)
+        rec = report["recommendations"]
+        assert rec["status"] == "no-rows" and rec["policy_id"] == POLICY_ID
+        assert "the publish gate refused" in rec["message"] and "Score the week" not in rec["message"]
+        assert report["decision"]["kind"] == "fixed"
+
+        hours = [WS + timedelta(hours=h) for h in range(168)]
+        store_recommendations(con, pl.DataFrame({
+            "cluster": CLUSTER, "partition": "*", "epoch_start": hours, "epoch_s": 3600, "policy_id": POLICY_ID,
+            "action": [3 if h % 24 < 6 else 0 for h in range(168)],
+            "objective": ["WFP3" if h % 24 < 6 else "SJF" for h in range(168)],
+            "q_values": [[0.0] * 5 for _ in hours],
+        }))
+        report = build_report(con, CLUSTER, WEEK, tmp_path)
+        rec = report["recommendations"]
+        assert rec["status"] == "ok" and rec["published"] is False
+        md = (tmp_path / CLUSTER / WEEK / "report.md").read_text()
+        assert "for comparison only" in md and "SJF = drain the queue" in md and "WFP3 = tail first" in md
+        assert "U = utilisation first" not in md  # the legend follows the objectives recommended
+
+        promote(con, POLICY_ID, None, None, db=tmp_path / "w.duckdb")  # now it passes and is published
+        report = build_report(con, CLUSTER, WEEK, tmp_path)
+        assert report["recommendations"]["published"] is True
+        assert "for comparison only" not in (tmp_path / CLUSTER / WEEK / "report.md").read_text()
+    finally:
+        con.close()

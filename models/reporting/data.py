@@ -89,6 +89,7 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
                            "strftime(max(timezone('UTC', submit_time)), '%G-W%V') FROM jobs WHERE cluster = ?",
                            [cluster]).fetchall()[0]
         raise LookupError(f"week {week} is outside the data of {cluster} ({span[0]} .. {span[1]})")
+    decision = _decision(con, cluster)
     report: dict[str, Any] = {
         "cluster": cluster,
         "week": week,
@@ -101,10 +102,10 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
         "daily": rows(report_sql(con, "daily_utilisation", **p)),
         "queue_hourly": rows(report_sql(con, "queue_hourly", **p).drop("hour_utc")),
         "wait_by_size": rows(report_sql(con, "wait_by_size", **p)),
-        "recommendations": _recommendations(con, cluster, week_start),
+        "recommendations": _recommendations(con, cluster, week_start, decision),
     }
     report["validation"] = _validation(con, cluster)
-    report["decision"] = _decision(con, cluster)
+    report["decision"] = decision
     from metapilot.warehouse.data_docs import data_quality
 
     report["data_quality"] = data_quality(con, cluster)  # ingest quarantine, validation, GX data docs
@@ -141,7 +142,9 @@ def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
 
 
-def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: datetime) -> dict:
+def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: datetime, decision: dict) -> dict:
+    """The week's stored recommendations; `published`: whether their policy is the controller the publish gate
+    kept (None when no publish decision was taken), so that a refused controller's are never read as advice."""
     recs = (report_sql(con, "recommendations", cluster=cluster, week_start=week_start) if _has_table(con, "recommendations")
             else pl.DataFrame())
     policies = report_sql(con, "cluster_policies", cluster=cluster) if _has_table(con, "policies") else pl.DataFrame()
@@ -151,8 +154,14 @@ def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: d
                    "Train and publish one with `metapilot train`.")
             return {"status": "no-policy", "message": msg, "policy_id": None, "rows": [], "share": {}, "switches": 0}
         pid = policies["policy_id"][0]
-        msg = (f"No recommendations are stored for this week. Score the week with policy {pid}: "
-               f"`metapilot report --cluster {cluster} --week ... --policy {pid}`.")
+        if decision["kind"] == "fixed":
+            pid = decision["policy_id"] or pid
+            msg = (f"No controller is published for {cluster}: the publish gate refused {pid} (see 'What to run'), "
+                   "so there is no recommendation to follow. To see what it would have chosen this week anyway: "
+                   f"`metapilot report --cluster {cluster} --week ... --policy {pid}`.")
+        else:
+            msg = (f"No recommendations are stored for this week. Score the week with policy {pid}: "
+                   f"`metapilot report --cluster {cluster} --week ... --policy {pid}`.")
         return {"status": "no-rows", "message": msg, "policy_id": pid, "rows": [], "share": {}, "switches": 0}
     counts = recs.group_by("objective").len().sort("objective")
     share = {r["objective"]: r["len"] / recs.height for r in counts.iter_rows(named=True)}
@@ -160,8 +169,10 @@ def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: d
     for _, part in recs.group_by("partition", maintain_order=True):
         obj = part.sort("epoch_start")["objective"].to_list()
         switches += sum(1 for a, b in zip(obj, obj[1:]) if a != b)
-    return {"status": "ok", "message": None, "policy_id": recs["policy_id"][0], "rows": rows(recs),
-            "share": share, "switches": switches, "epochs": recs.height}
+    pid = recs["policy_id"][0]
+    published = None if decision["kind"] is None else (decision["kind"] == "controller" and decision["policy_id"] == pid)
+    return {"status": "ok", "message": None, "policy_id": pid, "rows": rows(recs), "share": share,
+            "switches": switches, "epochs": recs.height, "published": published}
 
 
 def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:

@@ -209,10 +209,17 @@ def recommendation_summary(report: dict) -> str:
     rec = report["recommendations"]
     if rec["status"] != "ok":
         return rec["message"]
+    from metapilot.models.controller.objectives import CATALOGUE
+
     share = ", ".join(f"{k} {fmt_pct(v, 0)}" for k, v in sorted(rec["share"].items()))
-    return (f"Policy {rec['policy_id']} recommends, over the {rec['epochs']} epochs of the week: {share} "
-            f"({rec['switches']} switches). U = utilisation first, W = wait first. "
+    legend = "; ".join(f"{k} = {CATALOGUE[k].meaning}" for k in sorted(rec["share"]) if k in CATALOGUE)
+    text = (f"Policy {rec['policy_id']} recommends, over the {rec['epochs']} epochs of the week: {share} "
+            f"({rec['switches']} switches). {legend + '. ' if legend else ''}"
             "Recommendations are scored on the observed (as-run) state of each epoch.")
+    if rec.get("published") is False:
+        text += (" This controller is not the one the publish gate kept (see 'What to run'): its recommendations "
+                 "are for comparison only.")
+    return text
 
 
 def headline(report: dict) -> list[tuple[str, str, str]]:
