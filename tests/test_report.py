@@ -402,6 +402,10 @@ def test_recommendations_of_a_refused_controller_are_not_advice(tmp_path):
         md = (tmp_path / CLUSTER / WEEK / "report.md").read_text()
         assert "for comparison only" in md and "SJF = drain the queue" in md and "WFP3 = tail first" in md
         assert "U = utilisation first" not in md  # the legend follows the objectives recommended
+        from metapilot.models.reporting.plots import OBJECTIVE_COLORS, objective_label
+
+        assert objective_label("SJF") == "SJF: drain the queue" and objective_label("X1") == "X1"
+        assert len({OBJECTIVE_COLORS[k] for k in ("SJF", "SAF", "F1", "WFP3", "UNICEF", "FCFS", "LAF")}) == 7
 
         promote(con, POLICY_ID, None, None, db=tmp_path / "w.duckdb")  # now it passes and is published
         report = build_report(con, CLUSTER, WEEK, tmp_path)

@@ -11,8 +11,12 @@ from datetime import datetime, timedelta
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-COLORS = {"U": "#d97706", "W": "#2563eb", "cluster": "#0f766e", "queue": "#7c3aed", "busy": "#0f766e",
+COLORS = {"gpu": "#d97706", "cluster": "#0f766e", "queue": "#7c3aed", "busy": "#0f766e",
           "mean": "#2563eb", "p95": "#93c5fd"}
+# one colour per objective of the catalogue, the same in every report (U and W: the seed's names for SJF and FCFS)
+OBJECTIVE_COLORS = {"SJF": "#d97706", "U": "#d97706", "SAF": "#16a34a", "F1": "#0891b2", "WFP3": "#dc2626",
+                    "UNICEF": "#db2777", "FCFS": "#2563eb", "W": "#2563eb", "LAF": "#78716c"}
+OTHER_COLOR = "#9ca3af"
 DPI = 110
 
 
@@ -47,7 +51,7 @@ def daily_utilisation(report: dict) -> str | None:
     ax.bar([i - (w / 2 if has_gpu else 0) for i in x], [100 * (r["utilisation_cpu"] or 0) for r in cluster], w,
            color=COLORS["cluster"], label="cores (cluster)")
     if has_gpu:
-        ax.bar([i + w / 2 for i in x], [100 * (r["utilisation_gpu"] or 0) for r in cluster], w, color=COLORS["U"],
+        ax.bar([i + w / 2 for i in x], [100 * (r["utilisation_gpu"] or 0) for r in cluster], w, color=COLORS["gpu"],
                label="GPUs (cluster)")
     parts = sorted({r["partition"] for r in daily if r["scope"] == "partition"}, key=lambda p: (p is None, p or ""))
     if len(parts) > 1:
@@ -134,9 +138,10 @@ def recommendations(report: dict) -> str | None:
     rr = [r for r in rec["rows"] if r["partition"] == part]
     for r in rr:
         start = _ts(r["epoch_start"])
-        ax1.axvspan(start, start + timedelta(seconds=r["epoch_s"]), color=COLORS.get(r["objective"], "#9ca3af"), lw=0)
+        ax1.axvspan(start, start + timedelta(seconds=r["epoch_s"]), color=OBJECTIVE_COLORS.get(r["objective"], OTHER_COLOR),
+                    lw=0)
     ax1.set_yticks([])
-    handles = [Patch(color=COLORS["U"], label="U: utilisation first"), Patch(color=COLORS["W"], label="W: wait first")]
+    handles = [Patch(color=OBJECTIVE_COLORS.get(k, OTHER_COLOR), label=objective_label(k)) for k in sorted(rec["share"])]
     ax1.legend(handles=handles, fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax1.set_title(f"Recommended objective ({rec['policy_id']}) and the observed queue", fontsize=10, loc="left")
     q = report["queue_hourly"]
@@ -146,6 +151,14 @@ def recommendations(report: dict) -> str | None:
     _style(ax2)
     _days_axis(ax2)
     return _uri(fig)
+
+
+def objective_label(name: str) -> str:
+    """'SJF: drain the queue' (the objective's meaning up to its colon)."""
+    from metapilot.models.controller.objectives import CATALOGUE
+
+    o = CATALOGUE.get(name)
+    return f"{name}: {o.meaning.split(':')[0]}" if o else name
 
 
 def validation_weeks(report: dict) -> str | None:
