@@ -17,7 +17,7 @@ Each trace window is cut from the SWF file (header kept) so that `pipeline` spli
 from __future__ import annotations
 
 import argparse
-import gzip
+import io
 import json
 import subprocess
 import sys
@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, SHARED, machine, write_section  # noqa: E402
+
+from metapilot.transforms.lines import open_binary  # noqa: E402
 
 SWF = SHARED / "swf"
 TRACES = {  # name: (file, cluster, window from, window to)
@@ -55,7 +57,7 @@ def cut(src: Path, dst: Path, lo: str | None, hi: str | None, repeat: int = 1) -
     t_lo = datetime.fromisoformat(lo).replace(tzinfo=timezone.utc).timestamp() if lo else None
     t_hi = datetime.fromisoformat(hi).replace(tzinfo=timezone.utc).timestamp() if hi else None
     jobs = []
-    with (gzip.open(src, "rt") if src.suffix == ".gz" else open(src)) as f, open(dst, "w") as out:
+    with io.TextIOWrapper(open_binary(src)) as f, open(dst, "w") as out:  # gzipped or plain
         for line in f:
             if line.startswith(";"):
                 if "UnixStartTime" in line:

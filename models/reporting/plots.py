@@ -153,12 +153,18 @@ def recommendations(report: dict) -> str | None:
     return _uri(fig)
 
 
-def objective_label(name: str) -> str:
-    """'SJF: drain the queue' (the objective's meaning up to its colon)."""
+def objective_meaning(name: str) -> str | None:
+    """What an objective of the catalogue means ('drain the queue: shortest requested time first'), or None."""
     from metapilot.models.controller.objectives import CATALOGUE
 
     o = CATALOGUE.get(name)
-    return f"{name}: {o.meaning.split(':')[0]}" if o else name
+    return o.meaning if o else None
+
+
+def objective_label(name: str) -> str:
+    """'SJF: drain the queue' (the objective's meaning up to its colon)."""
+    meaning = objective_meaning(name)
+    return f"{name}: {meaning.split(':')[0]}" if meaning else name
 
 
 def validation_weeks(report: dict) -> str | None:

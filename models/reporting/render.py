@@ -209,10 +209,8 @@ def recommendation_summary(report: dict) -> str:
     rec = report["recommendations"]
     if rec["status"] != "ok":
         return rec["message"]
-    from metapilot.models.controller.objectives import CATALOGUE
-
     share = ", ".join(f"{k} {fmt_pct(v, 0)}" for k, v in sorted(rec["share"].items()))
-    legend = "; ".join(f"{k} = {CATALOGUE[k].meaning}" for k in sorted(rec["share"]) if k in CATALOGUE)
+    legend = "; ".join(f"{k} = {m}" for k in sorted(rec["share"]) if (m := plots.objective_meaning(k)))
     text = (f"Policy {rec['policy_id']} recommends, over the {rec['epochs']} epochs of the week: {share} "
             f"({rec['switches']} switches). {legend + '. ' if legend else ''}"
             "Recommendations are scored on the observed (as-run) state of each epoch.")
