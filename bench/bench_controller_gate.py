@@ -9,6 +9,7 @@ distance to the best fixed mean and the best fixed max.
     .venv/bin/python bench/bench_controller_gate.py --traces kth --steps 2000
     .venv/bin/python bench/bench_controller_gate.py --traces curie-all --no-write   # the whole CEA-Curie trace
     .venv/bin/python bench/bench_controller_gate.py --traces nasa,lublin,kth-x3,hpc2n --no-write   # more checks
+    .venv/bin/python bench/bench_controller_gate.py --traces curie-b --sources as-run,planner,replay   # an ablation
 
 Each trace window is cut from the SWF file (header kept) so that `pipeline` splits it by time
 (60% training, 15% checkpoint choice, 25% held out) as it would split a site's own history.
@@ -29,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, SHARED, machine, write_section  # noqa: E402
 
+from metapilot.models.controller.gate import Outcome, gate  # noqa: E402
 from metapilot.transforms.lines import open_binary  # noqa: E402
 
 SWF = SHARED / "swf"
@@ -79,14 +81,14 @@ def cut(src: Path, dst: Path, lo: str | None, hi: str | None, repeat: int = 1) -
     return len(jobs) * repeat
 
 
-def run(name: str, steps: int, tmp: Path) -> dict:
+def run(name: str, steps: int, tmp: Path, extra: tuple[str, ...] = ()) -> dict:
     file, cluster, lo, hi = TRACES[name]
     log = tmp / f"{cluster}.swf"
     jobs = cut(SWF / file, log, lo, hi, REPEAT.get(name, 1))
     db = tmp / name / "w.duckdb"
     t0 = time.perf_counter()
     p = subprocess.run([str(REPO / ".venv" / "bin" / "metapilot"), "pipeline", str(log), "--cluster", cluster,
-                        "--steps", str(steps), "--db", str(db)], capture_output=True, text=True, cwd=REPO)
+                        "--steps", str(steps), "--db", str(db), *extra], capture_output=True, text=True, cwd=REPO)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"pipeline failed on {name}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
@@ -121,7 +123,8 @@ def table(res: dict) -> str:
     best_max = min(r[3] for r in fixed)
     best_bsld = min(r[5] for r in fixed)
     ctrl = next(r for r in rows if r[0] == "MetaPilot")
-    dominated = [r[0] for r in fixed if r[2] <= ctrl[2] and r[3] <= ctrl[3]]
+    held_out = gate(Outcome(ctrl[0], ctrl[2], ctrl[3], ctrl[5]), [Outcome(r[0], r[2], r[3], r[5]) for r in fixed])
+    dominated = held_out.dominated_by  # the publish gate's own rule: a lead under 0.5% is a tie
     lines = [f"### {res['cluster']}: held-out {rows[0][7]:%Y-%m-%d} .. {rows[0][8]:%Y-%m-%d}",
              "",
              f"{res['jobs']:,} jobs in the trace window; `metapilot pipeline` took {res['wall_s']:.0f} s "
@@ -139,13 +142,14 @@ def table(res: dict) -> str:
                      f"| {fmt_s(r[4])} | {mark(f'{r[5]:.2f}', r[5] <= best_bsld)} | "
                      f"{'–' if r[6] is None else f'{100 * r[6]:.1f}%'} |")
     kind, rec, msg = res["decision"]
-    gate = res["gate"] or {}
+    card_gate = res["gate"] or {}
     lines += ["",
               f"- Controller vs the best fixed mean: {rel(ctrl[2], best_mean)}; vs the best fixed max: "
               f"{rel(ctrl[3], best_max)}; bsld {ctrl[5]:.2f} vs best fixed {best_bsld:.2f}.",
-              f"- Dominated on (mean, max) by: {', '.join(dominated) or 'none'}.",
-              f"- Publish gate (checkpoint window): {'passed' if gate.get('passes') else 'failed'} "
-              f"({'; '.join(gate.get('reasons') or []) or 'no fixed rule dominates it, lowest bsld'}). "
+              f"- Dominated on (mean, max) by: {', '.join(dominated) or 'none'}. Held out, the gate's conditions "
+              f"{'hold' if held_out.passes else 'fail: ' + '; '.join(held_out.reasons)}.",
+              f"- Publish gate (checkpoint window): {'passed' if card_gate.get('passes') else 'failed'} "
+              f"({'; '.join(card_gate.get('reasons') or []) or 'no fixed rule dominates it, lowest bsld'}). "
               f"Decision: {kind} — {msg}"]
     return "\n".join(lines)
 
@@ -155,11 +159,13 @@ def main() -> None:
     ap.add_argument("--traces", default="kth,curie-a,curie-b")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--sources", default=None, help="pipeline --sources (default: the pipeline's)")
     args = ap.parse_args()
     out = []
     with tempfile.TemporaryDirectory() as d:
         for name in args.traces.split(","):
-            res = run(name.strip(), args.steps, Path(d))
+            extra = ("--sources", args.sources) if args.sources else ()
+            res = run(name.strip(), args.steps, Path(d), extra)
             out.append(table(res))
             print(out[-1], "\n", flush=True)
     text = ("## Controller on held-out weeks (issue 11)\n\n"

@@ -46,6 +46,14 @@ def test_gate_ties_domination_and_slowdown():
     assert not tie.passes and tie.dominated_by == ["SJF+easy"]
     slow = gate(Outcome("c", 150.0, 600.0, 6.0), fixed)
     assert not slow.passes and not slow.dominated_by and not slow.bsld_ok and slow.score == pytest.approx(1001.5)
+    # a lead under 0.5% is a tie, and a tie goes to the fixed rule: on both waits, and on slowdown
+    near = gate(Outcome("c", 99.6, 995.5, 4.0), fixed)
+    assert not near.passes and near.dominated_by == ["SJF+easy"]
+    assert gate(Outcome("c", 99.4, 1000.0, 4.0), fixed).passes  # 0.6% lower mean wait: a win
+    just = gate(Outcome("c", 150.0, 600.0, 4.98), fixed)
+    assert not just.passes and not just.dominated_by and not just.bsld_ok
+    assert just.reasons == ["mean bounded slowdown 4.980 only ties 5.000 (SJF+easy; a lead under 0.5% is a tie)"]
+    assert gate(Outcome("c", 150.0, 600.0, 4.97), fixed).bsld_ok
     # passing always ranks above failing, however far the passing one is from the best max wait
     far = gate(Outcome("c", 90.0, 3900.0, 4.0), fixed)
     assert far.passes and far.max_ratio == pytest.approx(9.75) and slow.score > far.score > v.score
