@@ -69,6 +69,7 @@ def test_publish_decision_in_words():
                   "worse on mean bounded slowdown (7.0 vs 5.0)"
     kind, rec, msg = publish_decision(gate(Outcome("c", 1200.0, 80_000.0, 4.0), fixed).to_dict())
     assert kind == "controller" and rec is None and msg.startswith("Run the MetaPilot controller")
+    assert msg.endswith("its mean bounded slowdown 4.00 is the lowest, 20.0% below the best fixed (SJF+easy 5.00)")
     kind, rec, msg = publish_decision(None)
     assert kind == "fixed" and "not checked" in msg
     # better than the recommended rule on every measure, but not on slowdown against another one

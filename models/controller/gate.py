@@ -137,10 +137,12 @@ def publish_decision(gate_doc: dict | None) -> tuple[str, str | None, str]:
     cand = Outcome(**gate_doc["candidate"])
     rec = Outcome(**gate_doc["recommended"])
     if gate_doc["passes"]:
+        best = gate_doc["best_bsld"]
+        lead = 1.0 - cand.mean_bsld / best["mean_bsld"]
         return "controller", None, (
             f"Run the MetaPilot controller: on its checkpoint window no fixed rule beats it on both mean and max "
-            f"wait, and its mean bounded slowdown {cand.mean_bsld:.2f} is the lowest "
-            f"(best fixed: {gate_doc['best_bsld']['name']} {gate_doc['best_bsld']['mean_bsld']:.2f})")
+            f"wait, and its mean bounded slowdown {cand.mean_bsld:.2f} is the lowest, {lead:.1%} below the best fixed "
+            f"({best['name']} {best['mean_bsld']:.2f})")
     if cand.max_wait_s == 0 and gate_doc["best_max"]["max_wait_s"] == 0:
         return "fixed", None, ("Keep the scheduler's current policy: on the checkpoint window no job waited, under the "
                                "controller or the fixed rules, so no policy can do better (the cluster was not busy "
