@@ -171,7 +171,7 @@ def in_words(candidate: Outcome, reference: Outcome) -> list[str]:
     for label, a, b, unit in (("mean wait", candidate.mean_wait_s, reference.mean_wait_s, "s"),
                               ("max wait", candidate.max_wait_s, reference.max_wait_s, "s"),
                               ("mean bounded slowdown", candidate.mean_bsld, reference.mean_bsld, "1")):
-        if a > b * (1 + SIGNIFICANT_REL):
+        if better(b, a):  # worse by more than a tie
             out.append(f"worse on {label} ({'+' + fmt_duration(a - b) if unit == 's' else f'{a:.1f} vs {b:.1f}'})")
     return out
 
