@@ -10,6 +10,8 @@ distance to the best fixed mean and the best fixed max.
     .venv/bin/python bench/bench_controller_gate.py --traces curie-all --no-write   # the whole CEA-Curie trace
     .venv/bin/python bench/bench_controller_gate.py --traces nasa,lublin,kth-x3,hpc2n --no-write   # more checks
     .venv/bin/python bench/bench_controller_gate.py --traces curie-b --sources as-run,planner,replay   # an ablation
+    .venv/bin/python bench/bench_controller_gate.py --traces curie-all@2012-04-30..2012-08-27 --no-write --keep DIR
+        # any trace cut to another window (rolling windows); --keep leaves each log and warehouse in DIR
 
 Each trace window is cut from the SWF file (header kept) so that `pipeline` splits it by time
 (60% training, 15% checkpoint choice, 25% held out) as it would split a site's own history.
@@ -81,11 +83,24 @@ def cut(src: Path, dst: Path, lo: str | None, hi: str | None, repeat: int = 1) -
     return len(jobs) * repeat
 
 
-def run(name: str, steps: int, tmp: Path, extra: tuple[str, ...] = ()) -> dict:
+def resolve(spec: str) -> tuple[str, str, str | None, str | None]:
+    """A trace name of `TRACES`, or `name@FROM..TO`: that trace's file cut to another window (UTC dates),
+    under a cluster name that carries the window's start, so that rolling windows can be compared."""
+    name, _, window = spec.partition("@")
+    if name not in TRACES:
+        raise SystemExit(f"unknown trace {name!r}; choose from {', '.join(TRACES)} (or NAME@YYYY-MM-DD..YYYY-MM-DD)")
     file, cluster, lo, hi = TRACES[name]
+    if window:
+        lo, _, hi = window.partition("..")
+        cluster = f"{cluster}-{lo}"
+    return file, cluster, lo or None, hi or None
+
+
+def run(name: str, steps: int, tmp: Path, extra: tuple[str, ...] = ()) -> dict:
+    file, cluster, lo, hi = resolve(name)
     log = tmp / f"{cluster}.swf"
-    jobs = cut(SWF / file, log, lo, hi, REPEAT.get(name, 1))
-    db = tmp / name / "w.duckdb"
+    jobs = cut(SWF / file, log, lo, hi, REPEAT.get(name.partition("@")[0], 1))
+    db = tmp / cluster / "w.duckdb"
     t0 = time.perf_counter()
     p = subprocess.run([str(REPO / ".venv" / "bin" / "metapilot"), "pipeline", str(log), "--cluster", cluster,
                         "--steps", str(steps), "--db", str(db), *extra], capture_output=True, text=True, cwd=REPO)
@@ -116,11 +131,34 @@ def rel(x: float, best: float) -> str:
     return f"{x / best - 1:+.1%}" if best > 0 else ("equal (0 s)" if x == 0 else f"+{fmt_s(x)} s")
 
 
-def table(res: dict) -> str:
+def held_out_verdict(res: dict):
+    """The publish gate's rule applied to the held-out window (a lead under 0.5% is a tie)."""
     rows = res["rows"]
     fixed = [r for r in rows if r[1] in ("baseline", "objective")]
     ctrl = next(r for r in rows if r[0] == "MetaPilot")
-    held_out = gate(Outcome(ctrl[0], ctrl[2], ctrl[3], ctrl[5]), [Outcome(r[0], r[2], r[3], r[5]) for r in fixed])
+    return ctrl, gate(Outcome(ctrl[0], ctrl[2], ctrl[3], ctrl[5]), [Outcome(r[0], r[2], r[3], r[5]) for r in fixed])
+
+
+def summary(results: list[dict]) -> str:
+    """One line per trace window: did the gate publish, and would the controller have won held out?"""
+    lines = ["| trace window | checkpoint gate | controller held out: bsld vs best fixed | held out | outcome |",
+             "|---|---|---|---|---|"]
+    for res in results:
+        ctrl, v = held_out_verdict(res)
+        published = res["decision"][0] == "controller"
+        outcome = {(True, True): "published, wins", (True, False): "**published, loses**",
+                   (False, True): "refused, would win", (False, False): "refused, would lose"}[published, v.passes]
+        card_gate = res["gate"] or {}
+        lines.append(f"| {res['cluster']} ({res['rows'][0][7]:%Y-%m-%d} .. {res['rows'][0][8]:%Y-%m-%d}) | "
+                     f"{'passed' if card_gate.get('passes') else 'refused'} | {ctrl[5]:.2f} vs "
+                     f"{v.best_bsld.mean_bsld:.2f} ({v.best_bsld.name}) | "
+                     f"{'holds' if v.passes else 'fails: ' + '; '.join(v.reasons)} | {outcome} |")
+    return "\n".join(lines)
+
+
+def table(res: dict) -> str:
+    rows = res["rows"]
+    ctrl, held_out = held_out_verdict(res)
     best_mean, best_max = held_out.best_mean.mean_wait_s, held_out.best_max.max_wait_s
     best_bsld = held_out.best_bsld.mean_bsld
     dominated = held_out.dominated_by  # the publish gate's own rule: a lead under 0.5% is a tie
@@ -159,14 +197,19 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--sources", default=None, help="pipeline --sources (default: the pipeline's)")
+    ap.add_argument("--keep", default=None, help="keep each trace's log and warehouse under this folder")
     args = ap.parse_args()
-    out = []
-    with tempfile.TemporaryDirectory() as d:
+    out, results = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        d = args.keep or tmp
+        Path(d).mkdir(parents=True, exist_ok=True)
         for name in args.traces.split(","):
             extra = ("--sources", args.sources) if args.sources else ()
-            res = run(name.strip(), args.steps, Path(d), extra)
-            out.append(table(res))
+            results.append(run(name.strip(), args.steps, Path(d), extra))
+            out.append(table(results[-1]))
             print(out[-1], "\n", flush=True)
+    out.insert(0, summary(results))
+    print(out[0], flush=True)
     text = ("## Controller on held-out weeks (issue 11)\n\n"
             f"Command: `.venv/bin/python bench/bench_controller_gate.py --traces {args.traces} --steps {args.steps}` "
             f"(each trace window through `metapilot pipeline`, default settings but `--steps`). Machine: {machine()}. "
