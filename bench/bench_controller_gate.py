@@ -119,7 +119,8 @@ def run(name: str, steps: int, tmp: Path, extra: tuple[str, ...] = ()) -> dict:
                            "model_card.json").read_text())
     con.close()
     return {"name": name, "cluster": cluster, "jobs": jobs, "wall_s": wall, "rows": rows, "decision": decision,
-            "planner": card.get("planner"), "gate": card.get("gate"), "tuning_s": (card.get("tuning") or {}).get("seconds")}
+            "planner": card.get("planner"), "gate": card.get("gate"), "gate_training": card.get("gate_training"),
+            "tuning_s": (card.get("tuning") or {}).get("seconds")}
 
 
 def fmt_s(s: float | None) -> str:
@@ -139,10 +140,19 @@ def held_out_verdict(res: dict):
     return ctrl, gate(Outcome(ctrl[0], ctrl[2], ctrl[3], ctrl[5]), [Outcome(r[0], r[2], r[3], r[5]) for r in fixed])
 
 
+def training_words(res: dict) -> str:
+    g = res.get("gate_training")
+    if not g:
+        return "not checked"
+    return (f"{'passed' if g['passes'] else 'failed'} (bsld {g['candidate']['mean_bsld']:.2f} vs "
+            f"{g['best_bsld']['mean_bsld']:.2f}, {g['best_bsld']['name']}"
+            f"{'; ' + '; '.join(g['reasons']) if g.get('reasons') else ''})")
+
+
 def summary(results: list[dict]) -> str:
     """One line per trace window: did the gate publish, and would the controller have won held out?"""
-    lines = ["| trace window | checkpoint gate | controller held out: bsld vs best fixed | held out | outcome |",
-             "|---|---|---|---|---|"]
+    lines = ["| trace window | checkpoint gate | last training weeks | controller held out: bsld vs best fixed | held out "
+             "| outcome |", "|---|---|---|---|---|---|"]
     for res in results:
         ctrl, v = held_out_verdict(res)
         published = res["decision"][0] == "controller"
@@ -150,7 +160,7 @@ def summary(results: list[dict]) -> str:
                    (False, True): "refused, would win", (False, False): "refused, would lose"}[published, v.passes]
         card_gate = res["gate"] or {}
         lines.append(f"| {res['cluster']} ({res['rows'][0][7]:%Y-%m-%d} .. {res['rows'][0][8]:%Y-%m-%d}) | "
-                     f"{'passed' if card_gate.get('passes') else 'refused'} | {ctrl[5]:.2f} vs "
+                     f"{'passed' if card_gate.get('passes') else 'refused'} | {training_words(res)} | {ctrl[5]:.2f} vs "
                      f"{v.best_bsld.mean_bsld:.2f} ({v.best_bsld.name}) | "
                      f"{'holds' if v.passes else 'fails: ' + '; '.join(v.reasons)} | {outcome} |")
     return "\n".join(lines)
@@ -187,7 +197,8 @@ def table(res: dict) -> str:
               f"{'hold' if held_out.passes else 'fail: ' + '; '.join(held_out.reasons)}.",
               f"- Publish gate (checkpoint window): {'passed' if card_gate.get('passes') else 'failed'} "
               f"({'; '.join(card_gate.get('reasons') or []) or 'no fixed rule dominates it, lowest bsld'}). "
-              f"Decision: {kind} — {msg}"]
+              f"Decision: {kind} — {msg}",
+              f"- Gate on the last training weeks: {training_words(res)}."]
     return "\n".join(lines)
 
 

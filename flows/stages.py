@@ -149,10 +149,11 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
         splits = build_dataset(con, cluster, train[0], train[1], valid[0], valid[1], config=cfg, store=False, reuse=True)
         evaluator = None
         try:
+            from metapilot.models.controller.tuning import tuning_weeks
             from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
             evaluator = make_replay_evaluator(con, TupleRequest(cluster, None, valid[0], valid[1], cfg.state, cfg.reward, 0,
-                                                                cfg.planner))
+                                                                cfg.planner), training=tuning_weeks(*train))
         except ModuleNotFoundError:
             log.warning("replay evaluator unavailable: checkpoints chosen by off-policy estimates only")
     finally:
@@ -239,7 +240,8 @@ def validate_flow(policy_id: str, db: str | None = None, start: datetime | None 
 @task(name="promote-policy", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> dict:
     """The publish gate (SPEC §7): the controller is published only when it passed on its
-    checkpoint window; otherwise the best fixed contender of that window is recommended."""
+    checkpoint window (and on its last training weeks); otherwise the best fixed contender of the
+    checkpoint window is recommended."""
     from metapilot.models.controller.artifact import find_policy, load_card
     from metapilot.models.controller.gate import publish_decision
     from metapilot.warehouse.db import connect
@@ -256,7 +258,7 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
                                    [validation_id]).fetchall()
                 verdict = rows[0][0] if rows else None
             card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
-            kind, recommendation, message = publish_decision(card.get("gate"))
+            kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"))
             pointer = promote(con, policy_id, validation_id, verdict, db, kind=kind, recommendation=recommendation,
                               message=message, gate=card.get("gate"))
         finally:

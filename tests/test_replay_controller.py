@@ -163,6 +163,23 @@ def test_replay_evaluator_scores_a_policy(warehouse):
     assert always_w["gate"]["candidate"]["mean_wait_s"] == pytest.approx(always_w["mean_wait_s"])
 
 
+def test_replay_evaluator_also_judges_the_training_weeks(warehouse):
+    """With the last training weeks, a candidate is judged on both windows: its score adds both gate
+    scores, and the training window's verdict is kept beside the checkpoint's."""
+    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+
+    day = lambda d: datetime(1996, 10, d, tzinfo=timezone.utc)  # noqa: E731
+    req = TupleRequest(CLUSTER, None, day(18), day(19), state=UW)
+    policy = lambda s: np.full(len(s), U)  # noqa: E731
+    alone = make_replay_evaluator(warehouse, req)(policy)
+    on_checkpoint_weeks = make_replay_evaluator(warehouse, TupleRequest(CLUSTER, None, day(15), day(18), state=UW))(policy)
+    both = make_replay_evaluator(warehouse, req, training=(day(15), day(18)))(policy)
+    assert both["training"]["gate"] == on_checkpoint_weeks["gate"] and both["gate"] == alone["gate"]
+    assert both["training"]["mean_bsld"] == pytest.approx(on_checkpoint_weeks["mean_bsld"])
+    assert both["score"] == pytest.approx(alone["score"] + on_checkpoint_weeks["score"])
+    assert both["training"]["window"] == [day(15).isoformat(), day(18).isoformat()]
+
+
 def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
     """`metapilot train --sources as-run,replay`: the dataset holds both sources, the checkpoint is
     chosen by replay score, and the card records the replay metrics."""
@@ -187,3 +204,6 @@ def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
     card = json.loads((Path(path) / "model_card.json").read_text())
     assert np.isfinite(card["replay"]["score"]) and 0 <= card["replay"]["share_SJF"] <= 1
     assert card["gate"]["candidate"]["mean_wait_s"] == pytest.approx(card["replay"]["mean_wait_s"])
+    # the candidate was judged on its (three) training days as well, by the same gate
+    assert card["gate_training"] == card["replay"]["training"]["gate"]
+    assert card["gate_training"]["candidate"]["mean_bsld"] == pytest.approx(card["replay"]["training"]["mean_bsld"])

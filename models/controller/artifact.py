@@ -266,6 +266,7 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
         },
         "replay": replay,
         "gate": (replay or {}).get("gate"),
+        "gate_training": ((replay or {}).get("training") or {}).get("gate"),
         "planner": splits.planner.to_dict(),
         "tuning": tuning,
         "timings_s": {k: round(v, 3) for k, v in result.seconds.items()},

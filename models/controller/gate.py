@@ -127,15 +127,22 @@ def best_fixed(fixed: Iterable[Outcome]) -> Outcome:
     return min(fixed, key=key)
 
 
-def publish_decision(gate_doc: dict | None) -> tuple[str, str | None, str]:
+def publish_decision(gate_doc: dict | None, training_doc: dict | None = None) -> tuple[str, str | None, str]:
     """What the publish step does with a controller whose card holds `gate_doc` (a
-    `GateVerdict.to_dict()` from the checkpoint window): ('controller', None, message) when it
-    passed, else ('fixed', the recommended fixed contender, a message that says why in words)."""
+    `GateVerdict.to_dict()` from the checkpoint window) and `training_doc` (the same on the last
+    training weeks, where checked): ('controller', None, message) when it passed on both, else
+    ('fixed', the recommended fixed contender, a message that says why in words)."""
     if not gate_doc:
         return "fixed", None, ("Not published: the controller was not checked on a checkpoint window "
                                "(no data after its training window), so keep the scheduler's current policy")
     cand = Outcome(**gate_doc["candidate"])
     rec = Outcome(**gate_doc["recommended"])
+    if gate_doc["passes"] and training_doc and not training_doc["passes"]:
+        reasons = "; ".join(training_doc.get("reasons") or [])
+        return "fixed", rec.name, (
+            f"Keep {display_name(rec.name)}: the learned controller leads on its checkpoint window (mean bounded "
+            f"slowdown {cand.mean_bsld:.2f} against {gate_doc['best_bsld']['mean_bsld']:.2f}) but not on the training "
+            f"weeks before it ({reasons}); a lead on one window only is not trusted")
     if gate_doc["passes"]:
         best = gate_doc["best_bsld"]
         lead = 1.0 - cand.mean_bsld / best["mean_bsld"]

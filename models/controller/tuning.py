@@ -13,6 +13,7 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 import numpy as np
 
@@ -192,18 +193,25 @@ def _kendall(a: Sequence[int], b: Sequence[int]) -> float:
     return float(s[np.triu_indices(n, 1)].sum() / (n * (n - 1) / 2))
 
 
+TUNING_WEEKS = 13.0  # the last weeks of the training window: the planner is tuned, and the controller checked, on them
+
+
+def tuning_weeks(window_from, window_to, max_weeks: float = TUNING_WEEKS) -> tuple[datetime, datetime]:
+    """The last `max_weeks` of a training window (all of it when shorter), as aware datetimes."""
+    from metapilot.models.controller.tuples import as_utc
+
+    lo, hi = as_utc(window_from), as_utc(window_to)
+    return max(lo, hi - timedelta(weeks=max_weeks)), hi
+
+
 def tune_window(con, cluster: str, window_from, window_to, *, partition: str | None = None,
-                state: StateConfig = StateConfig(), max_weeks: float = 13.0,
+                state: StateConfig = StateConfig(), max_weeks: float = TUNING_WEEKS,
                 log: Callable[[str], None] | None = None) -> Tuning:
     """`tune_planner` on the warehouse's jobs of the last `max_weeks` of a (training) window: the
     most recent regime, and a bounded cost (a quarter replays 36 settings in ~10 s on one core)."""
-    from datetime import timedelta
-
-    from metapilot.models.controller.tuples import as_utc
     from metapilot.warehouse.sim_store import load_replay_window
 
-    lo, hi = as_utc(window_from), as_utc(window_to)
-    lo = max(lo, hi - timedelta(weeks=max_weeks))
+    lo, hi = tuning_weeks(window_from, window_to, max_weeks)
     workload, rows = load_replay_window(con, cluster, lo, hi, partition)
     if len(workload) == 0:
         raise ValueError(f"no jobs of {cluster} submitted in {lo:%Y-%m-%d} .. {hi:%Y-%m-%d} to tune the planner on")

@@ -11,7 +11,7 @@ import typer
 REPLAY_EVALUATOR_MODULE = "metapilot.models.simulator.controller_eval"
 
 
-def _replay_evaluator(con, request):
+def _replay_evaluator(con, request, training):
     import importlib
 
     try:
@@ -19,7 +19,7 @@ def _replay_evaluator(con, request):
     except ModuleNotFoundError:
         return None
     factory = getattr(mod, "make_replay_evaluator", None)
-    return factory(con, request) if factory else None
+    return factory(con, request, training) if factory else None
 
 
 def train_cmd(
@@ -60,7 +60,7 @@ def train_cmd(
     from metapilot.warehouse.db import connect
 
     from metapilot.models.controller.objectives import Menu, menu_names
-    from metapilot.models.controller.tuning import tuned_config
+    from metapilot.models.controller.tuning import tuned_config, tuning_weeks
 
     dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name, menu=menu_names(menu)),
                          reward=RewardConfig(kind=reward),
@@ -79,7 +79,8 @@ def train_cmd(
         evaluator = None
         if replay and splits.valid_window:
             evaluator = _replay_evaluator(con, TupleRequest(cluster, partition, splits.valid_window[0], splits.valid_window[1],
-                                                            dcfg.state, dcfg.reward, seed, dcfg.planner))
+                                                            dcfg.state, dcfg.reward, seed, dcfg.planner),
+                                          tuning_weeks(train_from, train_to))
         for note in splits.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
         result = train_policy(splits.train, splits.validation, tcfg, replay_evaluator=evaluator,
