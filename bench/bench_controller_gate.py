@@ -208,6 +208,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--sources", default=None, help="pipeline --sources (default: the pipeline's)")
+    ap.add_argument("--seeds", default=None, help="pipeline --seeds (default: the pipeline's)")
     ap.add_argument("--keep", default=None, help="keep each trace's log and warehouse under this folder")
     args = ap.parse_args()
     out, results = [], []
@@ -215,7 +216,7 @@ def main() -> None:
         d = args.keep or tmp
         Path(d).mkdir(parents=True, exist_ok=True)
         for name in args.traces.split(","):
-            extra = ("--sources", args.sources) if args.sources else ()
+            extra = (("--sources", args.sources) if args.sources else ()) + (("--seeds", args.seeds) if args.seeds else ())
             results.append(run(name.strip(), args.steps, Path(d), extra))
             out.append(table(results[-1]))
             print(out[-1], "\n", flush=True)
