@@ -164,20 +164,23 @@ def test_replay_evaluator_scores_a_policy(warehouse):
 
 
 def test_replay_evaluator_also_judges_the_training_weeks(warehouse):
-    """With the last training weeks, a candidate is judged on both windows: its score adds both gate
-    scores, and the training window's verdict is kept beside the checkpoint's."""
+    """With the last training weeks, the evaluator scores candidates on the checkpoint window only
+    (the choice), and checks a policy on the training weeks by the same gate on request."""
     from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
     day = lambda d: datetime(1996, 10, d, tzinfo=timezone.utc)  # noqa: E731
     req = TupleRequest(CLUSTER, None, day(18), day(19), state=UW)
     policy = lambda s: np.full(len(s), U)  # noqa: E731
-    alone = make_replay_evaluator(warehouse, req)(policy)
-    on_checkpoint_weeks = make_replay_evaluator(warehouse, TupleRequest(CLUSTER, None, day(15), day(18), state=UW))(policy)
-    both = make_replay_evaluator(warehouse, req, training=(day(15), day(18)))(policy)
-    assert both["training"]["gate"] == on_checkpoint_weeks["gate"] and both["gate"] == alone["gate"]
-    assert both["training"]["mean_bsld"] == pytest.approx(on_checkpoint_weeks["mean_bsld"])
-    assert both["score"] == pytest.approx(alone["score"] + on_checkpoint_weeks["score"])
-    assert both["training"]["window"] == [day(15).isoformat(), day(18).isoformat()]
+    alone = make_replay_evaluator(warehouse, req)
+    assert alone.check_training(policy) is None
+    on_training_days = make_replay_evaluator(warehouse, TupleRequest(CLUSTER, None, day(15), day(18), state=UW))(policy)
+    both = make_replay_evaluator(warehouse, req, training=(day(15), day(18)))
+    assert {k: v for k, v in both(policy).items() if k != "wall_s"} == \
+        {k: v for k, v in alone(policy).items() if k != "wall_s"}
+    check = both.check_training(policy)
+    assert check["gate"] == on_training_days["gate"]
+    assert check["mean_bsld"] == pytest.approx(on_training_days["mean_bsld"])
+    assert check["window"] == [day(15).isoformat(), day(18).isoformat()]
 
 
 def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):

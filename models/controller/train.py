@@ -334,6 +334,12 @@ def train_policy(
         if _better(sc, best):
             best, best_states = sc, states
     load_module_states(algo, best_states)
+    check_training = getattr(replay_evaluator, "check_training", None)
+    if check_training is not None and best is not None and best.replay is not None:
+        log(f"replay of the chosen checkpoint {best.step} on the last training weeks")
+        training = check_training(greedy(algo))  # a test the choice above never saw (controller_eval)
+        if training is not None:
+            best.replay["training"] = training
     if replay_evaluator is not None and best is not None:
         log(f"off-policy evaluation of the chosen checkpoint {best.step}")
         scored = score_policy(algo, config.algorithm, best.step, valid_ds, valid_obs, valid_first, valid_actions,

@@ -13,12 +13,14 @@ penalty per failed gate condition), so the checkpoint chosen is the one the gate
 higher is better. The mean SPEC §7 reward over the window's epochs, the waits, the utilisation
 and how often each objective was chosen go into the model card with the gate's verdict.
 
-With `training` (the last weeks of the training window, `tuning.tuning_weeks`), each candidate is
-also replayed there and judged by the same gate (`out["training"]`), and the score adds both
-windows' gate scores: the checkpoint kept is the one that passes on both, and the publish gate
-asks for both (`gate.publish_decision`). Why: on rolling CEA-Curie windows a controller that led
-its two checkpoint weeks by 22% lost the next five weeks by 25%, and it had lost its last
-training weeks; one short window is not evidence of a lasting lead.
+With `training` (the last weeks of the training window, `tuning.tuning_weeks`), the evaluator
+can also replay the chosen candidate there (`check_training`), judged by the same gate; the publish
+gate asks for both (`gate.publish_decision`). Only the checkpoint window chooses among candidates
+(SPEC §7), so the training weeks stay a test no candidate was picked for passing: chosen on both,
+three seeds' fifteen candidates got two controllers through the gate that lost held out. Why the
+second window at all: on a rolling CEA-Curie window a controller that led its two checkpoint weeks
+by 22% lost the next five by 25%, and it had lost its last training weeks; one short window is not
+evidence of a lasting lead.
 """
 
 from __future__ import annotations
@@ -107,22 +109,31 @@ def _window_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> 
     return evaluate
 
 
+class CheckpointEvaluator:
+    """Scores candidates on the checkpoint window (`__call__`); `check_training` replays one on the
+    training weeks, where given (see the module docstring)."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, request: TupleRequest,
+                 training: tuple[datetime, datetime] | None = None) -> None:
+        self._checkpoint = _window_evaluator(con, request)
+        self.training = training
+        self._training = (None if training is None else
+                          _window_evaluator(con, replace(request, window_from=training[0], window_to=training[1])))
+
+    def __call__(self, policy: PolicyFn) -> dict:
+        return self._checkpoint(policy)
+
+    def check_training(self, policy: PolicyFn) -> dict | None:
+        """The policy's waits, slowdown and gate verdict on the training weeks (None without them)."""
+        if self._training is None:
+            return None
+        tr = self._training(policy)
+        return {"window": [self.training[0].isoformat(), self.training[1].isoformat()],
+                **{k: tr.get(k) for k in ("mean_wait_s", "max_wait_s", "mean_bsld", "gate")}}
+
+
 def make_replay_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest,
-                          training: tuple[datetime, datetime] | None = None) -> Callable[[PolicyFn], dict]:
-    """An evaluator of candidate policies on the request's (validation) window and, when given,
-    on the `training` weeks too (see the module docstring)."""
-    checkpoint = _window_evaluator(con, request)
-    if training is None:
-        return checkpoint
-    on_training = _window_evaluator(con, replace(request, window_from=training[0], window_to=training[1]))
-
-    def evaluate(policy: PolicyFn) -> dict:
-        out = checkpoint(policy)
-        tr = on_training(policy)
-        out["training"] = {"window": [training[0].isoformat(), training[1].isoformat()],
-                           **{k: tr.get(k) for k in ("mean_wait_s", "max_wait_s", "mean_bsld", "gate")}}
-        if "gate" in out and "gate" in tr:
-            out["score"] += tr["score"]  # both are minus a gate score: passing both ranks first
-        return out
-
-    return evaluate
+                          training: tuple[datetime, datetime] | None = None) -> CheckpointEvaluator:
+    """An evaluator of candidate policies on the request's (validation) window that can also
+    check the chosen one on the `training` weeks."""
+    return CheckpointEvaluator(con, request, training)
