@@ -15,7 +15,7 @@ def pipeline_cmd(
     paths: Annotated[Optional[list[str]], typer.Argument(help="Logs to ingest (default: the bundled samples).")] = None,
     cluster: Annotated[Optional[str], typer.Option(help="Cluster to learn from, and the name of logs that carry none, as SWF (default: the longest history; names from the logs, else their file names).")] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per training run.")] = 2000,
-    seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel).")] = "0",
+    seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel). More seeds give the publish gate more candidates to pass by luck (README: Evidence).")] = "0",
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
     sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history), planner (the lookahead teacher), replay (behaviour rollouts; opt-in).")] = "as-run,planner",
     baselines: Annotated[str, typer.Option(help="Offline-RL baselines trained beside CQL for the model card (bc, dqn, bcq; empty: none).")] = "bc",
