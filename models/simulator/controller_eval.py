@@ -16,11 +16,11 @@ and how often each objective was chosen go into the model card with the gate's v
 With `training` (the last weeks of the training window, `tuning.tuning_weeks`), the evaluator
 can also replay the chosen candidate there (`check_training`), judged by the same gate; the publish
 gate asks for both (`gate.publish_decision`). Only the checkpoint window chooses among candidates
-(SPEC §7), so the training weeks stay a test no candidate was picked for passing: chosen on both,
-three seeds' fifteen candidates got two controllers through the gate that lost held out. Why the
-second window at all: on a rolling CEA-Curie window a controller that led its two checkpoint weeks
-by 22% lost the next five by 25%, and it had lost its last training weeks; one short window is not
-evidence of a lasting lead.
+(SPEC §7), so the training weeks stay a test no candidate was picked for passing. Why the second
+window: on a rolling CEA-Curie window a controller that led its two checkpoint weeks by 22% lost
+the next five by 25%, and it had lost its last training weeks; one short window is not evidence of
+a lasting lead. Neither check corrects for the number of candidates: with three seeds two such
+losers passed both (docs/benchmarks.md).
 """
 
 from __future__ import annotations
