@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, SHARED, machine, write_section  # noqa: E402
 
-from metapilot.models.controller.gate import Outcome, gate  # noqa: E402
+from metapilot.models.controller.gate import Outcome, better, gate  # noqa: E402
 from metapilot.transforms.lines import open_binary  # noqa: E402
 
 SWF = SHARED / "swf"
@@ -158,6 +158,10 @@ def summary(results: list[dict]) -> str:
         published = res["decision"][0] == "controller"
         outcome = {(True, True): "published, wins", (True, False): "**published, loses**",
                    (False, True): "refused, would win", (False, False): "refused, would lose"}[published, v.passes]
+        if not v.passes and not any(better(b, a) for a, b in ((ctrl[2], v.best_mean.mean_wait_s),
+                                                              (ctrl[3], v.best_max.max_wait_s),
+                                                              (ctrl[5], v.best_bsld.mean_bsld))):
+            outcome = outcome.replace("lose", "tie")  # within a tie of the best fixed value on every measure
         card_gate = res["gate"] or {}
         lines.append(f"| {res['cluster']} ({res['rows'][0][7]:%Y-%m-%d} .. {res['rows'][0][8]:%Y-%m-%d}) | "
                      f"{'passed' if card_gate.get('passes') else 'refused'} | {training_words(res)} | {ctrl[5]:.2f} vs "
