@@ -116,7 +116,7 @@ class CheckpointEvaluator:
     def __init__(self, con: duckdb.DuckDBPyConnection, request: TupleRequest,
                  training: tuple[datetime, datetime] | None = None) -> None:
         self._checkpoint = _window_evaluator(con, request)
-        self.training = training
+        self.training_window = training
         self._training = (None if training is None else
                           _window_evaluator(con, replace(request, window_from=training[0], window_to=training[1])))
 
@@ -128,7 +128,8 @@ class CheckpointEvaluator:
         if self._training is None:
             return None
         tr = self._training(policy)
-        return {"window": [self.training[0].isoformat(), self.training[1].isoformat()],
+        lo, hi = self.training_window
+        return {"window": [lo.isoformat(), hi.isoformat()],
                 **{k: tr.get(k) for k in ("mean_wait_s", "max_wait_s", "mean_bsld", "gate")}}
 
 
