@@ -153,7 +153,8 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
             from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
             evaluator = make_replay_evaluator(con, TupleRequest(cluster, None, valid[0], valid[1], cfg.state, cfg.reward, 0,
-                                                                cfg.planner), training=tuning_weeks(*train))
+                                                                cfg.planner), training=tuning_weeks(*train),
+                                              tuning=tuning)
         except ModuleNotFoundError:
             log.warning("replay evaluator unavailable: checkpoints chosen by off-policy estimates only")
     finally:
@@ -260,7 +261,7 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
             card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
             kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"))
             pointer = promote(con, policy_id, validation_id, verdict, db, kind=kind, recommendation=recommendation,
-                              message=message, gate=card.get("gate"))
+                              message=message, gate=card.get("gate"), gate_training=card.get("gate_training"))
         finally:
             con.close()
     (log.info if kind == "controller" else log.warning)(message)

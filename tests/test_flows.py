@@ -3,6 +3,8 @@ transient failures are retried with the warehouse left consistent, sweeps run on
 
 from __future__ import annotations
 
+import json
+
 import shutil
 from pathlib import Path
 
@@ -146,13 +148,19 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     assert con.execute("SELECT count(DISTINCT contender) FROM validations WHERE validation_id = ?",
                        [out["validation_id"]]).fetchall()[0][0] >= 22
     # the publish gate decided, on the checkpoint window, and said so in words
-    (pid, kind, rec, msg), = con.execute("SELECT policy_id, kind, recommendation, message FROM published_policies").fetchall()
+    (pid, kind, rec, msg, gate_ck, gate_tr), = con.execute(
+        "SELECT policy_id, kind, recommendation, message, gate, gate_training FROM published_policies").fetchall()
     by_source = dict(con.execute("SELECT source, count(*) FROM mdp_transitions GROUP BY 1").fetchall())
     con.close()
     assert pid == out["policy_id"] and kind == out["published"]["kind"] in ("controller", "fixed") and msg
     assert (kind == "fixed") == msg.startswith("Keep ") and (rec is not None) == (kind == "fixed")
     assert by_source["planner"] == 3 * by_source["as-run"]  # the teacher and two epsilon-teachers per window
     assert Path(out["report"]["files"]["html"]).exists() and Path(out["published"]["pointer"]).exists()
+    # both windows' verdicts are kept with the decision, and the pointer says which passed
+    pointer = json.loads(Path(out["published"]["pointer"]).read_text())
+    assert pointer["gate"] == {"checkpoint_window": json.loads(gate_ck)["passes"],
+                               "training_weeks": json.loads(gate_tr)["passes"]}
+    assert (kind == "controller") == (pointer["gate"]["checkpoint_window"] and pointer["gate"]["training_weeks"])
     md = Path(out["report"]["files"]["md"]).read_text()
     assert md.splitlines()[0] == f"**What to run:** {msg}"
 

@@ -67,21 +67,25 @@ def test_publish_decision_in_words():
     assert kind == "fixed" and rec == "SJF+easy"
     assert msg == "Keep SJF+EASY: the learned controller is worse on mean wait (+13.6 min), worse on max wait (+5.6 h), " \
                   "worse on mean bounded slowdown (7.0 vs 5.0)"
-    kind, rec, msg = publish_decision(gate(Outcome("c", 1200.0, 80_000.0, 4.0), fixed).to_dict())
+    passing = gate(Outcome("c", 1200.0, 80_000.0, 4.0), fixed).to_dict()
+    weeks = [Outcome("SJF+easy", 2000.0, 200_000.0, 8.0), Outcome("SAF+easy", 2100.0, 300_000.0, 6.0)]
+    kind, rec, msg = publish_decision(passing, gate(Outcome("c", 1900.0, 150_000.0, 5.0), weeks).to_dict())
     assert kind == "controller" and rec is None and msg.startswith("Run the MetaPilot controller")
     assert msg.endswith("its mean bounded slowdown 4.00 is the lowest, 20.0% below the best fixed (SJF+easy 5.00)")
     kind, rec, msg = publish_decision(None)
     assert kind == "fixed" and "not checked" in msg
+    # a card written before the training-weeks check is not published on its checkpoint window alone
+    kind, rec, msg = publish_decision(passing)
+    assert kind == "fixed" and rec == "SJF+easy"
+    assert msg == ("Keep SJF+EASY: the learned controller leads on its checkpoint window (mean bounded slowdown 4.00 "
+                   "against 5.00) but was not checked on the training weeks before it (its model card predates that "
+                   "check); train it again with `metapilot pipeline` or `metapilot train` to check it")
     # a lead on the checkpoint window that the last training weeks do not show is not published
-    passing = gate(Outcome("c", 1200.0, 80_000.0, 4.0), fixed).to_dict()
-    weeks = [Outcome("SJF+easy", 2000.0, 200_000.0, 8.0), Outcome("SAF+easy", 2100.0, 300_000.0, 6.0)]
     kind, rec, msg = publish_decision(passing, gate(Outcome("c", 1900.0, 150_000.0, 9.0), weeks).to_dict())
     assert kind == "fixed" and rec == "SJF+easy"
     assert msg == ("Keep SJF+EASY: the learned controller leads on its checkpoint window (mean bounded slowdown 4.00 "
                    "against 5.00) but not on the training weeks before it (mean bounded slowdown 9.00 > 6.00 "
                    "(SAF+easy)); a lead on one window only is not trusted")
-    kind, rec, _ = publish_decision(passing, gate(Outcome("c", 1900.0, 150_000.0, 5.0), weeks).to_dict())
-    assert kind == "controller" and rec is None
     # better than the recommended rule on every measure, but not on slowdown against another one
     fixed.append(Outcome("SAF+easy", 1100.0, 400_000.0, 2.0))
     kind, rec, msg = publish_decision(gate(Outcome("c", 990.0, 95_000.0, 3.0), fixed).to_dict())

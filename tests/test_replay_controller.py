@@ -183,6 +183,34 @@ def test_replay_evaluator_also_judges_the_training_weeks(warehouse):
     assert check["window"] == [day(15).isoformat(), day(18).isoformat()]
 
 
+def test_the_training_check_reuses_the_tunings_fixed_replays(warehouse):
+    """The tuning replayed the 21 fixed rules on the same training weeks: the check reads them from
+    the tuning (same verdict as replaying them again), and only when the weeks and partition match."""
+    from metapilot.models.controller.tuning import Tuning, fixed_of, fixed_outcomes
+    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.warehouse.sim_store import load_replay_window
+
+    day = lambda d: datetime(1996, 10, d, tzinfo=timezone.utc)  # noqa: E731
+    weeks = (day(15), day(18))
+    wl, rows = load_replay_window(warehouse, CLUSTER, *weeks)
+    fixed = fixed_outcomes(wl, Capacity.from_rows(rows))
+    tuning = {"fixed": [f.__dict__ for f in fixed], "window": [t.isoformat() for t in weeks], "partition": None}
+    assert fixed_of(tuning, weeks) == fixed
+    assert fixed_of(tuning, (day(15), day(19))) is None and fixed_of(tuning, weeks, "batch") is None
+    assert fixed_of(None, weeks) is None and fixed_of({**tuning, "window": None}, weeks) is None
+    assert set(Tuning.__dataclass_fields__) >= {"window", "partition"}  # what tune_window stores
+
+    req = TupleRequest(CLUSTER, None, day(18), day(19), state=UW)
+    policy = lambda s: np.full(len(s), U)  # noqa: E731
+    fresh = make_replay_evaluator(warehouse, req, training=weeks).check_training(policy)
+    reused = make_replay_evaluator(warehouse, req, training=weeks, tuning=tuning).check_training(policy)
+    assert reused == fresh
+    # the outcomes really come from the tuning: a tuning that says otherwise changes the verdict's reference
+    doctored = {**tuning, "fixed": [{**f.__dict__, "mean_bsld": f.mean_bsld * 10} for f in fixed]}
+    moved = make_replay_evaluator(warehouse, req, training=weeks, tuning=doctored).check_training(policy)
+    assert moved["gate"]["best_bsld"]["mean_bsld"] == pytest.approx(10 * fresh["gate"]["best_bsld"]["mean_bsld"])
+
+
 def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
     """`metapilot train --sources as-run,replay`: the dataset holds both sources, the checkpoint is
     chosen by replay score, and the card records the replay metrics."""

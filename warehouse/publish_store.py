@@ -15,7 +15,7 @@ from metapilot.ground.paths import beside_db
 
 def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str | None, verdict: str | None,
             db: str | Path | None = None, *, kind: str = "controller", recommendation: str | None = None,
-            message: str | None = None, gate: dict | None = None) -> Path:
+            message: str | None = None, gate: dict | None = None, gate_training: dict | None = None) -> Path:
     """Record the publish decision and write the pointer file; returns the pointer's path.
 
     `kind='controller'`: the policy passed the gate and is what the cluster should run;
@@ -29,9 +29,10 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
     now = datetime.now(timezone.utc)
     recommendation = recommendation or f"MetaPilot controller {policy_id}"
     con.execute("INSERT INTO published_policies (cluster, partition, policy_id, validation_id, published_at, verdict, "
-                "kind, recommendation, message, gate) VALUES (?,?,?,?,?,?,?,?,?,?)",
+                "kind, recommendation, message, gate, gate_training) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                 [cluster, partition, policy_id, validation_id, now, verdict, kind, recommendation, message,
-                 json.dumps(gate) if gate is not None else None])
+                 json.dumps(gate) if gate is not None else None,
+                 json.dumps(gate_training) if gate_training is not None else None])
     pointer = beside_db(db, "policies") / f"{safe_name(cluster)}.published.json"
     pointer.parent.mkdir(parents=True, exist_ok=True)
     pointer.write_text(json.dumps({"cluster": cluster, "partition": partition, "kind": kind,
@@ -39,8 +40,15 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
                                    "policy_id": policy_id if kind == "controller" else None,
                                    "path": path if kind == "controller" else None, "evaluated_policy_id": policy_id,
                                    "validation_id": validation_id, "published_at": now.isoformat(),
-                                   "verdict": verdict}, indent=2) + "\n")
+                                   "verdict": verdict, "gate": {"checkpoint_window": _passed(gate),
+                                                                "training_weeks": _passed(gate_training)}},
+                                  indent=2) + "\n")
     return pointer
+
+
+def _passed(verdict: dict | None) -> bool | None:
+    """Whether the controller passed the gate on a window (None: not checked there)."""
+    return None if verdict is None else bool(verdict.get("passes"))
 
 
 def latest_decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:

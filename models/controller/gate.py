@@ -130,14 +130,21 @@ def best_fixed(fixed: Iterable[Outcome]) -> Outcome:
 def publish_decision(gate_doc: dict | None, training_doc: dict | None = None) -> tuple[str, str | None, str]:
     """What the publish step does with a controller whose card holds `gate_doc` (a
     `GateVerdict.to_dict()` from the checkpoint window) and `training_doc` (the same on the last
-    training weeks, where checked): ('controller', None, message) when it passed on both, else
-    ('fixed', the recommended fixed contender, a message that says why in words)."""
+    training weeks): ('controller', None, message) when it passed on both, else ('fixed', the
+    recommended fixed contender, a message that says why in words). A card without `training_doc`
+    (written before that check) is not published on its checkpoint window alone."""
     if not gate_doc:
         return "fixed", None, ("Not published: the controller was not checked on a checkpoint window "
                                "(no data after its training window), so keep the scheduler's current policy")
     cand = Outcome(**gate_doc["candidate"])
     rec = Outcome(**gate_doc["recommended"])
-    if gate_doc["passes"] and training_doc and not training_doc["passes"]:
+    if gate_doc["passes"] and training_doc is None:
+        return "fixed", rec.name, (
+            f"Keep {display_name(rec.name)}: the learned controller leads on its checkpoint window (mean bounded "
+            f"slowdown {cand.mean_bsld:.2f} against {gate_doc['best_bsld']['mean_bsld']:.2f}) but was not checked on "
+            f"the training weeks before it (its model card predates that check); train it again with `metapilot "
+            f"pipeline` or `metapilot train` to check it")
+    if gate_doc["passes"] and not training_doc["passes"]:
         reasons = "; ".join(training_doc.get("reasons") or [])
         return "fixed", rec.name, (
             f"Keep {display_name(rec.name)}: the learned controller leads on its checkpoint window (mean bounded "

@@ -62,11 +62,26 @@ class Tuning:
     rows: list[dict] = field(default_factory=list)
     ranking_check: dict = field(default_factory=dict)
     seconds: float = 0.0
+    window: tuple[datetime, datetime] | None = None  # the weeks tuned on, when from the warehouse (`tune_window`)
+    partition: str | None = None
 
     def to_dict(self) -> dict:
         return {"planner": self.planner.to_dict(), "reward_lam": self.reward_lam, "verdict": self.verdict.to_dict(),
                 "fixed": [f.__dict__ for f in self.fixed], "grid": self.rows, "ranking_check": self.ranking_check,
-                "seconds": round(self.seconds, 2)}
+                "seconds": round(self.seconds, 2),
+                "window": None if self.window is None else [t.isoformat() for t in self.window],
+                "partition": self.partition}
+
+
+def fixed_of(tuning: dict | None, window: tuple[datetime, datetime], partition: str | None = None) -> list[Outcome] | None:
+    """The fixed contenders' outcomes a stored tuning already replayed, when it was tuned on exactly
+    `window` of the same partition: the checkpoint evaluator's training weeks are the tuning's, so
+    their 21 replays need not run twice (CEA-Curie-B: ~7 s). None when they are not the same."""
+    if not tuning or not tuning.get("window") or not tuning.get("fixed") or tuning.get("partition") != partition:
+        return None
+    if [datetime.fromisoformat(t) for t in tuning["window"]] != list(window):
+        return None
+    return [Outcome(**f) for f in tuning["fixed"]]
 
 
 def describe(config: PlannerConfig, menu: Menu) -> str:
@@ -215,7 +230,8 @@ def tune_window(con, cluster: str, window_from, window_to, *, partition: str | N
     workload, rows = load_replay_window(con, cluster, lo, hi, partition)
     if len(workload) == 0:
         raise ValueError(f"no jobs of {cluster} submitted in {lo:%Y-%m-%d} .. {hi:%Y-%m-%d} to tune the planner on")
-    return tune_planner(workload, Capacity.from_rows(rows), state, partition=partition, log=log)
+    return replace(tune_planner(workload, Capacity.from_rows(rows), state, partition=partition, log=log),
+                   window=(lo, hi), partition=partition)
 
 
 def from_dict(d: dict) -> tuple[PlannerConfig, float]:

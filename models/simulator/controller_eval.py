@@ -38,7 +38,7 @@ from metapilot.models.controller.replay import (
     batch_policy,
     replay_objectives,
 )
-from metapilot.models.controller.tuning import fixed_outcomes
+from metapilot.models.controller.tuning import fixed_of, fixed_outcomes
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.transforms.asrun_state import epoch_grid
 from metapilot.warehouse.sim_store import load_replay_window
@@ -92,14 +92,16 @@ def replay_summary(result: ObjectiveReplayResult, window_epochs: int | None = No
     return out
 
 
-def _window_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> Callable[[PolicyFn], dict]:
-    """Replay a candidate over the request's window against the 21 fixed baselines of that window."""
+def _window_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest,
+                      fixed: list[Outcome] | None = None) -> Callable[[PolicyFn], dict]:
+    """Replay a candidate over the request's window against the 21 fixed baselines of that window
+    (`fixed`: their outcomes, when already replayed)."""
     workload, rows = load_replay_window(con, request.cluster, request.window_from, request.window_to,
                                       request.partition)
     capacity = Capacity.from_rows(rows)
     e = int(request.state.epoch_s)
     n = len(epoch_grid(request.window_from, request.window_to, e))
-    fixed = fixed_outcomes(workload, capacity)
+    fixed = fixed or fixed_outcomes(workload, capacity)
 
     def evaluate(policy: PolicyFn) -> dict:
         result = replay_objectives(workload, capacity, batch_policy(policy), epoch_s=e, state_config=request.state,
@@ -114,11 +116,12 @@ class CheckpointEvaluator:
     training weeks, where given (see the module docstring)."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, request: TupleRequest,
-                 training: tuple[datetime, datetime] | None = None) -> None:
+                 training: tuple[datetime, datetime] | None = None, training_fixed: list[Outcome] | None = None) -> None:
         self._checkpoint = _window_evaluator(con, request)
         self.training_window = training
         self._training = (None if training is None else
-                          _window_evaluator(con, replace(request, window_from=training[0], window_to=training[1])))
+                          _window_evaluator(con, replace(request, window_from=training[0], window_to=training[1]),
+                                            training_fixed))
 
     def __call__(self, policy: PolicyFn) -> dict:
         return self._checkpoint(policy)
@@ -134,7 +137,10 @@ class CheckpointEvaluator:
 
 
 def make_replay_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest,
-                          training: tuple[datetime, datetime] | None = None) -> CheckpointEvaluator:
+                          training: tuple[datetime, datetime] | None = None,
+                          tuning: dict | None = None) -> CheckpointEvaluator:
     """An evaluator of candidate policies on the request's (validation) window that can also
-    check the chosen one on the `training` weeks."""
-    return CheckpointEvaluator(con, request, training)
+    check the chosen one on the `training` weeks (with the fixed contenders' outcomes there from
+    `tuning`, a `Tuning.to_dict()`, when it was tuned on the same weeks)."""
+    fixed = None if training is None else fixed_of(tuning, training, request.partition)
+    return CheckpointEvaluator(con, request, training, fixed)

@@ -5,6 +5,8 @@
 --   recommendation  what to run, e.g. 'MetaPilot controller <policy_id>' or 'SAF+easy'
 --   message         the decision in words (the report's first line)
 --   gate            JSON: the gate's verdict on the checkpoint window
+--   gate_training   JSON: the same gate's verdict on the last training weeks (the publish gate asks
+--                   for both; NULL for a card written before that check, which is not published)
 CREATE TABLE IF NOT EXISTS published_policies (
     cluster        VARCHAR NOT NULL,
     partition      VARCHAR NOT NULL,
@@ -15,10 +17,13 @@ CREATE TABLE IF NOT EXISTS published_policies (
     kind           VARCHAR,
     recommendation VARCHAR,
     message        VARCHAR,
-    gate           VARCHAR
+    gate           VARCHAR,
+    gate_training  VARCHAR
 );
 -- warehouses created before the publish gate
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS kind VARCHAR;
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS recommendation VARCHAR;
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS message VARCHAR;
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS gate VARCHAR;
+-- warehouses created before the training-weeks check
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS gate_training VARCHAR;

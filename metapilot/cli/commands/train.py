@@ -11,7 +11,7 @@ import typer
 REPLAY_EVALUATOR_MODULE = "metapilot.models.simulator.controller_eval"
 
 
-def _replay_evaluator(con, request, training):
+def _replay_evaluator(con, request, training, tuning):
     import importlib
 
     try:
@@ -19,7 +19,7 @@ def _replay_evaluator(con, request, training):
     except ModuleNotFoundError:
         return None
     factory = getattr(mod, "make_replay_evaluator", None)
-    return factory(con, request, training) if factory else None
+    return factory(con, request, training, tuning) if factory else None
 
 
 def train_cmd(
@@ -80,7 +80,7 @@ def train_cmd(
         if replay and splits.valid_window:
             evaluator = _replay_evaluator(con, TupleRequest(cluster, partition, splits.valid_window[0], splits.valid_window[1],
                                                             dcfg.state, dcfg.reward, seed, dcfg.planner),
-                                          tuning_weeks(train_from, train_to))
+                                          tuning_weeks(train_from, train_to), tuning)
         for note in splits.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
         result = train_policy(splits.train, splits.validation, tcfg, replay_evaluator=evaluator,
