@@ -57,8 +57,13 @@ def test_gate_ties_domination_and_slowdown():
     # passing always ranks above failing, however far the passing one is from the best max wait
     far = gate(Outcome("c", 90.0, 3900.0, 4.0), fixed)
     assert far.passes and far.max_ratio == pytest.approx(9.75) and slow.score > far.score > v.score
-    # the recommendation: not dominated, closest to the best mean, max and bsld at once
-    assert best_fixed(fixed).name == "SJF+easy" and v.recommended.name == "SJF+easy"  # worst ratio 2.5 < 3.0
+    # the recommendation: the lowest bounded slowdown among the rules no other one dominates on the waits
+    assert best_fixed(fixed).name == "SJF+easy" and v.recommended.name == "SJF+easy"
+    # a rule that wins the max wait by starving short jobs (LAF-like) is not recommended for its balance,
+    # nor one of lower slowdown that another rule dominates on both waits
+    lopsided = fixed + [Outcome("LAF+conservative", 180.0, 300.0, 40.0), Outcome("SAF+none", 120.0, 1200.0, 4.5)]
+    assert best_fixed(lopsided).name == "SJF+easy"
+    assert best_fixed(lopsided + [Outcome("F1+easy", 90.0, 5000.0, 4.8)]).name == "F1+easy"
 
 
 def test_publish_decision_in_words():
