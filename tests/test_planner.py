@@ -96,6 +96,9 @@ def test_publish_decision_in_words():
     kind, rec, msg = publish_decision(gate(Outcome("c", 990.0, 95_000.0, 3.0), fixed).to_dict())
     assert kind == "fixed" and rec == "SJF+easy"
     assert msg == "Keep SJF+EASY: the learned controller fails the publish gate (mean bounded slowdown 3.00 > 2.00 (SAF+easy))"
+    # a loss that one decimal would hide is written with as many as it takes
+    kind, rec, msg = publish_decision(gate(Outcome("c", 1000.0, 100_000.0, 5.04), [Outcome("SJF+easy", 1000.0, 100_000.0, 4.98)]).to_dict())
+    assert msg == "Keep SJF+EASY: the learned controller is worse on mean bounded slowdown (5.04 vs 4.98)"
     # a window where nothing waits under any rule (NASA-iPSC's): no rule to recommend over the current one
     idle = [Outcome(n, 0.0, 0.0, 1.0) for n in ("F1+conservative", "FCFS+none")]
     kind, rec, msg = publish_decision(gate(Outcome("c", 0.0, 0.0, 1.0), idle).to_dict())

@@ -190,7 +190,15 @@ def in_words(candidate: Outcome, reference: Outcome) -> list[str]:
                               ("max wait", candidate.max_wait_s, reference.max_wait_s, "s"),
                               ("mean bounded slowdown", candidate.mean_bsld, reference.mean_bsld, "1")):
         if better(b, a):  # worse by more than a tie
-            out.append(f"worse on {label} ({'+' + fmt_duration(a - b) if unit == 's' else f'{a:.1f} vs {b:.1f}'})")
+            out.append(f"worse on {label} ({'+' + fmt_duration(a - b) if unit == 's' else _apart(a, b)})")
     return out
+
+
+def _apart(a: float, b: float) -> str:
+    """'2.04 vs 1.98': as many decimals (1 to 3) as it takes to tell the two apart."""
+    for d in (1, 2, 3):
+        if f"{a:.{d}f}" != f"{b:.{d}f}":
+            break
+    return f"{a:.{d}f} vs {b:.{d}f}"
 
 
