@@ -245,19 +245,19 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
     checkpoint window is recommended."""
     from metapilot.models.controller.artifact import find_policy, load_card
     from metapilot.models.controller.gate import publish_decision
+    from metapilot.models.validation import verdict_summary
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import promote
-    from metapilot.warehouse.validation_store import policy_row
+    from metapilot.warehouse.validation_store import load_validation, policy_row
 
     log = get_run_logger()
     with warehouse_writer(db, log=log.info):
         con = connect(db)
         try:
             verdict = None
-            if validation_id:
-                rows = con.execute("SELECT note FROM validations WHERE validation_id = ? AND contender = 'MetaPilot'",
-                                   [validation_id]).fetchall()
-                verdict = rows[0][0] if rows else None
+            if validation_id:  # the held-out verdict in words, as `metapilot validate` prints it first
+                held_out = load_validation(con, validation_id)
+                verdict = verdict_summary(held_out.table, held_out.diffs)
             card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
             kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"))
             pointer = promote(con, policy_id, validation_id, verdict, db, kind=kind, recommendation=recommendation,

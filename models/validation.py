@@ -385,6 +385,13 @@ def verdict(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLL
     return lines
 
 
+def verdict_summary(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLLER) -> str:
+    """The verdict's first sentences (what the controller wins, what it does not), for the publish
+    record and the pointer file."""
+    lines = verdict(table, diffs, controller)
+    return " ".join(lines[:1] + [ln for ln in lines[1:2] if "does NOT win" in ln])
+
+
 def interval_word(diff_row: dict, metric: Metric) -> str:
     """What the weekly interval says: significantly better / worse, or not significant."""
     lo, hi = diff_row.get("ci_low"), diff_row.get("ci_high")

@@ -259,6 +259,11 @@ def test_verdict_is_plain(val):
                                                       for n in names)
         if tied_with_fixed:
             assert m.label not in listed.split(", "), m.label
+    # the publish record keeps the first sentences: what it wins, and what it does not
+    from metapilot.models.validation import verdict_summary
+
+    lost = [line for line in lines if "does NOT win" in line]
+    assert verdict_summary(val.table, val.diffs) == " ".join([first] + lost)
 
 
 def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
