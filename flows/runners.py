@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 
+from metapilot.ground.cores import workers
 from prefect.task_runners import ThreadPoolTaskRunner
 
 
@@ -13,7 +14,7 @@ def task_runner(dask: str | None = None):
     """The task runner for the sweep and multi-seed training flows."""
     address = dask or os.environ.get("METAPILOT_DASK_ADDRESS")
     if not address:
-        return ThreadPoolTaskRunner(max_workers=max(1, (os.cpu_count() or 2)))
+        return ThreadPoolTaskRunner(max_workers=workers())
     from prefect_dask import DaskTaskRunner
 
     if address.startswith("local:"):

@@ -225,6 +225,42 @@ def test_tuning_keeps_the_best_gate_score(kth):
     assert len(bases) == 4 and set(bases) == set(sorted(bsld, key=bsld.get)[:2])
 
 
+def test_settings_replay_the_same_in_worker_processes(kth, monkeypatch):
+    """The tuning's settings replayed in two worker processes give the outcomes of one process, in
+    the settings' order; when workers cannot start, the replays run in this process."""
+    import concurrent.futures
+
+    from metapilot.models.controller.tuning import POOL_MIN_SETTINGS, planner_outcomes
+
+    settings = [PlannerConfig(horizon_h=h, lam=lam, guard_h=g) for h in (1.0, 3.0) for lam in (0.0, 50.0)
+                for g in (None, 6.0)]
+    assert len(settings) >= POOL_MIN_SETTINGS
+    here = planner_outcomes(kth, CAP, StateConfig(), settings, workers=1)
+    assert planner_outcomes(kth, CAP, StateConfig(), settings, workers=2) == here
+    assert len({(o.mean_wait_s, o.max_wait_s) for o in here}) > 1  # the settings really differ
+
+    def no_processes(*a, **k):
+        raise OSError("no /dev/shm")
+
+    monkeypatch.setattr(concurrent.futures, "ProcessPoolExecutor", no_processes)
+    said = []
+    assert planner_outcomes(kth, CAP, StateConfig(), settings, workers=2, log=said.append) == here
+    assert said and "could not run (no /dev/shm)" in said[0]
+
+
+def test_workers_from_the_environment(monkeypatch):
+    from metapilot.ground.cores import usable_cores, workers
+
+    monkeypatch.delenv("METAPILOT_WORKERS", raising=False)
+    assert workers() == usable_cores() >= 1
+    monkeypatch.setenv("METAPILOT_WORKERS", "1")
+    assert workers() == 1
+    for bad in ("0", "two"):
+        monkeypatch.setenv("METAPILOT_WORKERS", bad)
+        with pytest.raises(ValueError, match="whole number of processes"):
+            workers()
+
+
 def test_the_planner_source_teaches_its_own_decisions(warehouse):  # noqa: F811
     from metapilot.models.controller.dataset import SOURCES, TupleRequest, build_tuples
     from metapilot.models.controller.teacher import planner_source

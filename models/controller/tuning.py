@@ -109,6 +109,46 @@ def planner_outcome(workload: Workload, capacity: Capacity, state: StateConfig, 
     return Outcome.of("planner", res.metrics().row(0, named=True)), res.objectives
 
 
+POOL_MIN_SETTINGS = 8  # fewer settings replay in this process: starting workers costs ~2 s
+_WINDOW: tuple | None = None  # a worker's window (`_start_worker`)
+
+
+def _start_worker(window: tuple) -> None:
+    global _WINDOW
+    _WINDOW = window
+
+
+def _worker_outcome(config: PlannerConfig) -> Outcome:
+    workload, capacity, state, partition = _WINDOW
+    return planner_outcome(workload, capacity, state, config, partition)[0]
+
+
+def planner_outcomes(workload: Workload, capacity: Capacity, state: StateConfig, settings: Sequence[PlannerConfig],
+                     partition: str | None = None, workers: int | None = None,
+                     log: Callable[[str], None] | None = None) -> list[Outcome]:
+    """Every setting's outcome over the window, in `workers` processes (default: the usable cores,
+    `ground.cores`): the replays are independent, and KTH-SP2's 64 settings took 27.0 s in one
+    process, 17.6 s in two. The window goes to each worker once. Same outcomes either way; when
+    workers cannot start (no /dev/shm, a process limit), the replays run here."""
+    from metapilot.ground.cores import workers as default_workers
+
+    n = min(default_workers() if workers is None else workers, len(settings))
+    if n > 1 and len(settings) >= POOL_MIN_SETTINGS:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
+
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        try:
+            with ProcessPoolExecutor(n, mp_context=mp.get_context(method), initializer=_start_worker,
+                                     initargs=((workload, capacity, state, partition),)) as pool:
+                return list(pool.map(_worker_outcome, settings))
+        except (BrokenProcessPool, OSError) as e:
+            if log:
+                log(f"planner settings replayed in one process: workers could not run ({e})")
+    return [planner_outcome(workload, capacity, state, cfg, partition)[0] for cfg in settings]
+
+
 def lowest_slowdown(menu: Menu, runs: Sequence, k: int) -> list[str]:
     """The `k` objectives of lowest mean bounded slowdown among `runs`, the menu's objectives held
     fixed over a window: the anchors of the anchored lookaheads."""
@@ -125,7 +165,8 @@ def anchored_settings(anchors: Sequence[str], grid: dict[str, Sequence]) -> list
 
 
 def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, partition: str | None = None,
-                 grid: dict[str, Sequence] | None = None, log: Callable[[str], None] | None = None) -> Tuning:
+                 grid: dict[str, Sequence] | None = None, log: Callable[[str], None] | None = None,
+                 workers: int | None = None) -> Tuning:
     """Replay every setting of the grid over the (training) window, lookahead planners and guarded
     rules, and keep the best gate score (ties: the earlier setting of the grid)."""
     t0 = time.perf_counter()
@@ -147,8 +188,8 @@ def tune_planner(workload: Workload, capacity: Capacity, state: StateConfig, *, 
     settings += anchored_settings(anchors, grid)
     settings += [PlannerConfig(horizon_h=0.0, lam=0.0, guard_h=None if g is None else float(g), base=name)
                  for name in menu.names for g in grid.get("rule_guard_h", ())]
-    for cfg in settings:
-        out, _ = planner_outcome(workload, capacity, state, cfg, partition)
+    for cfg, out in zip(settings, planner_outcomes(workload, capacity, state, settings, partition, workers, log),
+                        strict=True):
         v = gate(out, fixed)
         rows.append(cfg.to_dict() | {"mean_wait_s": out.mean_wait_s, "max_wait_s": out.max_wait_s,
                                      "mean_bsld": out.mean_bsld, "score": v.score, "passes": v.passes})
