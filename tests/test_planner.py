@@ -246,6 +246,12 @@ def test_settings_replay_the_same_in_worker_processes(kth, monkeypatch):
     said = []
     assert planner_outcomes(kth, CAP, StateConfig(), settings, workers=2, log=said.append) == here
     assert said and "could not run (no /dev/shm)" in said[0]
+    # a daemon process (a Dask worker's) may have no children: it does not even try
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
+    said.clear()
+    assert planner_outcomes(kth, CAP, StateConfig(), settings, workers=2, log=said.append) == here and not said
 
 
 def test_workers_from_the_environment(monkeypatch):

@@ -129,12 +129,14 @@ def planner_outcomes(workload: Workload, capacity: Capacity, state: StateConfig,
     """Every setting's outcome over the window, in `workers` processes (default: the usable cores,
     `ground.cores`): the replays are independent, and KTH-SP2's 64 settings took 27.0 s in one
     process, 17.6 s in two. The window goes to each worker once. Same outcomes either way; when
-    workers cannot start (no /dev/shm, a process limit), the replays run here."""
+    workers cannot start (no /dev/shm, a process limit, a daemon process such as a Dask worker's,
+    which may have no children), the replays run here."""
+    import multiprocessing as mp
+
     from metapilot.ground.cores import workers as default_workers
 
     n = min(default_workers() if workers is None else workers, len(settings))
-    if n > 1 and len(settings) >= POOL_MIN_SETTINGS:
-        import multiprocessing as mp
+    if n > 1 and len(settings) >= POOL_MIN_SETTINGS and not mp.current_process().daemon:
         from concurrent.futures import ProcessPoolExecutor
         from concurrent.futures.process import BrokenProcessPool
 
