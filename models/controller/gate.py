@@ -120,7 +120,7 @@ def best_fixed(fixed: Iterable[Outcome]) -> Outcome:
     one job's wait, and the rule of the lowest one changes from window to window. On 7 KTH-SP2 and
     CEA-Curie windows that choice recommended LAF+CONSERVATIVE and UNICEF+EASY, whose bounded
     slowdown on the next weeks was 19.6 and 8.4 times the best fixed rule's; this one's was at most
-    2.0 times (1.2 on average), at a max wait 1.8-11.7 times the best there (docs/benchmarks.md)."""
+    2.0 times (1.2 on average), at a max wait 1.6-11.7 times the best there (docs/benchmarks.md)."""
     fixed = list(fixed)
 
     def key(o: Outcome) -> tuple:
