@@ -250,7 +250,7 @@ def winners(table: pl.DataFrame, kinds: Sequence[str] | None = None) -> dict[str
     return out
 
 
-def best_fixed(table: pl.DataFrame, metric: str) -> str | None:
+def best_fixed_on(table: pl.DataFrame, metric: str) -> str | None:
     """The fixed contender (a menu objective held fixed, or a baseline) that is best on `metric` (first in
     table order on a tie); None when none has a value."""
     w = winners(table, FIXED_KINDS).get(metric)
@@ -297,7 +297,7 @@ def controller_differences(table: pl.DataFrame, weekly: pl.DataFrame, controller
         c_val = value[controller][m.column]
         if c_val is None:
             continue
-        refs = [("best-fixed", best_fixed(table, m.column))]
+        refs = [("best-fixed", best_fixed_on(table, m.column))]
         if AS_RUN in value:
             refs.append(("as-run", AS_RUN))
         for ref_kind, ref in refs:
@@ -342,11 +342,23 @@ def _better(diff: float, better: str) -> bool:
 def verdict(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLLER) -> list[str]:
     """Plain sentences: did the controller run, which columns it wins, which it does not (and who
     does), and the differences against the best fixed contender with their intervals."""
+    head, details = _verdict_parts(table, diffs, controller)
+    return head + details
+
+
+def verdict_summary(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLLER) -> str:
+    """The verdict's first sentences (what the controller wins, what it does not), for the publish
+    record and the pointer file."""
+    return " ".join(_verdict_parts(table, diffs, controller)[0])
+
+
+def _verdict_parts(table: pl.DataFrame, diffs: pl.DataFrame, controller: str) -> tuple[list[str], list[str]]:
+    """The verdict as (headline: wins and losses, details: one line per measure with its interval)."""
     row = table.filter(pl.col("contender") == controller)
     if row.height == 0 or row["status"][0] != "ok":
         reason = row["note"][0] if row.height and row["note"][0] else "it was not part of this validation"
         return [f"The controller ({controller}) was not replayed: {reason}. "
-                "The table compares the other contenders only; it is no evidence for or against the controller."]
+                "The table compares the other contenders only; it is no evidence for or against the controller."], []
     won = winners(table)
     cols = [m for m in METRICS if m.column in won]
     ref = {r["metric"]: r for r in diffs.filter(pl.col("reference_kind") == "best-fixed").iter_rows(named=True)}
@@ -373,6 +385,7 @@ def verdict(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLL
         lost.append(f"{m.label} (best {best} {fmt_value(bval, m.unit)}, {controller} {fmt_value(c[m.column], m.unit)})")
     if lost:
         lines.append(f"{controller} does NOT win: " + "; ".join(lost) + ".")
+    details = []
     for r in diffs.filter(pl.col("reference_kind") == "best-fixed").iter_rows(named=True):
         m = METRIC_BY_COLUMN[r["metric"]]
         if r["ci_low"] is None:
@@ -381,15 +394,8 @@ def verdict(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLL
             ci = (f"weekly mean {fmt_diff(r['weekly_mean_diff'], m.unit)}, 95% CI {fmt_diff(r['ci_low'], m.unit)} .. "
                   f"{fmt_diff(r['ci_high'], m.unit)} over {r['weeks']} weeks: {interval_word(r, m)}")
         word = "better" if r["better"] else ("equal" if r["diff"] == 0 else "worse")
-        lines.append(f"{m.label}: {fmt_diff(r['diff'], m.unit)} vs {r['reference']} ({word}; {ci}).")
-    return lines
-
-
-def verdict_summary(table: pl.DataFrame, diffs: pl.DataFrame, controller: str = CONTROLLER) -> str:
-    """The verdict's first sentences (what the controller wins, what it does not), for the publish
-    record and the pointer file."""
-    lines = verdict(table, diffs, controller)
-    return " ".join(lines[:1] + [ln for ln in lines[1:2] if "does NOT win" in ln])
+        details.append(f"{m.label}: {fmt_diff(r['diff'], m.unit)} vs {r['reference']} ({word}; {ci}).")
+    return lines, details
 
 
 def interval_word(diff_row: dict, metric: Metric) -> str:

@@ -264,6 +264,7 @@ def test_verdict_is_plain(val):
 
     lost = [line for line in lines if "does NOT win" in line]
     assert verdict_summary(val.table, val.diffs) == " ".join([first] + lost)
+    assert "95% CI" not in verdict_summary(val.table, val.diffs)  # the per-measure intervals stay in the report
 
 
 def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
@@ -279,6 +280,9 @@ def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
     assert v.diffs.height == 0
     text = " ".join(verdict(v.table, v.diffs))
     assert "was not replayed" in text and "not built" in text
+    from metapilot.models.validation import verdict_summary
+
+    assert verdict_summary(v.table, v.diffs) == text  # the publish record says the same
 
 
 def test_published_policy_drives_the_controller(wh, tmp_path):
