@@ -241,10 +241,10 @@ def validate_flow(policy_id: str, db: str | None = None, start: datetime | None 
 @task(name="promote-policy", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> dict:
     """The publish gate (SPEC §7): the controller is published only when it passed on its
-    checkpoint window (and on its last training weeks); otherwise the best fixed contender of the
-    checkpoint window is recommended."""
+    checkpoint window (and on its last training weeks, and FQE ranks it above the logged
+    behaviour); otherwise the best fixed contender of the checkpoint window is recommended."""
     from metapilot.models.controller.artifact import find_policy, load_card
-    from metapilot.models.controller.gate import publish_decision
+    from metapilot.models.controller.gate import ope_says_better, publish_decision
     from metapilot.models.validation import verdict_summary
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import promote
@@ -259,9 +259,10 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
                 held_out = load_validation(con, validation_id)
                 verdict = verdict_summary(held_out.table, held_out.diffs)
             card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
-            kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"))
+            kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"), card.get("ope"))
             pointer = promote(con, policy_id, validation_id, verdict, db, kind=kind, recommendation=recommendation,
-                              message=message, gate=card.get("gate"), gate_training=card.get("gate_training"))
+                              message=message, gate=card.get("gate"), gate_training=card.get("gate_training"),
+                              ope_passes=ope_says_better(card.get("ope"))[0])
         finally:
             con.close()
     (log.info if kind == "controller" else log.warning)(message)

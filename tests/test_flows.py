@@ -148,8 +148,8 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     assert con.execute("SELECT count(DISTINCT contender) FROM validations WHERE validation_id = ?",
                        [out["validation_id"]]).fetchall()[0][0] >= 22
     # the publish gate decided, on the checkpoint window, and said so in words
-    (pid, kind, rec, msg, gate_ck, gate_tr, held_out), = con.execute(
-        "SELECT policy_id, kind, recommendation, message, gate, gate_training, verdict FROM published_policies").fetchall()
+    (pid, kind, rec, msg, gate_ck, gate_tr, ope_ok, held_out), = con.execute(
+        "SELECT policy_id, kind, recommendation, message, gate, gate_training, ope_passes, verdict FROM published_policies").fetchall()
     by_source = dict(con.execute("SELECT source, count(*) FROM mdp_transitions GROUP BY 1").fetchall())
     con.close()
     assert pid == out["policy_id"] and kind == out["published"]["kind"] in ("controller", "fixed") and msg
@@ -159,8 +159,8 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     # both windows' verdicts are kept with the decision, and the pointer says which passed
     pointer = json.loads(Path(out["published"]["pointer"]).read_text())
     assert pointer["gate"] == {"checkpoint_window": json.loads(gate_ck)["passes"],
-                               "training_weeks": json.loads(gate_tr)["passes"]}
-    assert (kind == "controller") == (pointer["gate"]["checkpoint_window"] and pointer["gate"]["training_weeks"])
+                               "training_weeks": json.loads(gate_tr)["passes"], "off_policy_evaluation": ope_ok}
+    assert isinstance(ope_ok, bool) and (kind == "controller") == all(pointer["gate"].values())
     # with the held-out verdict in words, as `metapilot validate` prints it
     assert pointer["verdict"] == held_out and held_out.startswith("MetaPilot is significantly better than every fixed rule on ")
     md = Path(out["report"]["files"]["md"]).read_text()

@@ -74,9 +74,25 @@ def test_publish_decision_in_words():
                   "worse on mean bounded slowdown (7.0 vs 5.0)"
     passing = gate(Outcome("c", 1200.0, 80_000.0, 4.0), fixed).to_dict()
     weeks = [Outcome("SJF+easy", 2000.0, 200_000.0, 8.0), Outcome("SAF+easy", 2100.0, 300_000.0, 6.0)]
-    kind, rec, msg = publish_decision(passing, gate(Outcome("c", 1900.0, 150_000.0, 5.0), weeks).to_dict())
+    both = gate(Outcome("c", 1900.0, 150_000.0, 5.0), weeks).to_dict()
+    ope = {"chosen": {"fqe_value": -7.5}, "baselines": {"bc": {"fqe_value": -7.9}}, "behaviour_mc_return": -7.8}
+    kind, rec, msg = publish_decision(passing, both, ope)
     assert kind == "controller" and rec is None and msg.startswith("Run the MetaPilot controller")
     assert msg.endswith("its mean bounded slowdown 4.00 is the lowest, 20.0% below the best fixed (SJF+easy 5.00)")
+    # issue 11: FQE must rank it above the logged behaviour too (the behaviour-cloning policy's FQE value,
+    # the same estimator; the behaviour's own return only without one); no estimate is no pass
+    below = {**ope, "chosen": {"fqe_value": -8.1}}
+    kind, rec, msg = publish_decision(passing, both, below)
+    assert kind == "fixed" and rec == "SJF+easy"
+    assert msg == ("Keep SJF+EASY: the learned controller leads on its checkpoint window (mean bounded slowdown 4.00 "
+                   "against 5.00) and on the training weeks before it, but off-policy evaluation (FQE) values it at "
+                   "-8.10 against the logged behaviour's -7.90; the replays and the off-policy estimate must agree "
+                   "before it runs")
+    assert publish_decision(passing, both, {"chosen": {"fqe_value": -7.7}, "behaviour_mc_return": -7.8})[0] == "controller"
+    assert publish_decision(passing, both, {"chosen": {"fqe_value": -7.9}, "behaviour_mc_return": -7.8})[0] == "fixed"
+    for missing in (None, {}, {"chosen": {"fqe_value": None}, "behaviour_mc_return": -7.8}, {"chosen": {"fqe_value": 1.0}}):
+        kind, _, msg = publish_decision(passing, both, missing)
+        assert kind == "fixed" and "has no value for it or for the logged behaviour" in msg
     kind, rec, msg = publish_decision(None)
     assert kind == "fixed" and "not checked" in msg
     # a card written before the training-weeks check is not published on its checkpoint window alone

@@ -15,11 +15,14 @@ from metapilot.ground.paths import beside_db
 
 def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str | None, verdict: str | None,
             db: str | Path | None = None, *, kind: str = "controller", recommendation: str | None = None,
-            message: str | None = None, gate: dict | None = None, gate_training: dict | None = None) -> Path:
+            message: str | None = None, gate: dict | None = None, gate_training: dict | None = None,
+            ope_passes: bool | None = None) -> Path:
     """Record the publish decision and write the pointer file; returns the pointer's path.
 
     `kind='controller'`: the policy passed the gate and is what the cluster should run;
-    `kind='fixed'`: it did not, and `recommendation` (a fixed rule) is what to run."""
+    `kind='fixed'`: it did not, and `recommendation` (a fixed rule) is what to run. `gate`,
+    `gate_training`: the gate's verdicts on the checkpoint window and the last training weeks;
+    `ope_passes`: whether off-policy evaluation ranks the policy above the logged behaviour."""
     if kind not in ("controller", "fixed"):
         raise ValueError(f"kind must be 'controller' or 'fixed', not {kind!r}")
     row = con.execute("SELECT cluster, partition, path FROM policies WHERE policy_id = ?", [policy_id]).fetchall()
@@ -29,10 +32,10 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
     now = datetime.now(timezone.utc)
     recommendation = recommendation or f"MetaPilot controller {policy_id}"
     con.execute("INSERT INTO published_policies (cluster, partition, policy_id, validation_id, published_at, verdict, "
-                "kind, recommendation, message, gate, gate_training) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                "kind, recommendation, message, gate, gate_training, ope_passes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [cluster, partition, policy_id, validation_id, now, verdict, kind, recommendation, message,
                  json.dumps(gate) if gate is not None else None,
-                 json.dumps(gate_training) if gate_training is not None else None])
+                 json.dumps(gate_training) if gate_training is not None else None, ope_passes])
     pointer = beside_db(db, "policies") / f"{safe_name(cluster)}.published.json"
     pointer.parent.mkdir(parents=True, exist_ok=True)
     pointer.write_text(json.dumps({"cluster": cluster, "partition": partition, "kind": kind,
@@ -41,7 +44,8 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
                                    "path": path if kind == "controller" else None, "evaluated_policy_id": policy_id,
                                    "validation_id": validation_id, "published_at": now.isoformat(),
                                    "verdict": verdict, "gate": {"checkpoint_window": _passed(gate),
-                                                                "training_weeks": _passed(gate_training)}},
+                                                                "training_weeks": _passed(gate_training),
+                                                                "off_policy_evaluation": ope_passes}},
                                   indent=2) + "\n")
     return pointer
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from metapilot.models.controller.gate import behaviour_value
 from metapilot.models.controller.objectives import Menu
 from metapilot.transforms.reward import REWARD_FORMULAS
 from metapilot.transforms.state import (
@@ -378,7 +379,7 @@ def register(con, card: dict, folder: Path, sums_sha: str, result) -> None:
         "algorithm": card["algorithm"]["key"], "n_steps": int(result.config.n_steps), "seed": int(result.config.seed),
         "n_train_tuples": int(result.n_train), "dataset_sha256": card["dataset"]["sha256"], "sums_sha256": sums_sha,
         "fqe_value": result.chosen.fqe_value,
-        "behaviour_value": (result.baselines["bc"].fqe_value if "bc" in result.baselines else result.behaviour_mc_return),
+        "behaviour_value": behaviour_value(card["ope"]),
         "replay_score": replay.get("score"), "menu": ",".join(card["state"]["config"]["menu"]),
         "action_shares": json.dumps(result.chosen.action_shares),
         "code_version": card["code_version"],

@@ -131,10 +131,32 @@ def best_fixed(fixed: Iterable[Outcome]) -> Outcome:
     return min(fixed, key=key)
 
 
-def publish_decision(gate_doc: dict | None, training_doc: dict | None = None) -> tuple[str, str | None, str]:
+def behaviour_value(ope: Mapping | None) -> float | None:
+    """The logged behaviour's value in the card's off-policy evaluation: the FQE value of its
+    behaviour-cloning policy (the same estimator as the chosen policy's), else the behaviour's own
+    discounted return; None when the card has neither."""
+    ope = ope or {}
+    bc = (ope.get("baselines") or {}).get("bc") or {}
+    return bc.get("fqe_value") if bc.get("fqe_value") is not None else ope.get("behaviour_mc_return")
+
+
+def ope_says_better(ope: Mapping | None) -> tuple[bool, str]:
+    """Issue 11: off-policy evaluation must rank the chosen policy above the logged behaviour; a
+    card without both values does not pass. Returns (passes, the comparison in words)."""
+    chosen = ((ope or {}).get("chosen") or {}).get("fqe_value")
+    behaviour = behaviour_value(ope)
+    if chosen is None or behaviour is None:
+        return False, "off-policy evaluation (FQE) has no value for it or for the logged behaviour"
+    words = f"off-policy evaluation (FQE) values it at {chosen:.2f} against the logged behaviour's {behaviour:.2f}"
+    return chosen > behaviour, words
+
+
+def publish_decision(gate_doc: dict | None, training_doc: dict | None = None,
+                     ope: Mapping | None = None) -> tuple[str, str | None, str]:
     """What the publish step does with a controller whose card holds `gate_doc` (a
-    `GateVerdict.to_dict()` from the checkpoint window) and `training_doc` (the same on the last
-    training weeks): ('controller', None, message) when it passed on both, else ('fixed', the
+    `GateVerdict.to_dict()` from the checkpoint window), `training_doc` (the same on the last
+    training weeks) and `ope` (its off-policy evaluation): ('controller', None, message) when it
+    passed on both windows and FQE ranks it above the logged behaviour, else ('fixed', the
     recommended fixed contender, a message that says why in words). A card without `training_doc`
     (written before that check) is not published on its checkpoint window alone."""
     if not gate_doc:
@@ -157,6 +179,12 @@ def publish_decision(gate_doc: dict | None, training_doc: dict | None = None) ->
     if gate_doc["passes"]:
         best = gate_doc["best_bsld"]
         lead = 1.0 - cand.mean_bsld / best["mean_bsld"]
+        ope_ok, ope_words = ope_says_better(ope)
+        if not ope_ok:
+            return "fixed", rec.name, (
+                f"Keep {display_name(rec.name)}: the learned controller leads on its checkpoint window (mean bounded "
+                f"slowdown {cand.mean_bsld:.2f} against {best['mean_bsld']:.2f}) and on the training weeks before it, "
+                f"but {ope_words}; the replays and the off-policy estimate must agree before it runs")
         return "controller", None, (
             f"Run the MetaPilot controller: on its checkpoint window no fixed rule beats it on both mean and max "
             f"wait, and its mean bounded slowdown {cand.mean_bsld:.2f} is the lowest, {lead:.1%} below the best fixed "

@@ -7,6 +7,8 @@
 --   gate            JSON: the gate's verdict on the checkpoint window
 --   gate_training   JSON: the same gate's verdict on the last training weeks (the publish gate asks
 --                   for both; NULL for a card written before that check, which is not published)
+--   ope_passes      whether off-policy evaluation (FQE) ranks the policy above the logged behaviour
+--                   (the publish gate asks for it too; issue 11)
 CREATE TABLE IF NOT EXISTS published_policies (
     cluster        VARCHAR NOT NULL,
     partition      VARCHAR NOT NULL,
@@ -18,7 +20,8 @@ CREATE TABLE IF NOT EXISTS published_policies (
     recommendation VARCHAR,
     message        VARCHAR,
     gate           VARCHAR,
-    gate_training  VARCHAR
+    gate_training  VARCHAR,
+    ope_passes     BOOLEAN
 );
 -- warehouses created before the publish gate
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS kind VARCHAR;
@@ -27,3 +30,5 @@ ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS message VARCHAR;
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS gate VARCHAR;
 -- warehouses created before the training-weeks check
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS gate_training VARCHAR;
+-- warehouses created before the off-policy evaluation check
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS ope_passes BOOLEAN;
