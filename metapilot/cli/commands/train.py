@@ -6,22 +6,6 @@ from typing import Annotated, Optional
 
 import typer
 
-# A module the simulator side may provide: `make_replay_evaluator(con, request) -> ReplayEvaluator`
-# (see models/controller/train.py). When importable, checkpoints are chosen by replay score.
-REPLAY_EVALUATOR_MODULE = "metapilot.models.simulator.controller_eval"
-
-
-def _replay_evaluator(con, request, training, tuning):
-    import importlib
-
-    try:
-        mod = importlib.import_module(REPLAY_EVALUATOR_MODULE)
-    except ModuleNotFoundError:
-        return None
-    factory = getattr(mod, "make_replay_evaluator", None)
-    return factory(con, request, training, tuning) if factory else None
-
-
 def train_cmd(
     cluster: Annotated[str, typer.Option(help="Cluster to learn a controller for.")],
     train_from: Annotated[str, typer.Option(help="Training window start (ISO date/time, UTC).")],
@@ -44,11 +28,15 @@ def train_cmd(
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
-    """Train DiscreteCQL (+ BC, DQN, BCQ baselines), pick the checkpoint by OPE, publish the artifact."""
+    """Train DiscreteCQL (+ BC, DQN, BCQ baselines), choose the checkpoint by replay, write the policy artifact.
+
+    The checkpoint is the one the publish gate scores best on the checkpoint window (replayed
+    against the 21 baselines; by FQE with `--no-replay`); `pipeline` then applies the gate."""
     import polars as pl
 
     from metapilot.cli.console import console, print_frame
     from metapilot.models.controller.artifact import publish
+    from metapilot.models.controller.gate import ope_says_better
     from metapilot.models.controller.dataset import (
         DatasetConfig,
         TupleRequest,
@@ -61,6 +49,7 @@ def train_cmd(
 
     from metapilot.models.controller.objectives import Menu, menu_names
     from metapilot.models.controller.tuning import tuned_config, tuning_weeks
+    from metapilot.models.simulator.controller_eval import make_replay_evaluator
 
     dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name, menu=menu_names(menu)),
                          reward=RewardConfig(kind=reward),
@@ -78,7 +67,7 @@ def train_cmd(
             splits = build_dataset(con, cluster, train_from, train_to, valid_from, valid_to, partition=partition, config=dcfg)
         evaluator = None
         if replay and splits.valid_window:
-            evaluator = _replay_evaluator(con, TupleRequest(cluster, partition, splits.valid_window[0], splits.valid_window[1],
+            evaluator = make_replay_evaluator(con, TupleRequest(cluster, partition, splits.valid_window[0], splits.valid_window[1],
                                                             dcfg.state, dcfg.reward, seed, dcfg.planner),
                                           tuning_weeks(train_from, train_to), tuning)
         for note in splits.notes:
@@ -104,6 +93,8 @@ def train_cmd(
     print_frame(table, title=f"Off-policy evaluation on {result.validation_source} ({result.n_valid} tuples)")
     if result.behaviour_mc_return is not None:
         console.print(f"logged behaviour, discounted return per state: {result.behaviour_mc_return:,.4g}")
+    ope_ok, ope_words = ope_says_better(art.card["ope"])
+    console.print(f"{ope_words}: {'above' if ope_ok else 'NOT above'} the behaviour (the publish gate asks for it)")
     console.print(f"policy [bold]{art.policy_id}[/bold] -> {art.folder}")
     console.print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items()))
 
