@@ -434,7 +434,7 @@ def test_cli_train_publishes_and_registers(tmp_path):
     (pid, path, sums), = con.execute("SELECT policy_id, path, sums_sha256 FROM policies").fetchall()
     con.close()
     assert pid in r.output
-    assert "against the logged behaviour's" in r.output and "(the publish gate asks for it)" in r.output
+    assert "off-policy condition of the publish gate: " in r.output and "against the logged behaviour's" in r.output
     assert load_policy(path, sums).policy_id == pid
     r = CliRunner().invoke(app, ["dataset", "--cluster", CLUSTER, "--train-from", TRAIN[0], "--train-to", TRAIN[1],
                                  "--sources", "as-run,replay", "--db", str(db)])

@@ -9,6 +9,10 @@ than that on mean or max wait, and the best fixed bounded slowdown by more than 
 (Measured: the controllers that passed the checkpoint weeks by under 0.5% of bounded slowdown,
 CEA-Curie-A 6.32 vs 6.34 and the whole CEA-Curie trace 2.42 vs 2.43, lost held out.)
 
+`publish_decision` asks for more than this gate on the checkpoint window: the same gate on the last
+training weeks, and off-policy evaluation (FQE) that ranks the controller above the logged
+behaviour (issue 11). Each can only refuse more.
+
 `gate_score` ranks candidates the same way on any window: the worst of its distances to the best
 fixed mean wait, max wait and mean bounded slowdown (1.0 = as good as the best fixed rule on all
 three at once, which no fixed rule is), plus `FAIL` for each gate condition it fails: one that

@@ -94,7 +94,7 @@ def train_cmd(
     if result.behaviour_mc_return is not None:
         console.print(f"logged behaviour, discounted return per state: {result.behaviour_mc_return:,.4g}")
     ope_ok, ope_words = ope_says_better(art.card["ope"])
-    console.print(f"{ope_words}: {'above' if ope_ok else 'NOT above'} the behaviour (the publish gate asks for it)")
+    console.print(f"off-policy condition of the publish gate: {'passes' if ope_ok else 'FAILS'} ({ope_words})")
     console.print(f"policy [bold]{art.policy_id}[/bold] -> {art.folder}")
     console.print("timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in result.seconds.items()))
 
