@@ -140,6 +140,26 @@ def held_out_verdict(res: dict):
     return ctrl, gate(Outcome(ctrl[0], ctrl[2], ctrl[3], ctrl[5]), [Outcome(r[0], r[2], r[3], r[5]) for r in fixed])
 
 
+def walk_forward(res: dict):
+    """The operator's alternative, chosen before the held-out weeks: the fixed rule the gate recommends on
+    the checkpoint weeks, and the controller against that one rule held out (the gate's rule); None
+    when the card names no recommendation or the validation lacks that rule."""
+    name = ((res["gate"] or {}).get("recommended") or {}).get("name")
+    row = next((r for r in res["rows"] if r[0] == name and r[1] == "baseline"), None)
+    if row is None:
+        return None
+    ctrl = next(r for r in res["rows"] if r[0] == "MetaPilot")
+    return row, gate(Outcome(ctrl[0], ctrl[2], ctrl[3], ctrl[5]), [Outcome(row[0], row[2], row[3], row[5])])
+
+
+def walk_words(res: dict) -> str:
+    w = walk_forward(res)
+    if w is None:
+        return "no recommended rule"
+    row, v = w
+    return f"{'wins' if v.passes else 'loses'} against {row[0]} (bsld {row[5]:.2f})"
+
+
 def training_words(res: dict) -> str:
     g = res.get("gate_training")
     if not g:
@@ -152,7 +172,7 @@ def training_words(res: dict) -> str:
 def summary(results: list[dict]) -> str:
     """One line per trace window: did the gate publish, and would the controller have won held out?"""
     lines = ["| trace window | checkpoint gate | last training weeks | controller held out: bsld vs best fixed | held out "
-             "| outcome |", "|---|---|---|---|---|---|"]
+             "| outcome | held out vs the rule recommended on the checkpoint weeks |", "|---|---|---|---|---|---|---|"]
     for res in results:
         ctrl, v = held_out_verdict(res)
         published = res["decision"][0] == "controller"
@@ -166,7 +186,7 @@ def summary(results: list[dict]) -> str:
         lines.append(f"| {res['cluster']} ({res['rows'][0][7]:%Y-%m-%d} .. {res['rows'][0][8]:%Y-%m-%d}) | "
                      f"{'passed' if card_gate.get('passes') else 'refused'} | {training_words(res)} | {ctrl[5]:.2f} vs "
                      f"{v.best_bsld.mean_bsld:.2f} ({v.best_bsld.name}) | "
-                     f"{'holds' if v.passes else 'fails: ' + '; '.join(v.reasons)} | {outcome} |")
+                     f"{'holds' if v.passes else 'fails: ' + '; '.join(v.reasons)} | {outcome} | {walk_words(res)} |")
     return "\n".join(lines)
 
 
@@ -203,6 +223,12 @@ def table(res: dict) -> str:
               f"({'; '.join(card_gate.get('reasons') or []) or 'no fixed rule dominates it, lowest bsld'}). "
               f"Decision: {kind} — {msg}",
               f"- Gate on the last training weeks: {training_words(res)}."]
+    w = walk_forward(res)
+    if w is not None:
+        row, v = w
+        lines.append(f"- Walk forward: the rule recommended on the checkpoint weeks, {row[0]}, held out: {fmt_s(row[2])} s / "
+                     f"{fmt_s(row[3])} s / bsld {row[5]:.2f}; the controller against that rule alone: "
+                     f"{'passes' if v.passes else 'fails: ' + '; '.join(v.reasons)}.")
     return "\n".join(lines)
 
 
