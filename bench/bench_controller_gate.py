@@ -144,7 +144,8 @@ def walk_forward(res: dict):
     """The operator's alternative, chosen before the held-out weeks: the fixed rule the gate recommends on
     the checkpoint weeks, and the controller against that one rule held out (the gate's rule); None
     when the card names no recommendation or the validation lacks that rule."""
-    name = ((res["gate"] or {}).get("recommended") or {}).get("name")
+    kind, rec, _ = res["decision"]  # a refusal names the rule to keep (or none, where nothing waited)
+    name = rec if kind == "fixed" else ((res["gate"] or {}).get("recommended") or {}).get("name")
     row = next((r for r in res["rows"] if r[0] == name and r[1] == "baseline"), None)
     if row is None:
         return None

@@ -407,6 +407,16 @@ def test_recommendations_of_a_refused_controller_are_not_advice(tmp_path):
         assert objective_label("SJF") == "SJF: drain the queue" and objective_label("X1") == "X1"
         assert len({OBJECTIVE_COLORS[k] for k in ("SJF", "SAF", "F1", "WFP3", "UNICEF", "FCFS", "LAF")}) == 7
 
+        # a refusal that names no rule (nothing waited on the checkpoint window) keeps the current policy,
+        # in the record and the pointer too: never the refused controller
+        pointer = promote(con, POLICY_ID, None, None, db=tmp_path / "w.duckdb", kind="fixed", recommendation=None,
+                          message="Keep the scheduler's current policy: on the checkpoint window no job waited")
+        import json
+
+        p = json.loads(pointer.read_text())
+        assert p["kind"] == "fixed" and p["recommendation"] == "the scheduler's current policy" and p["policy_id"] is None
+        assert build_report(con, CLUSTER, WEEK, tmp_path)["decision"]["recommendation"] == "the scheduler's current policy"
+
         promote(con, POLICY_ID, None, None, db=tmp_path / "w.duckdb")  # now it passes and is published
         report = build_report(con, CLUSTER, WEEK, tmp_path)
         assert report["recommendations"]["published"] is True

@@ -30,7 +30,10 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
         raise LookupError(f"no policy {policy_id!r} in the registry: train one with `metapilot train` first")
     cluster, partition, path = row[0]
     now = datetime.now(timezone.utc)
-    recommendation = recommendation or f"MetaPilot controller {policy_id}"
+    # what to run, in the record and the pointer: a fixed decision without a rule (nothing waited, or no
+    # checkpoint window) keeps what runs now, never the refused controller
+    recommendation = recommendation or (f"MetaPilot controller {policy_id}" if kind == "controller"
+                                        else "the scheduler's current policy")
     con.execute("INSERT INTO published_policies (cluster, partition, policy_id, validation_id, published_at, verdict, "
                 "kind, recommendation, message, gate, gate_training, ope_passes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [cluster, partition, policy_id, validation_id, now, verdict, kind, recommendation, message,
