@@ -2,7 +2,8 @@
 -- promotion; the current one is the latest per (cluster, partition).
 --   kind            'controller': the learned policy passed the gate and is published;
 --                   'fixed': it did not, and the best fixed contender is recommended instead
---   recommendation  what to run, e.g. 'MetaPilot controller <policy_id>' or 'SAF+easy'
+--   recommendation  what to run, e.g. 'MetaPilot controller <policy_id>', 'SAF+easy', or 'the scheduler's
+--                   current policy' (a refusal where nothing waited or nothing was checked)
 --   message         the decision in words (the report's first line)
 --   gate            JSON: the gate's verdict on the checkpoint window
 --   gate_training   JSON: the same gate's verdict on the last training weeks (the publish gate asks
