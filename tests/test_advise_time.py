@@ -67,3 +67,31 @@ def test_a_time_inside_the_data_is_answered_for_that_time(published):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert out["at"].startswith("1996-10-18T03:00:00") and "at_note" not in out
+
+
+def test_advice_of_a_policy_the_gate_did_not_publish_says_it_is_for_comparison_only(published):
+    """The publish gate's decision comes with the advice: a policy that is not the cluster's published
+    controller is answered, with a warning that says so and what the decision was."""
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import promote
+
+    db, policy_id, _ = published
+    out = json.loads(advise(db, policy_id, "--at", "1996-10-18T03:00:00").stdout)
+    assert out["published"] is False and out["decision"] is None and "no publish decision" in out["warning"]
+    con = connect(db)
+    try:
+        promote(con, policy_id, None, None, db=db, kind="fixed", recommendation="SAF+easy",
+                message="Keep SAF+EASY: the learned controller is worse on mean wait (+13.6 min)")
+    finally:
+        con.close()
+    r = advise(db, policy_id, "--at", "1996-10-18T03:00:00")
+    out = json.loads(r.stdout)
+    assert out["published"] is False and out["decision"].startswith("Keep SAF+EASY")
+    assert "for comparison only: Keep SAF+EASY" in out["warning"] and "for comparison only" in r.stderr
+    con = connect(db)
+    try:
+        promote(con, policy_id, None, None, db=db)  # it passes and is published
+    finally:
+        con.close()
+    out = json.loads(advise(db, policy_id, "--at", "1996-10-18T03:00:00").stdout)
+    assert out["published"] is True and "warning" not in out

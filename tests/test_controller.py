@@ -385,7 +385,7 @@ def test_cli_advise_json_without_d3rlpy_or_prefect(trained, tmp_path):
         f"r = CliRunner().invoke(app, ['advise', '--policy', {art.policy_id!r}, '--at', '1996-10-18T03:00:00', "
         f"'--db', {str(db)!r}, '--format', 'json'])\n"
         "assert r.exit_code == 0, r.output\n"
-        "out = json.loads(r.output)\n"
+        "out = json.loads(r.stdout)\n"  # the JSON is stdout; warnings go to stderr
         "out['heavy'] = sorted(m for m in ('d3rlpy', 'prefect') if m in sys.modules)\n"
         "print(json.dumps(out))\n"
     )
@@ -393,6 +393,7 @@ def test_cli_advise_json_without_d3rlpy_or_prefect(trained, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout.strip().splitlines()[-1])
     assert out["heavy"] == [] and out["objective"] in DEFAULT_NAMES and "note" not in out
+    assert out["published"] is False and "for comparison only" in out["warning"]  # no publish decision yet
     assert set(out["q_values"]) == set(DEFAULT_NAMES)
 
 

@@ -59,7 +59,10 @@ def _passed(verdict: dict | None) -> bool | None:
 
 
 def latest_decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
-    """The cluster's latest publish decision (kind, recommendation, message, policy id), or None."""
+    """The cluster's latest publish decision (kind, recommendation, message, policy id), or None
+    (none yet, or a warehouse older than the publish step)."""
+    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'published_policies'").fetchall()[0][0]:
+        return None
     rows = con.execute("SELECT policy_id, coalesce(kind, 'controller'), recommendation, message, published_at "
                        "FROM published_policies WHERE cluster = ? ORDER BY published_at DESC LIMIT 1",
                        [cluster]).fetchall()
@@ -67,6 +70,14 @@ def latest_decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None
         return None
     pid, kind, rec, msg, at = rows[0]
     return {"policy_id": pid, "kind": kind, "recommendation": rec, "message": msg, "published_at": at}
+
+
+def publication(con: duckdb.DuckDBPyConnection, cluster: str, policy_id: str) -> dict:
+    """Is `policy_id` what the cluster's latest publish decision says to run? {'published': bool,
+    'decision': that decision's message, or None when there is none yet}."""
+    d = latest_decision(con, cluster)
+    return {"published": bool(d and d["kind"] == "controller" and d["policy_id"] == policy_id),
+            "decision": d["message"] if d else None}
 
 
 def current_policy(con: duckdb.DuckDBPyConnection, cluster: str) -> str | None:

@@ -127,7 +127,7 @@ def _decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
     """What to run, in words: the latest publish decision (SPEC §7 gate), or that there is none."""
     from metapilot.warehouse.publish_store import latest_decision
 
-    d = latest_decision(con, cluster) if _has_table(con, "published_policies") else None
+    d = latest_decision(con, cluster)
     if d is None:
         return {"kind": None, "message": "No controller has been trained and checked for this cluster yet: "
                                          "keep the scheduler's current policy."}

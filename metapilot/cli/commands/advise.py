@@ -35,6 +35,7 @@ def advise_cmd(
         state_from_json,
     )
     from metapilot.models.controller.artifact import ArtifactIntegrityError
+    from metapilot.warehouse.publish_store import publication
 
     at_note = None
     if at is not None and state_json is not None:
@@ -65,6 +66,7 @@ def advise_cmd(
         else:
             when, at_note = _advice_time(con, advisor, at)
             advice = advisor.advise_at(con, when)
+        published = None if con is None else publication(con, advice.cluster, advice.policy_id)
     except ArtifactIntegrityError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(3)
@@ -81,6 +83,12 @@ def advise_cmd(
     if at_note:
         out["at_note"] = at_note
         typer.echo(f"note: {at_note}", err=True)
+    if published is not None:
+        out.update(published)
+        if not published["published"]:  # the publish gate's word comes first: this advice is not what to run
+            why = published["decision"] or "no publish decision for this cluster yet (`metapilot pipeline` makes one)"
+            out["warning"] = f"this policy is not the published controller, so its advice is for comparison only: {why}"
+            typer.echo(f"warning: {out['warning']}", err=True)
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return
