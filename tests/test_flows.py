@@ -165,6 +165,8 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     assert pointer["verdict"] == held_out and held_out.startswith("MetaPilot is significantly better than every fixed rule on ")
     md = Path(out["report"]["files"]["md"]).read_text()
     assert md.splitlines()[0] == f"**What to run:** {msg}"
+    # a refused controller's ROI says what it is not
+    assert ("its ROI is what it would have been worth on these weeks" in md) == (kind == "fixed")
 
 
 def test_ingest_command_with_fields_in_another_order_and_a_multibyte_delimiter(tmp_path):

@@ -186,5 +186,16 @@ def test_roi_command(tmp_path):
     for needle in ("vs best-fixed", "vs as-run", "recovered core-hours / week", "wait per week", "payback",
                    "Assumptions", "cost of a core-hour: 0.04 USD", "deployment cost: 2,500 USD"):
         assert needle in res.output, needle
+    # no publish decision yet: the figures come with what they are not
+    flat = " ".join(res.output.split())  # the console wraps long lines
+    assert "not the published one (no publish decision" in flat and "not a case for deploying it" in flat
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import promote
+
+    con = connect(db)
+    promote(con, POLICY_ID, vid, None, db=db)  # published: no such warning
+    con.close()
+    res = CliRunner().invoke(app, ["roi", "--validation", vid, "--db", str(db)])
+    assert res.exit_code == 0 and "not the published one" not in res.output
     res = CliRunner().invoke(app, ["roi", "--validation", "val-missing", "--db", str(db)])
     assert res.exit_code == 2 and "no validation" in res.output

@@ -80,6 +80,14 @@ def publication(con: duckdb.DuckDBPyConnection, cluster: str, policy_id: str) ->
             "decision": d["message"] if d else None}
 
 
+def not_published_note(decision: str | None) -> str:
+    """What a controller's ROI means when it is not the published one (`decision`: the latest
+    publish decision's message, None when there is none yet)."""
+    why = decision or "no publish decision for this cluster yet (`metapilot pipeline` makes one)"
+    return (f"this controller is not the published one ({why}); its ROI is what it would have been worth "
+            "on these weeks, not a case for deploying it")
+
+
 def current_policy(con: duckdb.DuckDBPyConnection, cluster: str) -> str | None:
     """The cluster's current controller's policy id, or None (none published, or the latest decision
     recommends a fixed rule instead)."""

@@ -110,6 +110,11 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
 
     report["data_quality"] = data_quality(con, cluster)  # ingest quarantine, validation, GX data docs
     report["roi"] = _roi(report["validation"], roi_config)
+    if report["roi"]["status"] == "ok" and not (decision["kind"] == "controller"
+                                                and decision.get("policy_id") == report["validation"].get("policy_id")):
+        from metapilot.warehouse.publish_store import not_published_note
+
+        report["roi"]["note"] = not_published_note(decision["message"] if decision["kind"] else None)
     placement = _placement(con, cluster)
     if placement:
         report["placement"] = placement

@@ -437,7 +437,8 @@ def _roi_html(report: dict) -> str:
     if roi["status"] != "ok":
         return f"<p class='empty'>{_e(roi['message'])}</p><p class='note'>Assumptions the ROI would use:</p>" + assumptions
     head, body = roi_table(report)
-    return _html_table(head, body) + "<p class='note'>Assumptions:</p>" + assumptions
+    note = f"<div class='verdict loses'><p>{_e(roi['note'])}</p></div>" if roi.get("note") else ""
+    return note + _html_table(head, body) + "<p class='note'>Assumptions:</p>" + assumptions
 
 
 # --- Markdown -------------------------------------------------------------------------------------
@@ -489,6 +490,8 @@ def render_markdown(report: dict) -> str:
     if roi["status"] != "ok":
         out.append(roi["message"])
     else:
+        if roi.get("note"):
+            out.append(f"**Note:** {roi['note']}\n")
         out.append(_md_table(*roi_table(report)))
     out.append("\nAssumptions:\n\n" + "\n".join(f"- {a}" for a in roi["assumptions"]))
     if report.get("placement"):

@@ -23,6 +23,7 @@ def roi_cmd(
     from metapilot.ground.paths import beside_db
     from metapilot.models.roi import load_roi_config, roi_from_validation
     from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import not_published_note, publication
     from metapilot.warehouse.validation_store import load_validation
 
     try:
@@ -30,11 +31,17 @@ def roi_cmd(
                               cost_per_gpu_hour=cost_per_gpu_hour, value_per_wait_hour=value_per_wait_hour,
                               deployment_cost=deployment_cost, horizon_weeks=horizon_weeks, currency=currency)
         con = connect(db, read_only=True)
-        v = load_validation(con, validation)
-        results = roi_from_validation(v.table, cfg)
+        try:
+            v = load_validation(con, validation)
+            results = roi_from_validation(v.table, cfg)
+            pub = publication(con, v.meta["cluster"], v.meta["policy_id"])
+        finally:
+            con.close()
     except (LookupError, ValueError, FileNotFoundError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
+    if not pub["published"]:  # the figures of a controller the gate did not publish are no case for deploying it
+        console.print(f"[yellow]warning:[/yellow] {not_published_note(pub['decision'])}")
     print_roi(results, v.meta)
 
 
