@@ -110,11 +110,12 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
 
     report["data_quality"] = data_quality(con, cluster)  # ingest quarantine, validation, GX data docs
     report["roi"] = _roi(report["validation"], roi_config)
-    if report["roi"]["status"] == "ok" and not (decision["kind"] == "controller"
-                                                and decision.get("policy_id") == report["validation"].get("policy_id")):
-        from metapilot.warehouse.publish_store import not_published_note
+    if report["roi"]["status"] == "ok":
+        from metapilot.warehouse.publish_store import not_published_note, publication
 
-        report["roi"]["note"] = not_published_note(decision["message"] if decision["kind"] else None)
+        pub = publication(con, cluster, report["validation"]["policy_id"])
+        if not pub["published"]:  # a refused controller's ROI is no case for deploying it
+            report["roi"]["note"] = not_published_note(pub["decision"])
     placement = _placement(con, cluster)
     if placement:
         report["placement"] = placement
