@@ -177,6 +177,11 @@ def writer_lock(db: str | Path | None, wait_s: float = 3600.0, log: Callable[[st
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the warehouse has a table (a read-only connection to an older warehouse may not)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
+
+
 def query_frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> "pl.DataFrame":
     """Run a parameterised query and return a polars frame (DuckDB 2's connection-level result)."""
     import polars as pl

@@ -11,6 +11,7 @@ import duckdb
 
 from metapilot.ground.files import safe_name
 from metapilot.ground.paths import beside_db
+from metapilot.warehouse.db import has_table
 
 
 def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str | None, verdict: str | None,
@@ -61,7 +62,7 @@ def _passed(verdict: dict | None) -> bool | None:
 def latest_decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
     """The cluster's latest publish decision (kind, recommendation, message, policy id), or None
     (none yet, or a warehouse older than the publish step)."""
-    if not con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'published_policies'").fetchall()[0][0]:
+    if not has_table(con, "published_policies"):
         return None
     rows = con.execute("SELECT policy_id, coalesce(kind, 'controller'), recommendation, message, published_at "
                        "FROM published_policies WHERE cluster = ? ORDER BY published_at DESC LIMIT 1",
@@ -80,10 +81,13 @@ def publication(con: duckdb.DuckDBPyConnection, cluster: str, policy_id: str) ->
             "decision": d["message"] if d else None}
 
 
+NO_DECISION = "no publish decision for this cluster yet (`metapilot pipeline` makes one)"
+
+
 def not_published_note(decision: str | None) -> str:
     """What a controller's ROI means when it is not the published one (`decision`: the latest
     publish decision's message, None when there is none yet)."""
-    why = decision or "no publish decision for this cluster yet (`metapilot pipeline` makes one)"
+    why = decision or NO_DECISION
     return (f"this controller is not the published one ({why}); its ROI is what it would have been worth "
             "on these weeks, not a case for deploying it")
 

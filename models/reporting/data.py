@@ -11,7 +11,7 @@ from typing import Any
 
 import duckdb
 import polars as pl
-from metapilot.warehouse.db import query_frame
+from metapilot.warehouse.db import has_table, query_frame
 
 from metapilot.ground.paths import sql_text
 
@@ -124,7 +124,7 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
 
 def _placement(con: duckdb.DuckDBPyConnection, cluster: str) -> list[dict]:
     """The latest node-placement replay of each policy and mode (SPEC §11); [] when there is none."""
-    if not _has_table(con, "placement_runs"):
+    if not has_table(con, "placement_runs"):
         return []
     return rows(report_sql(con, "placement_runs", cluster=cluster))
 
@@ -143,17 +143,12 @@ def _decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
             "published_at": _json(d["published_at"])}
 
 
-def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether the warehouse has a table (a read-only connection to an older warehouse may not)."""
-    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
-
-
 def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: datetime, decision: dict) -> dict:
     """The week's stored recommendations; `published`: whether their policy is the controller the publish gate
     kept (None when no publish decision was taken), so that a refused controller's are never read as advice."""
-    recs = (report_sql(con, "recommendations", cluster=cluster, week_start=week_start) if _has_table(con, "recommendations")
+    recs = (report_sql(con, "recommendations", cluster=cluster, week_start=week_start) if has_table(con, "recommendations")
             else pl.DataFrame())
-    policies = report_sql(con, "cluster_policies", cluster=cluster) if _has_table(con, "policies") else pl.DataFrame()
+    policies = report_sql(con, "cluster_policies", cluster=cluster) if has_table(con, "policies") else pl.DataFrame()
     if recs.height == 0:
         if policies.height == 0:
             msg = (f"No controller policy exists yet for {cluster}: there is no recommendation to show. "
@@ -184,7 +179,7 @@ def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: d
 def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
     from metapilot.models.validation import shown_metrics, verdict, winners
 
-    table = report_sql(con, "latest_validation", cluster=cluster) if _has_table(con, "validations") else pl.DataFrame()
+    table = report_sql(con, "latest_validation", cluster=cluster) if has_table(con, "validations") else pl.DataFrame()
     if table.height == 0:
         return {"status": "none", "message": f"No replay validation has been run for {cluster} yet: "
                                              "`metapilot validate --policy ID`.", "rows": []}

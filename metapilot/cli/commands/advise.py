@@ -35,7 +35,7 @@ def advise_cmd(
         state_from_json,
     )
     from metapilot.models.controller.artifact import ArtifactIntegrityError
-    from metapilot.warehouse.publish_store import publication
+    from metapilot.warehouse.publish_store import NO_DECISION, publication
 
     at_note = None
     if at is not None and state_json is not None:
@@ -86,7 +86,7 @@ def advise_cmd(
     if published is not None:
         out.update(published)
         if not published["published"]:  # the publish gate's word comes first: this advice is not what to run
-            why = published["decision"] or "no publish decision for this cluster yet (`metapilot pipeline` makes one)"
+            why = published["decision"] or NO_DECISION
             out["warning"] = f"this policy is not the published controller, so its advice is for comparison only: {why}"
             typer.echo(f"warning: {out['warning']}", err=True)
     if fmt is OutputFormat.json:
