@@ -65,6 +65,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("wait_p99_s", "p99 wait", "min", "s", "p99_wait"),
     Metric("wait_max_s", "max wait", "min", "s", "max_wait"),
     Metric("bsld_mean", "mean bounded slowdown", "min", "1", "mean_bsld"),
+    Metric("bsld_mean_1min", "mean bounded slowdown (runs of 1 min or more)", "min", "1", "mean_bsld_1min"),
     Metric("util_cpu", "core utilisation", "max", "fraction", "util_cores"),
     Metric("util_gpu", "GPU utilisation", "max", "fraction", "util_gpus"),
     Metric("util_mem", "memory utilisation", "max", "fraction", "util_mem"),

@@ -87,7 +87,7 @@ def test_every_contender_is_in_the_table(val, replay_kind):
     # the validations columns start as the issue says
     cols = val.table.columns
     assert cols[:3] == ["validation_id", "policy_id", "contender"]
-    assert cols[3:14] == [m.column for m in METRICS]
+    assert cols[3:3 + len(METRICS)] == [m.column for m in METRICS]
 
 
 def test_figures_are_internally_consistent(val, window):
@@ -134,10 +134,11 @@ def test_as_run_row_equals_the_raw_log(wh, val):
         WHERE cluster = ? AND submit_time >= ? AND submit_time < ? AND run_s > 0 AND start_time IS NOT NULL
     )
     SELECT count(*), avg(wait), max(wait), quantile_cont(wait, 0.95), sum(cores * run),
-           max(st + run) - min(sub), avg(greatest(1, (wait + run) / greatest(run, 10)))
+           max(st + run) - min(sub), avg(greatest(1, (wait + run) / greatest(run, 10))),
+           avg(greatest(1, (wait + run) / greatest(run, 10))) FILTER (WHERE run >= 60), count(*) FILTER (WHERE run < 60)
     FROM j
     """
-    n, mean_w, max_w, p95_w, work, span, bsld = wh.execute(q, [CLUSTER, TRAIN_TO, VALID_TO]).fetchall()[0]
+    n, mean_w, max_w, p95_w, work, span, bsld, bsld_1min, short = wh.execute(q, [CLUSTER, TRAIN_TO, VALID_TO]).fetchall()[0]
     r = val.table.filter(pl.col("contender") == AS_RUN).row(0, named=True)
     assert r["jobs"] == n
     assert r["wait_mean_s"] == pytest.approx(mean_w, rel=1e-9)
@@ -146,6 +147,8 @@ def test_as_run_row_equals_the_raw_log(wh, val):
     assert r["util_cpu"] == pytest.approx(work / (100 * span), rel=1e-9)
     assert r["makespan_s"] == pytest.approx(span)
     assert r["bsld_mean"] == pytest.approx(bsld, rel=1e-9)
+    assert 0 < short < n  # both kinds of job are in the window, so the two means differ in what they count
+    assert r["bsld_mean_1min"] == pytest.approx(bsld_1min, rel=1e-9)
 
 
 def test_fixed_w_is_fcfs_easy(val):
@@ -171,7 +174,7 @@ def test_weeks_sum_to_the_window(val):
 def test_winners_per_column(val):
     won = winners(val.table)
     assert set(won) == {"wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean",
-                        "util_cpu", "makespan_s", "util_cpu_backlog"}
+                        "bsld_mean_1min", "util_cpu", "makespan_s", "util_cpu_backlog"}
     for m in METRICS:
         if m.column not in won:
             continue
@@ -186,7 +189,7 @@ def test_differences_and_bootstrap_intervals(val):
     fixed = val.table.filter(pl.col("kind").is_in(["objective", "baseline"]))
     best = d.filter(pl.col("reference_kind") == "best-fixed")
     assert set(best["metric"]) == {"wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean",
-                                   "util_cpu", "makespan_s", "util_cpu_backlog"}
+                                   "bsld_mean_1min", "util_cpu", "makespan_s", "util_cpu_backlog"}
     ctrl = val.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
     for r in best.iter_rows(named=True):
         m = next(x for x in METRICS if x.column == r["metric"])
@@ -339,3 +342,25 @@ def test_validate_command(tmp_path):
     assert "stored as validation val-" in out
     res = CliRunner().invoke(app, ["validate", "--policy", "missing", "--db", str(db)])
     assert res.exit_code == 2 and "no policy" in res.output
+
+
+def test_a_warehouse_from_before_the_one_minute_figure_gains_its_column():
+    """Validations stored before `bsld_mean_1min` existed keep their rows and read it as NULL, and
+    the measure is then left out of what is shown, not shown as a row of zeros."""
+    import duckdb
+    from metapilot.ground.paths import SQL_DIR
+    from metapilot.models.validation import shown_metrics
+    from metapilot.warehouse.db import apply_ddl, query_frame
+
+    con = duckdb.connect(":memory:")
+    old = (SQL_DIR / "ddl" / "030_validation.sql").read_text()
+    old = "\n".join(line for line in old.splitlines() if "bsld_mean_1min" not in line)
+    con.execute(old)
+    con.execute("INSERT INTO validations (validation_id, contender, wait_mean_s, bsld_mean, kind, status, cluster, "
+                "window_from, window_to, epoch_s, code_version, created_at) VALUES ('v1', 'MetaPilot', 10, 2.5, "
+                "'controller', 'ok', 'c', now(), now(), 3600, 'x', now())")
+    apply_ddl(con)
+    table = query_frame(con, "SELECT * FROM validations")
+    assert table["bsld_mean"][0] == 2.5 and table["bsld_mean_1min"][0] is None
+    assert "bsld_mean_1min" in [r[0] for r in con.execute("DESCRIBE validation_weeks").fetchall()]
+    assert "bsld_mean_1min" not in [m.column for m in shown_metrics(table)]

@@ -14,13 +14,13 @@ from metapilot.ground.version import code_version
 
 VALIDATION_COLUMNS: tuple[str, ...] = (
     "validation_id", "policy_id", "contender", "wait_mean_s", "wait_median_s", "wait_p95_s", "wait_p99_s",
-    "wait_max_s", "bsld_mean", "util_cpu", "util_gpu", "util_mem", "makespan_s", "util_cpu_backlog", "kind", "status", "note", "jobs",
+    "wait_max_s", "bsld_mean", "bsld_mean_1min", "util_cpu", "util_gpu", "util_mem", "makespan_s", "util_cpu_backlog", "kind", "status", "note", "jobs",
     "jobs_not_run", "first_submit", "last_end", "cluster", "partition", "window_from", "window_to", "epoch_s",
     "capacity_cores", "capacity_gpus", "capacity_mem_mib", "code_version", "created_at",
 )
 WEEK_COLUMNS: tuple[str, ...] = (
     "validation_id", "contender", "week", "week_start", "jobs", "wait_mean_s", "wait_median_s", "wait_p95_s",
-    "wait_p99_s", "wait_max_s", "bsld_mean", "jobs_completed", "util_cpu", "util_gpu", "util_mem",
+    "wait_p99_s", "wait_max_s", "bsld_mean", "bsld_mean_1min", "jobs_completed", "util_cpu", "util_gpu", "util_mem",
 )
 DIFF_COLUMNS: tuple[str, ...] = (
     "validation_id", "metric", "reference_kind", "reference", "controller_value", "reference_value", "diff",
