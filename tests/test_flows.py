@@ -124,9 +124,13 @@ def test_baseline_sweep_on_a_local_dask_cluster_of_two_workers(kth_db):
     rows = con.execute("SELECT policy, backfill, count(*) FROM sim_runs WHERE run_id IN (SELECT unnest(?)) GROUP BY ALL", [ids]).fetchall()
     # the replay alone (engine_s) is recorded apart from the whole call (wall_s)
     times = con.execute("SELECT engine_s, wall_s FROM sim_runs WHERE run_id IN (SELECT unnest(?))", [ids]).fetchall()
+    # both slowdown means are stored: over every job, and over the jobs that ran a minute or more
+    bsld = con.execute("SELECT bsld_mean, bsld_mean_1min FROM sim_metrics WHERE scope = 'overall' "
+                       "AND run_id IN (SELECT unnest(?))", [ids]).fetchall()
     con.close()
     assert len(rows) == 21
     assert all(e is not None and 0 < e <= w for e, w in times)
+    assert len(bsld) == 21 and all(a >= 1 and b >= 1 for a, b in bsld)
 
 
 def test_pipeline_end_to_end_on_a_small_history(tmp_path):

@@ -93,10 +93,12 @@ def store_run(con: duckdb.DuckDBPyConnection, *, cluster: str, partition: str | 
         rows = [("overall", "all", None, o)] + [("week", w["week"], w["week_start"], w) for w in weekly.iter_rows(named=True)]
         for scope, label, start, r in rows:
             con.execute(
-                "INSERT INTO sim_metrics VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO sim_metrics (run_id, scope, period_label, period_start, jobs, wait_mean_s, wait_median_s, "
+                "wait_p95_s, wait_p99_s, wait_max_s, bsld_mean, bsld_mean_1min, util_cpu, util_gpu, util_mem, makespan_s) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [run_id, scope, label, start, int(r.get("jobs") or 0), r.get("mean_wait"), r.get("median_wait"),
-                 r.get("p95_wait"), r.get("p99_wait"), r.get("max_wait"), r.get("mean_bsld"), r.get("util_cores"),
-                 r.get("util_gpus"), r.get("util_mem"), r.get("makespan") if scope == "overall" else None],
+                 r.get("p95_wait"), r.get("p99_wait"), r.get("max_wait"), r.get("mean_bsld"), r.get("mean_bsld_1min"),
+                 r.get("util_cores"), r.get("util_gpus"), r.get("util_mem"), r.get("makespan") if scope == "overall" else None],
             )
         con.execute("COMMIT")
     except BaseException:

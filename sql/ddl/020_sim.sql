@@ -34,9 +34,11 @@ CREATE TABLE IF NOT EXISTS sim_metrics (
     wait_p99_s      DOUBLE,
     wait_max_s      DOUBLE,
     bsld_mean       DOUBLE,
+    bsld_mean_1min  DOUBLE,                -- the same over the jobs that ran 60 s or more
     util_cpu        DOUBLE,
     util_gpu        DOUBLE,
     util_mem        DOUBLE,
     makespan_s      DOUBLE,
     PRIMARY KEY (run_id, scope, period_label)
 );
+ALTER TABLE sim_metrics ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;  -- warehouses created before it

@@ -69,7 +69,7 @@ def simulate_cmd(
             print_frame(fid(result, jobs), title=f"Fidelity: {cluster}, logged waits vs replay")
     table = pl.concat(summaries)
     cols = ["policy", "backfill", "jobs", "mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait", "mean_bsld",
-            "util_cores", "util_gpus", "util_mem", "makespan", "wall_s"]
+            "mean_bsld_1min", "util_cores", "util_gpus", "util_mem", "makespan", "wall_s"]
     units = {c: "s" for c in ("mean_wait", "median_wait", "p95_wait", "p99_wait", "max_wait", "makespan", "wall_s")}
     units |= {c: "%" for c in ("util_cores", "util_gpus", "util_mem")}
     print_frame(table.select(cols), limit=25, title=f"Replay of {cluster}" + (f"/{partition}" if partition else ""),
