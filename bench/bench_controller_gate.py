@@ -193,15 +193,19 @@ def summary(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def best_one_minute(rows: list) -> tuple | None:
+    """The fixed contender of lowest mean bounded slowdown over the jobs that ran a minute or more."""
+    fixed = [r for r in rows if r[1] in ("baseline", "objective") and r[7] is not None]
+    return min(fixed, key=lambda r: r[7]) if fixed else None
+
+
 def one_minute_words(res: dict) -> str:
     """The controller's mean bounded slowdown over the jobs that ran a minute or more, against the best
     fixed rule's on the same jobs: whether a held-out lead or loss is more than a few sub-minute jobs."""
-    rows = res["rows"]
-    ctrl = next(r for r in rows if r[0] == "MetaPilot")
-    fixed = [r for r in rows if r[1] in ("baseline", "objective") and r[7] is not None]
-    if ctrl[7] is None or not fixed:
+    ctrl = next(r for r in res["rows"] if r[0] == "MetaPilot")
+    best = best_one_minute(res["rows"])
+    if ctrl[7] is None or best is None:
         return "–"
-    best = min(fixed, key=lambda r: r[7])
     return f"{ctrl[7]:.2f} vs {best[7]:.2f} ({best[0]}), {rel(ctrl[7], best[7])}"
 
 
@@ -210,8 +214,8 @@ def table(res: dict) -> str:
     ctrl, held_out = held_out_verdict(res)
     best_mean, best_max = held_out.best_mean.mean_wait_s, held_out.best_max.max_wait_s
     best_bsld = held_out.best_bsld.mean_bsld
-    fixed_1min = [r[7] for r in rows if r[1] in ("objective", "baseline") and r[7] is not None]
-    best_1min = min(fixed_1min) if fixed_1min else float("nan")
+    best_row = best_one_minute(rows)
+    best_1min = best_row[7] if best_row else float("nan")
     dominated = held_out.dominated_by  # the publish gate's own rule: a lead under 0.5% is a tie
     lines = [f"### {res['cluster']}: held-out {rows[0][8]:%Y-%m-%d} .. {rows[0][9]:%Y-%m-%d}",
              "",
