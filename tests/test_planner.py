@@ -354,6 +354,14 @@ def test_a_persistence_forecast_adds_only_jobs_already_seen(kth):
     assert fc.size > 0 and (kth.submit[fc] >= 2 * day).all() and (kth.submit[fc] < 2 * day + 6 * 3600.0).all()
     np.testing.assert_array_equal(view.jobs.submit[n:], kth.submit[fc] + day)
     np.testing.assert_array_equal(view.jobs.run[n:], e.jobs.req[fc])
+    # every job is ranked at its submit time in the view: a forecast arrival queues behind the jobs
+    # already waiting under FCFS (and F1), not a period ahead of them
+    from metapilot.models.simulator.policies import FCFS, static_scores
+
+    np.testing.assert_array_equal(view.jobs.static_key, static_scores(view.jobs.submit, view.jobs.req,
+                                                                      np.ascontiguousarray(view.jobs.need[:, 0])))
+    np.testing.assert_array_equal(view.jobs.static_key[:n], e.jobs.static_key[idx])
+    assert view.jobs.static_key[n:, FCFS].min() > view.jobs.static_key[:n, FCFS].max()
     assert (view.state.status[n:] == FUTURE).all() and np.isin(view.state.status[:n], (QUEUED, RUNNING)).all()
     assert view.is_view and not e.is_view
     # the span never reaches past now: a period shorter than the span forecasts only what was seen

@@ -206,11 +206,13 @@ class Engine:
         req = j.req[alive]
         runs = req if run is None else np.ascontiguousarray(np.asarray(run, np.float64)[alive])
         submit = j.submit[alive]
-        if fc.size:
+        need = np.ascontiguousarray(j.need[alive])
+        key = np.ascontiguousarray(j.static_key[alive])
+        if fc.size:  # shifted arrivals: the rules keyed on the submit time (FCFS, F1) rank them at it
             submit = submit.copy()
             submit[len(running) + len(queued):] += forecast_s
-        jobs = Jobs(submit=submit, run=runs, req=req, need=np.ascontiguousarray(j.need[alive]),
-                    pool=j.pool[alive], static_key=np.ascontiguousarray(j.static_key[alive]))
+            key = static_scores(submit, req, np.ascontiguousarray(need[:, 0]))
+        jobs = Jobs(submit=submit, run=runs, req=req, need=need, pool=j.pool[alive], static_key=key)
         view = object.__new__(Engine)
         view.workload, view.capacity = self.workload, self.capacity
         view.cannot_fit = np.zeros(0, np.int64)
