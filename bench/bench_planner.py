@@ -10,7 +10,7 @@ jobs only), copied and rolled forward `horizon_h` hours under each objective of 
 from __future__ import annotations
 
 import argparse
-import gzip
+import io
 import sys
 import time
 from datetime import datetime, timezone
@@ -29,6 +29,7 @@ from metapilot.models.controller.replay import replay_objectives  # noqa: E402
 from metapilot.models.controller.tuning import tune_planner  # noqa: E402
 from metapilot.models.simulator import Capacity  # noqa: E402
 from metapilot.transforms.state import StateConfig  # noqa: E402
+from metapilot.transforms.lines import open_binary  # noqa: E402
 from metapilot.transforms.workload import normalise  # noqa: E402
 
 UTC = timezone.utc
@@ -38,9 +39,11 @@ CASES = [  # trace, capacity (cores), window
 ]
 
 
-def window(file: str, lo: str, hi: str):
+def read_swf(path: Path) -> tuple[np.ndarray, int]:
+    """An SWF file's jobs (its first 12 fields: id, submit, wait, run, procs, ..., requested time,
+    user) and its UnixStartTime; gzipped or plain."""
     rows, start = [], 0
-    with gzip.open(SHARED / "swf" / file, "rt") as f:
+    with io.TextIOWrapper(open_binary(path)) as f:
         for line in f:
             if line.startswith(";"):
                 if "UnixStartTime" in line:
@@ -48,18 +51,26 @@ def window(file: str, lo: str, hi: str):
                 continue
             x = line.split()
             if len(x) >= 18:
-                rows.append([float(v) for v in x[:9]])
-    a = np.array(rows)
+                rows.append([float(v) for v in x[:12]])
+    return np.array(rows), start
+
+
+def workload_of(a: np.ndarray, start: int, lo: datetime, hi: datetime):
+    """The jobs of `read_swf` submitted in [lo, hi), replayed from an empty cluster at `lo`."""
     t = start + a[:, 1]
-    keep = (t >= datetime.fromisoformat(lo).replace(tzinfo=UTC).timestamp()) & (
-        t < datetime.fromisoformat(hi).replace(tzinfo=UTC).timestamp())
-    a = a[keep]
+    a = a[(t >= lo.timestamp()) & (t < hi.timestamp())]
     ts = lambda s: (pl.Series(s * 1e6).cast(pl.Int64)).cast(pl.Datetime("us", "UTC"))  # noqa: E731
     known = lambda c: pl.Series(np.where(a[:, c] >= 0, a[:, c], np.nan)).fill_nan(None).cast(pl.Int64)  # noqa: E731
     df = pl.DataFrame({"job_id": a[:, 0].astype(int).astype(str), "submit_time": ts(start + a[:, 1]),
                        "start_time": ts(start + a[:, 1] + np.maximum(a[:, 2], 0)), "run_s": known(3),
                        "timelimit_s": known(8), "req_cpus": known(7), "alloc_cpus": known(4)})
-    return normalise(df, datetime.fromisoformat(lo).replace(tzinfo=UTC))
+    return normalise(df, lo)
+
+
+def window(file: str, lo: str, hi: str):
+    """The trace `file` (under the shared SWF folder) over [lo, hi) (UTC dates)."""
+    day = lambda d: datetime.fromisoformat(d).replace(tzinfo=UTC)  # noqa: E731
+    return workload_of(*read_swf(SHARED / "swf" / file), day(lo), day(hi))
 
 
 class Timed(LookaheadPlanner):

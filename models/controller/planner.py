@@ -126,6 +126,15 @@ class LookaheadPlanner:
         self.last = self._first
         self.record = 0.0
 
+    def views(self, engine: Engine) -> list[Engine]:
+        """What the rollouts start from; an objective's cost is the mean over them. The oracle: the
+        engine itself (the true future). A view built already (the as-run history's): as it is.
+        Otherwise the scheduler's view, with the persistence forecast when `forecast_h` is set. A
+        planner that samples futures returns several (`bench/bench_deployable_knowledge.py`)."""
+        if self.config.oracle or engine.is_view:
+            return [engine]
+        return [engine.planning_view(*self.forecast)[0]]
+
     def plan(self, engine: Engine, aggregates: np.ndarray, settings) -> int:
         """The objective for the epoch that starts at the engine's clock. `aggregates`: the
         boundary's aggregates (`transforms.state.AGGREGATES` order); `settings`: the engine
@@ -149,20 +158,18 @@ class LookaheadPlanner:
             waits = engine.start - engine.jobs.submit
             if np.isfinite(waits).any():
                 self.record = max(self.record, float(np.nanmax(waits)))
-        if cfg.oracle:
-            base, submit_of = engine, None
-        else:  # a view built already (the as-run history's) is rolled forward as it is
-            base = engine if engine.is_view else engine.planning_view(*self.forecast)[0]
-            submit_of = base.jobs.submit
         now = engine.now
         t_end = now + self.n_epochs * self.epoch_s
-        weight = slowdown_weights(base.jobs.req, cfg.slowdown)
-        for a, (policy, backfill, fit_first) in enumerate(settings):
-            fork = base.copy()
-            fork.advance(t_end, policy, backfill, fit_first)
-            submit = submit_of if submit_of is not None else fork.jobs.submit
-            self.costs[a] = horizon_cost(submit, fork.start, now, self.epoch_s, self.n_epochs, cfg.lam, self.record,
-                                         weight)
+        views = self.views(engine)
+        self.costs[:] = 0.0
+        for base in views:  # a snapshot shares its jobs: each fork's submit times are its base's
+            weight = slowdown_weights(base.jobs.req, cfg.slowdown)
+            for a, (policy, backfill, fit_first) in enumerate(settings):
+                fork = base.copy()
+                fork.advance(t_end, policy, backfill, fit_first)
+                self.costs[a] += horizon_cost(base.jobs.submit, fork.start, now, self.epoch_s, self.n_epochs, cfg.lam,
+                                              self.record, weight)
+        self.costs /= len(views)
         self.fresh = True
         best = float(self.costs.min())
         if self.anchor is not None and self.costs[self.anchor] <= best * (1.0 + cfg.margin):

@@ -174,43 +174,48 @@ class Engine:
         other.state = State(*(a.copy() for a in self.state))
         return other
 
-    def planning_view(self, forecast_s: float = 0.0, span_s: float = 0.0) -> tuple[Engine, np.ndarray]:
+    def planning_view(self, forecast_s: float = 0.0, span_s: float = 0.0,
+                      arrivals: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Engine, np.ndarray]:
         """What the scheduler knows now, as a small engine: only the running jobs (in start order)
         and the queued ones, requested times as run times, no future arrivals (the lookahead
-        planner's snapshot; with `forecast_s`, the persistence forecast of `view`). Returns it and,
-        per job of the view, the job's index here."""
+        planner's snapshot; with `forecast_s` or `arrivals`, the forecast arrivals of `view`).
+        Returns it and, per job of the view, the job's index here."""
         st = self.state
         running = np.flatnonzero(st.status == RUNNING)
         running = running[np.argsort(st.order[running], kind="stable")]
         return self.view(running, st.start[running], np.flatnonzero(st.status == QUEUED), self.now,
-                         forecast_s=forecast_s, span_s=span_s)
+                         forecast_s=forecast_s, span_s=span_s, arrivals=arrivals)
 
     def view(self, running: np.ndarray, running_start: np.ndarray, queued: np.ndarray,
              now: float, run: np.ndarray | None = None, forecast_s: float = 0.0,
-             span_s: float = 0.0) -> tuple[Engine, np.ndarray]:
+             span_s: float = 0.0, arrivals: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Engine, np.ndarray]:
         """The planning view of any moment of this engine's jobs (the as-run history's too): jobs
         `running` (in start order) since `running_start`, jobs `queued`, the clock at `now`;
         requested times as run times, or `run` (per job of this engine: what a run-time predictor
         would give; the benchmarks' what-if passes the true ones). With `forecast_s` > 0, arrivals
         to come are forecast by persistence: the jobs submitted `forecast_s` earlier, over the next
         `span_s` (never past `now`: only jobs already seen), arrive again shifted by `forecast_s`.
-        Returns it and, per job of the view, the job's index here."""
+        Any other forecast passes `arrivals`: jobs of this engine (indices, repeats allowed) and the
+        times they arrive at in the view. Returns it and, per job of the view, the job's index here."""
         running, queued = np.asarray(running, np.int64), np.asarray(queued, np.int64)
         j = self.jobs
-        fc = np.zeros(0, np.int64)
-        if forecast_s > 0 and span_s > 0:
+        if arrivals is None and forecast_s > 0 and span_s > 0:
             lo, hi = now - forecast_s, min(now - forecast_s + span_s, now)
             fc = np.flatnonzero((j.submit >= lo) & (j.submit < hi) & (self.state.status != EXCLUDED))
-            fc = fc[np.argsort(j.submit[fc], kind="stable")]
+            arrivals = fc, j.submit[fc] + forecast_s
+        fc, fc_submit = (np.zeros(0, np.int64), np.zeros(0)) if arrivals is None else (
+            np.asarray(arrivals[0], np.int64), np.asarray(arrivals[1], np.float64))
+        order = np.argsort(fc_submit, kind="stable")  # arrivals in time order (ties: as given)
+        fc, fc_submit = fc[order], fc_submit[order]
         alive = np.r_[running, queued, fc]
         req = j.req[alive]
         runs = req if run is None else np.ascontiguousarray(np.asarray(run, np.float64)[alive])
         submit = j.submit[alive]
         need = np.ascontiguousarray(j.need[alive])
         key = np.ascontiguousarray(j.static_key[alive])
-        if fc.size:  # shifted arrivals: the rules keyed on the submit time (FCFS, F1) rank them at it
+        if fc.size:  # forecast arrivals: the rules keyed on the submit time (FCFS, F1) rank them at it
             submit = submit.copy()
-            submit[len(running) + len(queued):] += forecast_s
+            submit[len(running) + len(queued):] = fc_submit
             key = static_scores(submit, req, np.ascontiguousarray(need[:, 0]))
         jobs = Jobs(submit=submit, run=runs, req=req, need=need, pool=j.pool[alive], static_key=key)
         view = object.__new__(Engine)
