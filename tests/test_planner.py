@@ -379,3 +379,51 @@ def test_a_persistence_forecast_adds_only_jobs_already_seen(kth):
         p.plan(e, agg, Menu.of(sc).settings)
         costs.append(p.costs.copy())
     assert costs[0].sum() > 0 and not np.array_equal(costs[0], costs[1])
+
+
+def test_a_view_takes_any_forecast_arrivals_and_the_planner_averages_its_views(kth):
+    """`Engine.view(arrivals=...)`: the given jobs (repeats allowed) arrive at the given times, in time
+    order, ranked at those times; a persistence forecast is the same view built from shifted jobs.
+    `LookaheadPlanner.views`: an objective's cost is the mean of its rollouts' costs over the views."""
+    from metapilot.models.simulator.engine import Engine
+    from metapilot.models.simulator.policies import static_scores
+    from metapilot.models.simulator.state import FUTURE, QUEUED
+    from metapilot.transforms.state import AGGREGATES
+
+    e = Engine(kth, CAP, "SJF", "easy")
+    day = 86_400.0
+    e.advance(3 * day)
+    while (e.state.status == QUEUED).sum() < 5:  # a busy moment: rollouts differ between objectives
+        e.advance(e.now + 3600.0)
+    plain, idx = e.planning_view()
+    n, now = len(idx), e.now
+    jobs, times = np.array([7, 3, 7]), now + np.array([500.0, 100.0, 300.0])
+    view, idx2 = e.planning_view(arrivals=(jobs, times))
+    np.testing.assert_array_equal(idx2[n:], [3, 7, 7])
+    np.testing.assert_array_equal(view.jobs.submit[n:], now + np.array([100.0, 300.0, 500.0]))
+    np.testing.assert_array_equal(view.jobs.run[n:], kth.req_time[[3, 7, 7]])
+    assert (view.state.status[n:] == FUTURE).all()
+    np.testing.assert_array_equal(view.jobs.static_key, static_scores(view.jobs.submit, view.jobs.req,
+                                                                      np.ascontiguousarray(view.jobs.need[:, 0])))
+    fc = np.flatnonzero((kth.submit >= now - day) & (kth.submit < now - day + 6 * 3600.0))
+    persistence = e.planning_view(forecast_s=day, span_s=6 * 3600.0)[0]
+    same = e.planning_view(arrivals=(fc, kth.submit[fc] + day))[0]
+    for a, b in zip(persistence.jobs, same.jobs, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    sc = StateConfig()
+    menu = Menu.of(sc)
+    agg = np.array([1.0 if a == "queue_len" else 0.0 for a in AGGREGATES])
+    cfg = PlannerConfig(horizon_h=6, lam=0.0, guard_h=None)
+
+    class Both(LookaheadPlanner):
+        def views(self, engine):
+            return [engine.planning_view()[0], engine.planning_view(arrivals=(fc, kth.submit[fc] + day))[0]]
+
+    costs = []
+    for planner in (LookaheadPlanner(menu, cfg), LookaheadPlanner(menu, PlannerConfig(horizon_h=6, lam=0.0, guard_h=None,
+                                                                                      forecast_h=24.0)), Both(menu, cfg)):
+        planner.plan(e, agg, menu.settings)
+        costs.append(planner.costs.copy())
+    assert not np.array_equal(costs[0], costs[1])
+    np.testing.assert_allclose(costs[2], (costs[0] + costs[1]) / 2, rtol=1e-12)
