@@ -47,6 +47,7 @@ from metapilot.models.simulator import Capacity, Engine, SimResult  # noqa: E402
 from metapilot.models.simulator.engine import EXCLUDED  # noqa: E402
 from metapilot.models.simulator.policies import POLICIES, SAF, SJF  # noqa: E402
 from metapilot.transforms.state import StateConfig  # noqa: E402
+from metapilot.transforms.swf import header_capacity  # noqa: E402
 from metapilot.transforms.windows import split_history  # noqa: E402
 
 WINDOWS = ("training weeks", "checkpoint", "held out")
@@ -139,9 +140,14 @@ def study_trace(name: str, studies: tuple[str, ...]) -> list[str]:
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "trace.swf"
         cut(SWF / file, log, lo, hi, REPEAT.get(name, 1))
-        a, start = read_swf(log)
-        capacity = Capacity.single(_max_procs(log))
-    sc, menu = StateConfig(), Menu.of(StateConfig())
+        a, header = read_swf(log)
+    start = header.unix_start_time or 0
+    declared = header_capacity(header)  # the cores `pipeline` takes from the header
+    if not declared:
+        raise SystemExit(f"{file}: the SWF header declares no capacity (MaxProcs or MaxNodes)")
+    capacity = Capacity.single(int(declared[0]["cores"]))
+    sc = StateConfig()
+    menu = Menu.of(sc)
     wins = split(a, start)
     work = {k: workload_of(a, start, *v) for k, v in wins.items()}
     fixed = {k: fixed_outcomes(w, capacity) for k, w in work.items()}
@@ -177,17 +183,6 @@ def study_trace(name: str, studies: tuple[str, ...]) -> list[str]:
                 "|---|---|---|---|", *rows, ""]
         print("\n".join(out[-len(rows) - 4:]), flush=True)
     return out
-
-
-def _max_procs(log: Path) -> int:
-    """The header's MaxProcs (the cluster's cores), as `pipeline` reads it."""
-    with open(log) as f:
-        for line in f:
-            if not line.startswith(";"):
-                break
-            if line.startswith("; MaxProcs:"):
-                return int(line.split(":", 1)[1])
-    raise SystemExit(f"{log}: no MaxProcs in the header")
 
 
 def main() -> None:

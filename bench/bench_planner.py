@@ -30,6 +30,7 @@ from metapilot.models.controller.tuning import tune_planner  # noqa: E402
 from metapilot.models.simulator import Capacity  # noqa: E402
 from metapilot.transforms.state import StateConfig  # noqa: E402
 from metapilot.transforms.lines import open_binary  # noqa: E402
+from metapilot.transforms.swf import SwfHeader, parse_swf_header  # noqa: E402
 from metapilot.transforms.workload import normalise  # noqa: E402
 
 UTC = timezone.utc
@@ -39,20 +40,19 @@ CASES = [  # trace, capacity (cores), window
 ]
 
 
-def read_swf(path: Path) -> tuple[np.ndarray, int]:
+def read_swf(path: Path) -> tuple[np.ndarray, SwfHeader]:
     """An SWF file's jobs (its first 12 fields: id, submit, wait, run, procs, ..., requested time,
-    user) and its UnixStartTime; gzipped or plain."""
-    rows, start = [], 0
+    user) and its header, as ingest parses it; gzipped or plain."""
+    rows, head = [], []
     with io.TextIOWrapper(open_binary(path)) as f:
         for line in f:
             if line.startswith(";"):
-                if "UnixStartTime" in line:
-                    start = int(line.split(":", 1)[1])
+                head.append(line)
                 continue
             x = line.split()
             if len(x) >= 18:
                 rows.append([float(v) for v in x[:12]])
-    return np.array(rows), start
+    return np.array(rows), parse_swf_header(head)
 
 
 def workload_of(a: np.ndarray, start: int, lo: datetime, hi: datetime):
@@ -70,7 +70,8 @@ def workload_of(a: np.ndarray, start: int, lo: datetime, hi: datetime):
 def window(file: str, lo: str, hi: str):
     """The trace `file` (under the shared SWF folder) over [lo, hi) (UTC dates)."""
     day = lambda d: datetime.fromisoformat(d).replace(tzinfo=UTC)  # noqa: E731
-    return workload_of(*read_swf(SHARED / "swf" / file), day(lo), day(hi))
+    rows, header = read_swf(SHARED / "swf" / file)
+    return workload_of(rows, header.unix_start_time or 0, day(lo), day(hi))
 
 
 class Timed(LookaheadPlanner):
