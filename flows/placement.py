@@ -36,7 +36,8 @@ def train_placement(cluster: str, db: str | None = None, config: dict | None = N
     from metapilot.models.placement.run import load_cluster, replay_agent, torch_threads
     from metapilot.models.placement.train import collect, train
     from metapilot.warehouse.db import connect, writer_lock
-    from metapilot.warehouse.placement_store import load_nodes, load_pods, pods_digest, register_policy, store_run
+    from metapilot.warehouse.placement_store import load_nodes, load_pods, pods_digest, store_run
+    from metapilot.warehouse.policy_store import register_placement
 
     cfg = PPOConfig.from_dict(config or {})
     con = connect(db, read_only=True)
@@ -73,7 +74,7 @@ def train_placement(cluster: str, db: str | None = None, config: dict | None = N
     with writer_lock(db):
         con = connect(db)
         try:
-            register_policy(con, registry_row(art))
+            register_placement(con, registry_row(art))
             for mode, r in evaluation.items():
                 r["policy"] = art.policy_id
                 runs[mode] = store_run(con, cluster, r)

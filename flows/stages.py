@@ -228,7 +228,7 @@ def validate_flow(policy_id: str, db: str | None = None, start: datetime | None 
                   end: datetime | None = None) -> str:
     """Replay the held-out window under the controller, fixed U/W, the 21 baselines and as-run."""
     from metapilot.warehouse.db import connect
-    from metapilot.warehouse.validation_store import policy_row
+    from metapilot.warehouse.policy_store import policy_row
 
     con = connect(db)
     try:
@@ -248,7 +248,8 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
     from metapilot.models.validation import verdict_summary
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import promote
-    from metapilot.warehouse.validation_store import load_validation, policy_row
+    from metapilot.warehouse.policy_store import policy_row
+    from metapilot.warehouse.validation_store import load_validation
 
     log = get_run_logger()
     with warehouse_writer(db, log=log.info):

@@ -476,8 +476,9 @@ def choose_window(con: duckdb.DuckDBPyConnection, policy: dict, start: datetime 
     valid_to = _utc(policy.get("valid_to"))
     notes: list[str] = []
     start, end = _utc(start), _utc(end)
-    last = con.execute("SELECT max(submit_time) FROM jobs WHERE cluster = ? AND (?::VARCHAR IS NULL OR partition = ?)",
-                       [cluster, partition, partition]).fetchall()[0][0]
+    from metapilot.warehouse.jobs_store import last_submit
+
+    last = last_submit(con, cluster, partition)
     if last is None:
         raise LookupError(f"no jobs for cluster {cluster!r}" + (f" partition {partition!r}" if partition else ""))
     last = _utc(last)
@@ -579,7 +580,8 @@ def run_validation(
     from metapilot.models.simulator import BASELINES, Capacity, simulate
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.sim_store import load_capacity, load_window
-    from metapilot.warehouse.validation_store import policy_row, store_validation
+    from metapilot.warehouse.policy_store import policy_row
+    from metapilot.warehouse.validation_store import store_validation
 
     say = log or (lambda _msg: None)
     policy = policy_row(con, policy_id)

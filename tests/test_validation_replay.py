@@ -311,7 +311,7 @@ def test_published_policy_drives_the_controller(wh, tmp_path):
 
 def test_window_notes_and_errors(wh):
     from metapilot.models.validation import choose_window
-    from metapilot.warehouse.validation_store import policy_row
+    from metapilot.warehouse.policy_store import policy_row
 
     row = policy_row(wh, POLICY_ID)
     w = choose_window(wh, row)

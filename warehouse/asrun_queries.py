@@ -14,11 +14,7 @@ from metapilot.transforms.asrun_state import TimeLike, epoch_grid, with_capacity
 from metapilot.transforms.state import StateConfig
 
 from metapilot.ground.paths import sql_text
-
-
-def query_pl(con: duckdb.DuckDBPyConnection, query: str, params: dict | None = None) -> pl.DataFrame:
-    """Run a parameterised query and return a polars frame (DuckDB 2 wants results consumed)."""
-    return con.sql(query, params=params or None).pl()
+from metapilot.warehouse.db import query_frame
 
 
 def _with_jobs(source: duckdb.DuckDBPyConnection | pl.DataFrame) -> duckdb.DuckDBPyConnection:
@@ -44,12 +40,7 @@ def _job_params(cluster: str, partition: str | None, t_lo: float, t_hi: float) -
 
 def capacity_frame(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
     """The cluster's capacity rows (partition, valid_from as epoch seconds, cores, gpus, mem_mib)."""
-    return query_pl(
-        con,
-        "SELECT partition, epoch(valid_from)::BIGINT AS valid_from_s, cores, gpus, mem_mib "
-        "FROM capacity WHERE cluster = $cluster ORDER BY partition, valid_from",
-        {"cluster": cluster},
-    )
+    return query_frame(con, sql_text("mdp/capacity_history.sql"), {"cluster": cluster})
 
 
 def asrun_aggregates(
@@ -92,7 +83,7 @@ def aggregates_at(
     params = _job_params(cluster, partition, t0 - e, t1 + e) | {
         "t0": t0, "t1": t1, "epoch_s": e, "long_tail_s": float(config.long_tail_s),
     }
-    agg = query_pl(con, _compose("asrun_epoch_aggregates"), params)
+    agg = query_frame(con, _compose("asrun_epoch_aggregates"), params)
     if capacity is None:
         capacity = capacity_frame(con, cluster)
     return with_capacity(agg, capacity, partition, e)
@@ -115,7 +106,7 @@ def asrun_queues(
     grid = epoch_grid(window_from, window_to, config.epoch_s)
     t0, t1, e = int(grid[0]), int(grid[-1]) + config.epoch_s, int(config.epoch_s)
     params = _job_params(cluster, partition, t0 - e, t1 + e) | {"t0": t0, "t1": t1, "epoch_s": e}
-    return query_pl(con, _compose("asrun_epoch_queue"), params)
+    return query_frame(con, _compose("asrun_epoch_queue"), params)
 
 
 def data_span(con: duckdb.DuckDBPyConnection, cluster: str, partition: str | None = None):

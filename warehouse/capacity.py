@@ -10,6 +10,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import duckdb
+import polars as pl
+
+from metapilot.ground.paths import sql_text
+from metapilot.warehouse.db import query_frame
+
+
+CAPACITY_COLUMNS: tuple[str, ...] = (
+    "cluster", "partition", "valid_from", "nodes", "cores", "gpus", "mem_mib", "source", "note",
+)
 
 
 def read_capacity_config(path: str | Path) -> list[dict]:
@@ -39,13 +48,21 @@ def store_capacity_config(con: duckdb.DuckDBPyConnection, rows: list[dict]) -> i
     con.execute("BEGIN TRANSACTION")
     try:
         for c in sorted({r["cluster"] for r in rows}):
-            con.execute("DELETE FROM capacity WHERE cluster = ?", [c])
+            con.execute(sql_text("capacity/forget_cluster.sql"), {"cluster": c})
         for r in rows:
-            con.execute("INSERT OR REPLACE INTO capacity VALUES (?,?,?,?,?,?,?,?,?)",
-                        [r["cluster"], r["partition"], r["valid_from"], r["nodes"], r["cores"], r["gpus"],
-                         r["mem_mib"], r["source"], r["note"]])
+            upsert_capacity(con, r)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
     return len(rows)
+
+
+def upsert_capacity(con: duckdb.DuckDBPyConnection, row: dict) -> None:
+    """Write one dated entry (keys: the `capacity` columns), replacing one of the same date."""
+    con.execute(sql_text("capacity/upsert.sql"), {k: row.get(k) for k in CAPACITY_COLUMNS})
+
+
+def capacity_listing(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every entry, by cluster, partition and date."""
+    return query_frame(con, sql_text("capacity/listing.sql"))

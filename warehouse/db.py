@@ -182,8 +182,9 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
 
 
-def query_frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> "pl.DataFrame":
-    """Run a parameterised query and return a polars frame (DuckDB 2's connection-level result)."""
+def query_frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> "pl.DataFrame":
+    """Run a query with positional (`?`) or named (`$name`) parameters and return a polars frame
+    (DuckDB 2 wants results consumed)."""
     import polars as pl
 
     return pl.from_arrow(con.sql(sql, params=params or None).to_arrow_table())

@@ -18,7 +18,6 @@ import re
 import tempfile
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -34,7 +33,17 @@ from metapilot.transforms.validation import validate_jobs
 
 from metapilot.ground.files import sha256_file
 from metapilot.ground.paths import db_path, sql_statements, sql_text
+from metapilot.warehouse.capacity import upsert_capacity
 from metapilot.warehouse.db import connect, writer_lock, writer_wait_s
+from metapilot.warehouse.ingest_log import (
+    file_rows,
+    forget_file,
+    prior_load,
+    record_failed,
+    record_loaded,
+    record_validation,
+    undecodable_lines,
+)
 from metapilot.warehouse.placement_ingest import load_placement_file, placement_format
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
@@ -319,28 +328,24 @@ def _store_capacity(con: duckdb.DuckDBPyConnection, cluster: str, rows: list[dic
     if not rows or valid_from is None:
         return
     for r in rows:
-        con.execute(
-            "INSERT OR REPLACE INTO capacity (cluster, partition, valid_from, nodes, cores, gpus, mem_mib, source, note) VALUES (?,?,?,?,?,?,?,?,?)",
-            [cluster, r.get("partition") or "*", r.get("valid_from") or valid_from, r.get("nodes"), r["cores"],
-             r.get("gpus") or 0, r.get("mem_mib"), r.get("source", "swf-header"), r.get("note")],
-        )
+        upsert_capacity(con, {"cluster": cluster, "partition": r.get("partition") or "*",
+                              "valid_from": r.get("valid_from") or valid_from, "nodes": r.get("nodes"), "cores": r["cores"],
+                              "gpus": r.get("gpus") or 0, "mem_mib": r.get("mem_mib"),
+                              "source": r.get("source", "swf-header"), "note": r.get("note")})
 
 
 def infer_missing_capacity(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Give every cluster without capacity rows one inferred from its peak allocation; return warnings."""
     warnings = []
-    clusters = [r[0] for r in con.execute(
-        "SELECT DISTINCT cluster FROM jobs WHERE cluster NOT IN (SELECT cluster FROM capacity) ORDER BY 1").fetchall()]
+    clusters = [r[0] for r in con.execute(sql_text("ingest/clusters_without_capacity.sql")).fetchall()]
     q = sql_text("ingest/infer_peak_capacity.sql")
     for c in clusters:
         nodes, cores, gpus, mem, valid_from = con.execute(q, [c]).fetchall()[0]
         if not cores or valid_from is None:
             continue
-        con.execute(
-            "INSERT OR REPLACE INTO capacity VALUES (?, '*', ?, ?, ?, ?, ?, 'inferred-peak', ?)",
-            [c, valid_from, nodes, cores, gpus or 0, mem,
-             "no cluster config or SWF header: capacity is the peak concurrent allocation seen in the logs"],
-        )
+        upsert_capacity(con, {"cluster": c, "partition": "*", "valid_from": valid_from, "nodes": nodes, "cores": cores,
+                              "gpus": gpus or 0, "mem_mib": mem, "source": "inferred-peak",
+                              "note": "no cluster config or SWF header: capacity is the peak concurrent allocation seen in the logs"})
         warnings.append(f"cluster {c}: capacity inferred from peak concurrent allocation ({cores} cores, {gpus or 0} GPUs); "
                         "give the real figures in warehouse/clusters.toml (metapilot capacity --config FILE)")
     return warnings
@@ -390,11 +395,6 @@ class StagedFile:
 
 def _identify(path: Path) -> tuple[str, int]:
     return sha256_file(path), path.stat().st_size
-
-
-def _prior(con: duckdb.DuckDBPyConnection, sha: str):
-    found = con.execute("SELECT outcome, cluster, format FROM ingest_files WHERE sha256 = ?", [sha]).fetchall()
-    return found[0] if found else None
 
 
 def _skipped(rep: FileReport, prior) -> FileReport:
@@ -461,7 +461,7 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
     memory_before = _cap_memory(con)
     con.execute("BEGIN TRANSACTION")
     try:
-        prior = _prior(con, sha)
+        prior = prior_load(con, sha)
         reload = prior is not None and prior[0] == "loaded" and reload_allowed(con, sha, st.opts)
         if prior is not None and prior[0] == "loaded" and not reload:
             con.execute("ROLLBACK")
@@ -472,17 +472,13 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         if st.error is not None:
             raise st.error
         if tot.key_hashes:
-            con.execute("INSERT INTO jobs BY NAME SELECT *, ?::VARCHAR AS source_file_id, ?::TIMESTAMPTZ AS ingested_at "
-                        "FROM read_parquet(?)", [sha, now, str(st.stage / "part-*.parquet")])
+            con.execute(sql_text("ingest/append_staged_jobs.sql"), [sha, now, str(st.stage / "part-*.parquet")])
         if tot.quarantine_parts:
-            con.execute("INSERT INTO quarantine BY NAME SELECT * FROM read_parquet(?)",
-                        [str(st.stage / "quarantine-*.parquet")])
+            con.execute(sql_text("ingest/append_staged_quarantine.sql"), [str(st.stage / "quarantine-*.parquet")])
         if _needs_dedupe(con, sha, tot):
             for stmt in sql_statements("ingest/dedupe_jobs.sql"):
                 con.execute(stmt, [sha])
-            jobs_written, rows_loaded, clusters = con.execute(
-                "SELECT count(*), count(DISTINCT source_line), list(DISTINCT cluster) FROM jobs WHERE source_file_id = ?",
-                [sha]).fetchall()[0]
+            jobs_written, rows_loaded, clusters = file_rows(con, sha)
         else:
             jobs_written, rows_loaded, clusters = tot.rows_staged, tot.lines_with_rows, sorted(tot.clusters)
         rep.format, rep.lines_read, rep.lines_skipped = tot.format, tot.lines_read, tot.skipped
@@ -499,16 +495,9 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         rep.validation = _merge_validation(tot.validation)
         rep.warnings = tot.warnings + quarantine_warnings(con, rep, st.opts)
         rep.seconds = time.perf_counter() - st.t0
-        con.execute(
-            "INSERT OR REPLACE INTO ingest_files VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            [sha, str(path), size, rep.format, rep.cluster, rep.lines_read, rep.rows_loaded, rep.jobs_written,
-             rep.rows_merged, rep.rows_quarantined, rep.lines_skipped, now, datetime.now(timezone.utc), "loaded",
-             "; ".join(rep.warnings) or None],
-        )
+        record_loaded(con, rep, now)
         v = rep.validation
-        con.execute("INSERT INTO validation_runs VALUES (?,?,?,?,?,?,?,?)",
-                    [str(uuid.uuid4()), sha, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"],
-                     json.dumps(v["results"], default=str), datetime.now(timezone.utc)])
+        record_validation(con, sha, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"], v["results"])
         con.execute("COMMIT")
     except SiteKeyError:
         con.execute("ROLLBACK")
@@ -518,10 +507,7 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         rep.outcome = "failed"
         rep.seconds = time.perf_counter() - st.t0
         rep.message = _explain(e, path, tot.last_line)
-        con.execute(
-            "INSERT OR REPLACE INTO ingest_files (sha256, path, bytes, format, cluster, started_at, finished_at, outcome, message) "
-            "VALUES (?,?,?,?,?,?,?,?,?)",
-            [sha, str(path), size, tot.format, st.cluster_default, now, datetime.now(timezone.utc), "failed", rep.message])
+        record_failed(con, rep, tot.format, st.cluster_default, now)
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
     finally:
@@ -545,7 +531,7 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
         sha, size = _identify(path)
     except OSError as e:
         return _unreadable(path, e)
-    prior = _prior(con, sha)
+    prior = prior_load(con, sha)
     if prior is not None and prior[0] == "loaded" and not reload_allowed(con, sha, opts):
         return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
     if (pfmt := placement_format(path, opts.fmt)) is not None:  # node lists, pod lists, node metrics (SPEC §11)
@@ -570,7 +556,7 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
 
         con = connect(db, read_only=True, wait_s=writer_wait_s(), log=log)
         try:
-            prior = _prior(con, sha)
+            prior = prior_load(con, sha)
             recorded = recorded_fingerprint(con)
             reload = prior is not None and reload_allowed(con, sha, opts)
         finally:
@@ -611,16 +597,7 @@ def reload_allowed(con: duckdb.DuckDBPyConnection, sha: str, opts: IngestOptions
     read as UTF-8 but is Latin-1."""
     if not opts.encoding:
         return False
-    n = con.execute("SELECT count(*) FROM quarantine WHERE file_sha256 = ? AND starts_with(reason, ?)",
-                    [sha, UNDECODABLE_PREFIX]).fetchall()[0][0]
-    return n > 0
-
-
-def forget_file(con: duckdb.DuckDBPyConnection, sha: str) -> None:
-    """Remove what an earlier load of a file wrote (inside the new load's transaction)."""
-    con.execute("DELETE FROM jobs WHERE source_file_id = ?", [sha])
-    con.execute("DELETE FROM quarantine WHERE file_sha256 = ?", [sha])
-    con.execute("DELETE FROM validation_runs WHERE file_sha256 = ?", [sha])
+    return undecodable_lines(con, sha, UNDECODABLE_PREFIX) > 0
 
 
 def quarantine_warnings(con: duckdb.DuckDBPyConnection, rep: FileReport, opts: IngestOptions) -> list[str]:
@@ -631,8 +608,7 @@ def quarantine_warnings(con: duckdb.DuckDBPyConnection, rep: FileReport, opts: I
     share = rep.rows_quarantined / rep.lines_read
     text = (f"{rep.rows_quarantined:,} of {rep.lines_read:,} lines ({share:.1%}) were quarantined "
             f"(more than {QUARANTINE_WARN_SHARE:.0%}): see the quarantine table for the reasons")
-    bad = con.execute("SELECT count(*) FROM quarantine WHERE file_sha256 = ? AND starts_with(reason, ?)",
-                      [rep.sha256, UNDECODABLE_PREFIX]).fetchall()[0][0]
+    bad = undecodable_lines(con, rep.sha256, UNDECODABLE_PREFIX)
     if bad:
         enc = opts.encoding or "utf-8"
         fix = ("re-run ingest on it with --encoding latin-1 (or the log's own encoding; the earlier load is "

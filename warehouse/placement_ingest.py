@@ -10,9 +10,7 @@ reconciled and recorded in `ingest_files`, nothing written when anything fails.
 
 from __future__ import annotations
 
-import json
 import time
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -26,7 +24,9 @@ from metapilot.transforms.prometheus import is_exposition, is_query_range_json, 
 from metapilot.transforms.validation import validate_jobs
 
 from metapilot.ground.paths import sql_statements
+from metapilot.warehouse.capacity import upsert_capacity
 from metapilot.warehouse.db import insert_frame
+from metapilot.warehouse.ingest_log import file_rows, record_failed, record_loaded, record_validation
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
 PLACEMENT_FORMATS = ("openb-nodes", "openb-pods", "prom-text", "prom-range")
@@ -84,9 +84,9 @@ def _load_nodes(con, path: Path, cluster: str, sha: str, now: datetime) -> tuple
     if rows.height:
         insert_frame(con, "nodes", rows)
         tot = rows.select(pl.len(), pl.col("cpu_milli").sum(), pl.col("gpus").sum(), pl.col("memory_mib").sum()).row(0)
-        con.execute("INSERT OR REPLACE INTO capacity VALUES (?, '*', ?, ?, ?, ?, ?, 'node-list', ?)",
-                    [cluster, TRACE_EPOCH, tot[0], tot[1] // 1000, tot[2], tot[3],
-                     f"from the node list {path.name}: {tot[0]} nodes"])
+        upsert_capacity(con, {"cluster": cluster, "partition": "*", "valid_from": TRACE_EPOCH, "nodes": tot[0],
+                              "cores": tot[1] // 1000, "gpus": tot[2], "mem_mib": tot[3], "source": "node-list",
+                              "note": f"from the node list {path.name}: {tot[0]} nodes"})
     return res, rows.height, rows.height, []
 
 
@@ -111,7 +111,7 @@ def _load_pods(con, path: Path, cluster: str, sha: str, now: datetime, key: byte
         insert_frame(con, "jobs", rows)
         for stmt in sql_statements("ingest/dedupe_jobs.sql"):
             con.execute(stmt, [sha])
-        written = con.execute("SELECT count(*) FROM jobs WHERE source_file_id = ?", [sha]).fetchall()[0][0]
+        written = file_rows(con, sha)[0]
     return res, written, written, []  # a row that lost to an earlier ended record counts as merged
 
 
@@ -154,7 +154,7 @@ def load_placement_file(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, op
     the file: path, sha256, bytes) and returning it."""
     t0 = time.perf_counter() if t0 is None else t0
     now = datetime.now(timezone.utc)
-    sha, size = rep.sha256, rep.bytes
+    sha = rep.sha256
     rep.outcome, rep.format, rep.cluster = "loaded", fmt, cluster
     con.execute("BEGIN TRANSACTION")
     try:
@@ -174,13 +174,8 @@ def load_placement_file(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, op
             raise RuntimeError(f"line counts do not reconcile ({rep.lines_read} read, {rep.rows_loaded} loaded, "
                                f"{rep.rows_quarantined} quarantined, {rep.lines_skipped} skipped): a MetaPilot bug")
         rep.seconds = time.perf_counter() - t0
-        con.execute("INSERT OR REPLACE INTO ingest_files VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    [sha, str(path), size, fmt, cluster, rep.lines_read, rep.rows_loaded, rep.jobs_written, rep.rows_merged,
-                     rep.rows_quarantined, rep.lines_skipped, now, datetime.now(timezone.utc), "loaded",
-                     "; ".join(rep.warnings) or None])
-        con.execute("INSERT INTO validation_runs VALUES (?,?,?,?,?,?,?,?)",
-                    [str(uuid.uuid4()), sha, f"metapilot_{fmt}", rep.rows_quarantined == 0, rep.lines_read,
-                     rep.rows_quarantined, json.dumps([]), datetime.now(timezone.utc)])
+        record_loaded(con, rep, now)
+        record_validation(con, sha, f"metapilot_{fmt}", rep.rows_quarantined == 0, rep.lines_read, rep.rows_quarantined, [])
         con.execute("COMMIT")
     except SiteKeyError:
         con.execute("ROLLBACK")
@@ -189,9 +184,7 @@ def load_placement_file(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, op
         con.execute("ROLLBACK")
         rep.outcome, rep.seconds = "failed", time.perf_counter() - t0
         rep.message = f"{path}: {type(e).__name__}: {e}: nothing was loaded from this file"
-        con.execute("INSERT OR REPLACE INTO ingest_files (sha256, path, bytes, format, cluster, started_at, finished_at, "
-                    "outcome, message) VALUES (?,?,?,?,?,?,?,?,?)",
-                    [sha, str(path), size, fmt, cluster, now, datetime.now(timezone.utc), "failed", rep.message])
+        record_failed(con, rep, fmt, cluster, now)
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
     return rep

@@ -22,10 +22,6 @@ def load_pods(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
     return query_frame(con, sql_text("placement/pods.sql"), [cluster])
 
 
-def placement_clusters(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [r[0] for r in con.execute("SELECT DISTINCT cluster FROM nodes ORDER BY 1").fetchall()]
-
-
 def store_run(con: duckdb.DuckDBPyConnection, cluster: str, result: dict) -> str:
     """Record one replay's result; returns its run id."""
     run_id = str(uuid.uuid4())
@@ -34,20 +30,8 @@ def store_run(con: duckdb.DuckDBPyConnection, cluster: str, result: dict) -> str
     row = {"run_id": run_id, "cluster": cluster, "policy": result["policy"], "mode": result["mode"],
            "seed": int(result["seed"]), "created_at": datetime.now(timezone.utc),
            **{c: result.get(c) for c in cols}, "result_json": json.dumps(result), "code_version": code_version()}
-    con.execute(f"INSERT INTO placement_runs ({', '.join(row)}) VALUES ({', '.join('$' + k for k in row)})", row)
+    con.execute(sql_text("placement/store_run.sql"), row)
     return run_id
-
-
-def latest_runs(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
-    """The latest run of each (policy, mode) of a cluster, for the weekly report."""
-    return query_frame(con, "SELECT * EXCLUDE (result_json) FROM placement_runs WHERE cluster = ? "
-                       "QUALIFY row_number() OVER (PARTITION BY policy, mode ORDER BY created_at DESC) = 1 "
-                       "ORDER BY mode, policy", [cluster])
-
-
-def register_policy(con: duckdb.DuckDBPyConnection, row: dict) -> None:
-    """Insert (or replace) a placement policy's row in `policies` (algorithm 'PPO')."""
-    con.execute(sql_text("placement/register_policy.sql"), row)
 
 
 def pods_digest(nodes: pl.DataFrame, pods: pl.DataFrame) -> str:

@@ -12,6 +12,7 @@ import duckdb
 from metapilot.ground.files import safe_name
 from metapilot.ground.paths import beside_db
 from metapilot.warehouse.db import has_table
+from metapilot.warehouse.policy_store import policy_row
 
 
 def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str | None, verdict: str | None,
@@ -26,10 +27,8 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
     `ope_passes`: whether off-policy evaluation ranks the policy above the logged behaviour."""
     if kind not in ("controller", "fixed"):
         raise ValueError(f"kind must be 'controller' or 'fixed', not {kind!r}")
-    row = con.execute("SELECT cluster, partition, path FROM policies WHERE policy_id = ?", [policy_id]).fetchall()
-    if not row:
-        raise LookupError(f"no policy {policy_id!r} in the registry: train one with `metapilot train` first")
-    cluster, partition, path = row[0]
+    policy = policy_row(con, policy_id)
+    cluster, partition, path = policy["cluster"], policy["partition"], policy["path"]
     now = datetime.now(timezone.utc)
     # what to run, in the record and the pointer: a fixed decision without a rule (nothing waited, or no
     # checkpoint window) keeps what runs now, never the refused controller

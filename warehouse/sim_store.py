@@ -10,6 +10,7 @@ import duckdb
 import numpy as np
 import polars as pl
 from metapilot.warehouse.db import query_frame
+from metapilot.warehouse.jobs_store import clusters_with_jobs
 
 from metapilot.ground.paths import sql_text
 from metapilot.ground.version import code_version
@@ -27,7 +28,7 @@ def load_capacity(con: duckdb.DuckDBPyConnection, cluster: str, at: datetime | N
     """Capacity rows (one per partition, '*' = whole cluster) in force at `at`."""
     rows = query_frame(con, sql_text("sim/capacity_at.sql"), [cluster, at])
     if rows.height == 0:
-        known = [r[0] for r in con.execute("SELECT DISTINCT cluster FROM jobs ORDER BY 1").fetchall()]
+        known = clusters_with_jobs(con)
         raise LookupError(f"no capacity known for cluster {cluster!r}: ingest its logs or load a config with "
                           f"`metapilot capacity --config clusters.toml` (clusters with jobs: {', '.join(known) or 'none'})")
     return rows

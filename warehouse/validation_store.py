@@ -31,16 +31,6 @@ RECOMMENDATION_COLUMNS: tuple[str, ...] = (
 )
 
 
-def policy_row(con: duckdb.DuckDBPyConnection, policy_id: str) -> dict:
-    """The policy's `policies` row (training window, cluster, artifact path); a clear error if unknown."""
-    rows = query_frame(con, "SELECT * FROM policies WHERE policy_id = ?", [policy_id])
-    if rows.height == 0:
-        known = [r[0] for r in con.execute("SELECT policy_id FROM policies ORDER BY created_at DESC LIMIT 10").fetchall()]
-        hint = f"known: {', '.join(known)}" if known else "no policy is registered yet: train one with `metapilot train`"
-        raise LookupError(f"no policy {policy_id!r} in the policies table ({hint})")
-    return rows.row(0, named=True)
-
-
 def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, columns: tuple[str, ...]) -> None:
     if frame.height == 0:
         return

@@ -42,15 +42,6 @@ class Advice:
         return asdict(self)
 
 
-def registry_sums(con, policy_id: str) -> str | None:
-    """The SHA256SUMS hash recorded for a policy in the `policies` table (None if not registered)."""
-    try:
-        rows = con.execute("SELECT sums_sha256 FROM policies WHERE policy_id = $id", {"id": policy_id}).fetchall()
-    except Exception:  # noqa: BLE001 - an old warehouse without the table: only the folder's sums apply
-        return None
-    return rows[0][0] if rows else None
-
-
 def state_from_json(doc: dict | list, policy: ScriptedPolicy) -> np.ndarray:
     """A state from JSON: a list of the policy's n_features numbers, {"features": {name: value}},
     or {"aggregates": {name: value}} (turned into features by transforms.state; a policy with

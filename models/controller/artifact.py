@@ -384,9 +384,9 @@ def register(con, card: dict, folder: Path, sums_sha: str, result) -> None:
         "action_shares": json.dumps(result.chosen.action_shares),
         "code_version": card["code_version"],
     }
-    cols = ", ".join(row)
-    con.execute("DELETE FROM policies WHERE policy_id = $id", {"id": row["policy_id"]})
-    con.execute(f"INSERT INTO policies ({cols}) VALUES ({', '.join('$' + k for k in row)})", row)
+    from metapilot.warehouse.policy_store import register_controller  # not on the advise path's imports
+
+    register_controller(con, row)
 
 
 # --- loading -------------------------------------------------------------------------------------

@@ -40,7 +40,8 @@ from metapilot.models.controller.tuples import (  # noqa: F401  (re-exported: th
 from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
 from metapilot.transforms.reward import RewardConfig
 from metapilot.transforms.state import StateConfig
-from metapilot.warehouse.asrun_queries import query_pl
+from metapilot.warehouse.jobs_store import last_submit
+from metapilot.warehouse.mdp_store import load_transitions, replace_transitions
 
 # --- sources ---------------------------------------------------------------------------------
 
@@ -104,32 +105,6 @@ def build_tuples(con: duckdb.DuckDBPyConnection, request: TupleRequest, sources:
 # --- storage -----------------------------------------------------------------------------------
 
 
-def store_tuples(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> int:
-    """Write tuples to `mdp_transitions`, replacing those of the same trajectories (idempotent)."""
-    if frame.height == 0:
-        return 0
-    traj = frame.select("cluster", "partition", "window_from", "window_to", "source", "behaviour_policy", "seed", "state_spec").unique()
-    con.register("_mp_traj", traj.to_arrow())
-    con.register("_mp_new", frame.to_arrow())
-    try:
-        con.execute("BEGIN TRANSACTION")
-        con.execute(
-            "DELETE FROM mdp_transitions m USING _mp_traj t WHERE m.cluster = t.cluster AND m.partition = t.partition "
-            "AND m.window_from = t.window_from AND m.window_to = t.window_to AND m.source = t.source "
-            "AND m.behaviour_policy = t.behaviour_policy AND m.seed IS NOT DISTINCT FROM t.seed "
-            "AND m.state_spec = t.state_spec"
-        )
-        con.execute("INSERT INTO mdp_transitions BY NAME SELECT * FROM _mp_new")
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
-    finally:
-        con.unregister("_mp_traj")
-        con.unregister("_mp_new")
-    return frame.height
-
-
 def load_tuples(
     con: duckdb.DuckDBPyConnection,
     cluster: str,
@@ -143,25 +118,10 @@ def load_tuples(
 ) -> pl.DataFrame:
     """Stored tuples of a cluster whose epoch starts in `[epochs_from, epochs_to)` (either end open);
     with `window`, only those built for exactly that window."""
-    q = "SELECT * FROM mdp_transitions WHERE cluster = $cluster AND partition = $partition"
-    params: dict = {"cluster": cluster, "partition": partition or "*"}
-    if window is not None:
-        q += " AND window_from = $wf AND window_to = $wt"
-        params["wf"], params["wt"] = as_utc(window[0]), as_utc(window[1])
-    if epochs_from is not None:
-        q += " AND epoch_start >= $lo"
-        params["lo"] = as_utc(epochs_from)
-    if epochs_to is not None:
-        q += " AND epoch_start < $hi"
-        params["hi"] = as_utc(epochs_to)
-    if spec is not None:
-        q += " AND state_spec = $spec"
-        params["spec"] = spec
-    if sources:
-        q += " AND list_contains($sources, source)"
-        params["sources"] = list(sources)
-    q += " ORDER BY source, behaviour_policy, seed, window_from, epoch_start"
-    return conform_tuples(query_pl(con, q, params))
+    return conform_tuples(load_transitions(
+        con, cluster, partition or "*", window=(as_utc(window[0]), as_utc(window[1])) if window else None,
+        epochs_from=as_utc(epochs_from) if epochs_from is not None else None,
+        epochs_to=as_utc(epochs_to) if epochs_to is not None else None, spec=spec, sources=sources))
 
 
 # --- splits ------------------------------------------------------------------------------------
@@ -225,8 +185,8 @@ def default_validation_window(
     """The window right after training, `share` of its length, cut at the last submitted job."""
     t0, t1 = to_epoch_s(train_from), to_epoch_s(train_to)
     length = max(epoch_s, int(round((t1 - t0) * share / epoch_s)) * epoch_s)
-    last = con.execute("SELECT max(epoch(submit_time)) FROM jobs WHERE cluster = $c", {"c": cluster}).fetchall()[0][0]
-    end = t1 + length if last is None else min(t1 + length, int(last) + 1)
+    last = last_submit(con, cluster)
+    end = t1 + length if last is None else min(t1 + length, to_epoch_s(last) + 1)
     if end - t1 < epoch_s:
         return None
     end = t1 + ((end - t1) // epoch_s) * epoch_s
@@ -276,7 +236,7 @@ def build_dataset(
         req = TupleRequest(cluster, partition, w[0], w[1], config.state, config.reward, config.seed, config.planner)
         frame = build_tuples(con, req, config.sources)
         if store:
-            store_tuples(con, frame)
+            replace_transitions(con, frame)
         return frame
 
     train_new = window(train_w)

@@ -123,7 +123,7 @@ def publish(net: Scorer, cfg: PPOConfig, *, db: str | Path | None, cluster: str,
 
 
 def registry_row(art: PlacementArtifact) -> dict:
-    """The `policies` row of a placement policy (sql/placement/register_policy.sql)."""
+    """The `policies` row of a placement policy (sql/policies/register_placement.sql)."""
     c = art.card
     d = c["data"]
     ev = c["evaluation"].get("inflate") or {}

@@ -58,7 +58,7 @@ def load_cluster(con: duckdb.DuckDBPyConnection, cluster: str) -> tuple[Cluster,
 def load_registered_agent(con: duckdb.DuckDBPyConnection, policy_id: str, db: str | Path | None = None):
     """A PPO placement policy by id: its `policies` row, its folder verified against the row's hash."""
     from metapilot.models.placement.artifact import ALGORITHM, find_policy, load_agent
-    from metapilot.warehouse.validation_store import policy_row
+    from metapilot.warehouse.policy_store import policy_row
 
     row = policy_row(con, policy_id)
     if row["algorithm"] != ALGORITHM:

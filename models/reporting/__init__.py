@@ -77,7 +77,8 @@ def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: 
     from metapilot.models.controller.lookahead import asrun_states
     from metapilot.models.reporting.data import parse_week
     from metapilot.warehouse.asrun_queries import asrun_aggregates
-    from metapilot.warehouse.validation_store import policy_row, store_recommendations
+    from metapilot.warehouse.policy_store import policy_row
+    from metapilot.warehouse.validation_store import store_recommendations
 
     row = policy_row(con, policy_id)
     folder = Path(row["path"]) if row.get("path") and Path(row["path"]).is_dir() else find_policy(policy_id, db)

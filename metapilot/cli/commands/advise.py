@@ -29,12 +29,9 @@ def advise_cmd(
     import sys
     import time
 
-    from metapilot.models.controller.advice import (
-        Advisor,
-        registry_sums,
-        state_from_json,
-    )
+    from metapilot.models.controller.advice import Advisor, state_from_json
     from metapilot.models.controller.artifact import ArtifactIntegrityError
+    from metapilot.warehouse.policy_store import registered_sums
     from metapilot.warehouse.publish_store import NO_DECISION, publication
 
     at_note = None
@@ -57,7 +54,7 @@ def advise_cmd(
 
                 con = connect(db, read_only=True)
         if con is not None:
-            expected = registry_sums(con, policy)
+            expected = registered_sums(con, policy)
         advisor = Advisor(policy, db, expected)
         if state_json is not None:
             with open(state_json) as f:

@@ -13,6 +13,7 @@ def capacity_cmd(
 ) -> None:
     """Show cluster capacity (config, SWF header or inferred peak), optionally loading a config first."""
     from metapilot.cli.console import print_frame
+    from metapilot.warehouse.capacity import capacity_listing
     from metapilot.warehouse.db import connect
 
     if config:
@@ -26,7 +27,7 @@ def capacity_cmd(
         typer.echo(f"loaded {n} capacity rows from {config}")
     else:
         con = connect(db, read_only=True)
-    print_frame(con.sql("SELECT * FROM capacity ORDER BY cluster, partition, valid_from").pl(), title="Capacity")
+    print_frame(capacity_listing(con), title="Capacity")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,4 +1,4 @@
--- Register a PPO placement policy (models/placement/artifact.py registry_row): one row in
+-- Register a PPO placement policy (row from models/placement/artifact.py registry_row): one row in
 -- `policies`, algorithm 'PPO', replacing a row with the same id (same weights, same id).
 -- Controller-only columns (validation window, FQE, menu, action shares) stay NULL.
 INSERT OR REPLACE INTO policies (policy_id, cluster, partition, created_at, path, train_from, train_to, algorithm,

@@ -1,0 +1,5 @@
+-- What a file's load wrote to `jobs` after merging duplicates ($1: its SHA-256): job rows, the
+-- lines they came from, and the clusters.
+SELECT count(*) AS jobs_written, count(DISTINCT source_line) AS rows_loaded, list(DISTINCT cluster) AS clusters
+FROM jobs
+WHERE source_file_id = $1;

@@ -1,0 +1,20 @@
+"""Lookups on the `jobs` table that several layers share: which clusters have jobs, and where a
+cluster's history ends (sql/jobs/)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import duckdb
+
+from metapilot.ground.paths import sql_text
+
+
+def clusters_with_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names of the clusters that have jobs, sorted: what an error about an unknown cluster lists."""
+    return [r[0] for r in con.execute(sql_text("jobs/clusters.sql")).fetchall()]
+
+
+def last_submit(con: duckdb.DuckDBPyConnection, cluster: str, partition: str | None = None) -> datetime | None:
+    """The cluster's (or partition's) last submit time; None when it has no jobs."""
+    return con.execute(sql_text("jobs/last_submit.sql"), {"cluster": cluster, "partition": partition}).fetchall()[0][0]
