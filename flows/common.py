@@ -29,9 +29,3 @@ def warehouse_writer(db: str | None, wait_s: float = 3600.0, log=None):
     """Hold the warehouse's writer lock (`warehouse.db.writer_lock`): one writer at a time,
     across processes; a second writer waits, saying so, rather than fail."""
     return writer_lock(db, wait_s=wait_s, log=log)
-
-
-def data_fingerprint(con, cluster: str) -> str:
-    """Changes whenever the cluster's jobs change: part of every cache key over a window."""
-    row = con.execute("SELECT count(*), max(ingested_at)::VARCHAR FROM jobs WHERE cluster = ?", [cluster]).fetchall()[0]
-    return f"{row[0]}@{row[1]}"

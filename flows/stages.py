@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 from datetime import datetime
 
-from metapilot.flows.common import data_fingerprint, is_transient, warehouse_writer
+from metapilot.flows.common import is_transient, warehouse_writer
+from metapilot.warehouse.jobs_store import data_fingerprint
 from metapilot.flows.runners import task_runner
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from metapilot.ground.files import safe_name
+from metapilot.ground.paths import sql_text
 
 DOCS_DIR = "data_docs"
 SITE_NAME = "metapilot"
@@ -49,7 +50,7 @@ def _rendered(site: Path) -> set[str]:
 def pending_runs(con, site: Path) -> list[str]:
     """Validation runs not yet on the site, oldest first."""
     done = _rendered(site)
-    ids = [r[0] for r in con.execute("SELECT run_id FROM validation_runs ORDER BY validated_at, run_id").fetchall()]
+    ids = [r[0] for r in con.execute(sql_text("ingest/validation_run_ids.sql")).fetchall()]
     return [i for i in ids if i not in done]
 
 

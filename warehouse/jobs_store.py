@@ -1,5 +1,5 @@
-"""Lookups on the `jobs` table that several layers share: which clusters have jobs, and where a
-cluster's history ends (sql/jobs/)."""
+"""Lookups on the `jobs` table that several layers share: which clusters have jobs, where a
+cluster's history ends, and a fingerprint that changes with its jobs (sql/jobs/)."""
 
 from __future__ import annotations
 
@@ -18,3 +18,9 @@ def clusters_with_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
 def last_submit(con: duckdb.DuckDBPyConnection, cluster: str, partition: str | None = None) -> datetime | None:
     """The cluster's (or partition's) last submit time; None when it has no jobs."""
     return con.execute(sql_text("jobs/last_submit.sql"), {"cluster": cluster, "partition": partition}).fetchall()[0][0]
+
+
+def data_fingerprint(con: duckdb.DuckDBPyConnection, cluster: str) -> str:
+    """Changes whenever the cluster's jobs change: part of every cache key over a window."""
+    jobs, last = con.execute(sql_text("jobs/fingerprint.sql"), {"cluster": cluster}).fetchall()[0]
+    return f"{jobs}@{last}"

@@ -10,7 +10,7 @@ import duckdb
 import polars as pl
 
 from metapilot.ground.paths import sql_text
-from metapilot.warehouse.db import query_frame
+from metapilot.warehouse.db import insert_frame, query_frame
 
 TRAJECTORY_KEY: tuple[str, ...] = (
     "cluster", "partition", "window_from", "window_to", "source", "behaviour_policy", "seed", "state_spec",
@@ -23,18 +23,16 @@ def replace_transitions(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -> 
     if frame.height == 0:
         return 0
     con.register("_mp_traj", frame.select(TRAJECTORY_KEY).unique().to_arrow())
-    con.register("_mp_new", frame.to_arrow())
     try:
         con.execute("BEGIN TRANSACTION")
         con.execute(sql_text("mdp/replace_transitions.sql"))
-        con.execute("INSERT INTO mdp_transitions BY NAME SELECT * FROM _mp_new")
+        insert_frame(con, "mdp_transitions", frame)
         con.execute("COMMIT")
     except Exception:
         con.execute("ROLLBACK")
         raise
     finally:
         con.unregister("_mp_traj")
-        con.unregister("_mp_new")
     return frame.height
 
 

@@ -23,7 +23,7 @@ from metapilot.transforms.privacy import keyed_hash, pseudonymise
 from metapilot.transforms.prometheus import is_exposition, is_query_range_json, parse_exposition, parse_query_range
 from metapilot.transforms.validation import validate_jobs
 
-from metapilot.ground.paths import sql_statements
+from metapilot.ground.paths import sql_statements, sql_text
 from metapilot.warehouse.capacity import upsert_capacity
 from metapilot.warehouse.db import insert_frame
 from metapilot.warehouse.ingest_log import file_rows, record_failed, record_loaded, record_validation
@@ -80,7 +80,7 @@ def _load_nodes(con, path: Path, cluster: str, sha: str, now: datetime) -> tuple
     nodes, res = parse_node_list(_lines(path))
     rows = nodes.with_columns(pl.lit(cluster).alias("cluster"), pl.lit(sha).alias("source_file_id"),
                               pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("ingested_at"))
-    con.execute("DELETE FROM nodes WHERE cluster = ?", [cluster])  # a node list describes the whole cluster
+    con.execute(sql_text("placement/forget_nodes.sql"), {"cluster": cluster})
     if rows.height:
         insert_frame(con, "nodes", rows)
         tot = rows.select(pl.len(), pl.col("cpu_milli").sum(), pl.col("gpus").sum(), pl.col("memory_mib").sum()).row(0)

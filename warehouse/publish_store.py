@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 
 from metapilot.ground.files import safe_name
-from metapilot.ground.paths import beside_db
+from metapilot.ground.paths import beside_db, sql_text
 from metapilot.warehouse.db import has_table
 from metapilot.warehouse.policy_store import policy_row
 
@@ -34,11 +34,11 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
     # checkpoint window) keeps what runs now, never the refused controller
     recommendation = recommendation or (f"MetaPilot controller {policy_id}" if kind == "controller"
                                         else "the scheduler's current policy")
-    con.execute("INSERT INTO published_policies (cluster, partition, policy_id, validation_id, published_at, verdict, "
-                "kind, recommendation, message, gate, gate_training, ope_passes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [cluster, partition, policy_id, validation_id, now, verdict, kind, recommendation, message,
-                 json.dumps(gate) if gate is not None else None,
-                 json.dumps(gate_training) if gate_training is not None else None, ope_passes])
+    con.execute(sql_text("publish/record_decision.sql"), {
+        "cluster": cluster, "partition": partition, "policy_id": policy_id, "validation_id": validation_id,
+        "published_at": now, "verdict": verdict, "kind": kind, "recommendation": recommendation, "message": message,
+        "gate": json.dumps(gate) if gate is not None else None,
+        "gate_training": json.dumps(gate_training) if gate_training is not None else None, "ope_passes": ope_passes})
     pointer = beside_db(db, "policies") / f"{safe_name(cluster)}.published.json"
     pointer.parent.mkdir(parents=True, exist_ok=True)
     pointer.write_text(json.dumps({"cluster": cluster, "partition": partition, "kind": kind,
@@ -63,9 +63,7 @@ def latest_decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None
     (none yet, or a warehouse older than the publish step)."""
     if not has_table(con, "published_policies"):
         return None
-    rows = con.execute("SELECT policy_id, coalesce(kind, 'controller'), recommendation, message, published_at "
-                       "FROM published_policies WHERE cluster = ? ORDER BY published_at DESC LIMIT 1",
-                       [cluster]).fetchall()
+    rows = con.execute(sql_text("publish/latest_decision.sql"), {"cluster": cluster}).fetchall()
     if not rows:
         return None
     pid, kind, rec, msg, at = rows[0]

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
-from metapilot.ground.paths import db_path
+from metapilot.ground.paths import db_path, sql_text
 
 _HEX_KEY = re.compile(r"^[0-9a-fA-F]{64}$")
 _FINGERPRINT_LABEL = b"metapilot site key fingerprint v1"
@@ -78,14 +78,14 @@ def recorded_fingerprint(con) -> str | None:
     import duckdb
 
     try:
-        rows = con.execute("SELECT fingerprint FROM site_keys ORDER BY recorded_at DESC LIMIT 1").fetchall()
+        rows = con.execute(sql_text("site_keys/latest.sql")).fetchall()
     except duckdb.CatalogException:  # a warehouse from before key fingerprints, opened read-only
         return None
     return rows[0][0] if rows else None
 
 
 def _has_hashed_names(con) -> bool:
-    return con.execute("SELECT EXISTS (SELECT 1 FROM jobs) OR EXISTS (SELECT 1 FROM quarantine)").fetchall()[0][0]
+    return con.execute(sql_text("site_keys/has_hashed_names.sql")).fetchall()[0][0]
 
 
 def _warehouse_state(db: str | Path | None, log: Callable[[str], None] | None) -> tuple[str | None, bool]:
@@ -151,5 +151,5 @@ def check_and_record_key(con, key: bytes, new_key: bool = False, key_file: str |
                 "rows already stored keep theirs")
     else:
         raise SiteKeyError(different_key_message(Path(key_file) if key_file else Path("secret.key"), found, recorded))
-    con.execute("INSERT INTO site_keys VALUES (?, ?, ?, ?)",
-                [found, datetime.now(timezone.utc), str(key_file) if key_file else None, note])
+    con.execute(sql_text("site_keys/record.sql"), {"fingerprint": found, "recorded_at": datetime.now(timezone.utc),
+                                                   "key_file": str(key_file) if key_file else None, "note": note})

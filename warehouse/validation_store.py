@@ -8,8 +8,9 @@ from datetime import datetime, timezone
 
 import duckdb
 import polars as pl
-from metapilot.warehouse.db import query_frame
+from metapilot.warehouse.db import insert_frame, query_frame
 
+from metapilot.ground.paths import sql_statements, sql_text
 from metapilot.ground.version import code_version
 
 VALIDATION_COLUMNS: tuple[str, ...] = (
@@ -32,13 +33,8 @@ RECOMMENDATION_COLUMNS: tuple[str, ...] = (
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pl.DataFrame, columns: tuple[str, ...]) -> None:
-    if frame.height == 0:
-        return
-    con.register("_mp_rows", frame.select(columns).to_arrow())
-    try:
-        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(columns)} FROM _mp_rows")
-    finally:
-        con.unregister("_mp_rows")
+    if frame.height:
+        insert_frame(con, table, frame.select(columns))
 
 
 def store_validation(con: duckdb.DuckDBPyConnection, validation_id: str, *, policy_id: str | None,
@@ -107,9 +103,7 @@ def load_validation(con: duckdb.DuckDBPyConnection, validation_id: str) -> Store
 
 def latest_validation_id(con: duckdb.DuckDBPyConnection, cluster: str | None = None) -> str | None:
     """The most recent validation (of a cluster), or None."""
-    row = con.execute(
-        "SELECT validation_id FROM validations WHERE (?::VARCHAR IS NULL OR cluster = ?) "
-        "ORDER BY created_at DESC, validation_id DESC LIMIT 1", [cluster, cluster]).fetchall()
+    row = con.execute(sql_text("validation/latest_id.sql"), {"cluster": cluster}).fetchall()
     return row[0][0] if row else None
 
 
@@ -125,10 +119,8 @@ def store_recommendations(con: duckdb.DuckDBPyConnection, frame: pl.DataFrame) -
     con.execute("BEGIN TRANSACTION")
     try:
         con.register("_mp_rec", frame.select(RECOMMENDATION_COLUMNS).to_arrow())
-        con.execute("DELETE FROM recommendations r USING _mp_rec n WHERE r.cluster = n.cluster AND r.partition = n.partition "
-                    "AND r.epoch_start = n.epoch_start AND r.policy_id = n.policy_id")
-        con.execute(f"INSERT INTO recommendations ({', '.join(RECOMMENDATION_COLUMNS)}) "
-                    f"SELECT {', '.join(RECOMMENDATION_COLUMNS)} FROM _mp_rec")
+        for stmt in sql_statements("validation/replace_recommendations.sql"):
+            con.execute(stmt)
         con.unregister("_mp_rec")
         con.execute("COMMIT")
     except BaseException:
