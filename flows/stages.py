@@ -11,12 +11,12 @@ import threading
 from datetime import datetime
 
 from metapilot.flows.common import is_transient, warehouse_writer
-from metapilot.warehouse.jobs_store import data_fingerprint
 from metapilot.flows.runners import task_runner
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
 
 from metapilot.ground.version import code_version
+from metapilot.warehouse.jobs_store import data_fingerprint
 
 
 DEFAULT_SOURCES: tuple[str, ...] = ("as-run", "planner")  # replay rollouts: opt-in (docs/benchmarks.md, issue 11)

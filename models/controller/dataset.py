@@ -102,7 +102,7 @@ def build_tuples(con: duckdb.DuckDBPyConnection, request: TupleRequest, sources:
     return out
 
 
-# --- storage -----------------------------------------------------------------------------------
+# --- stored tuples (warehouse/mdp_store.py) ------------------------------------------------------
 
 
 def load_tuples(
