@@ -15,6 +15,13 @@ def clusters_with_jobs(con: duckdb.DuckDBPyConnection) -> list[str]:
     return [r[0] for r in con.execute(sql_text("jobs/clusters.sql")).fetchall()]
 
 
+def require_jobs(con: duckdb.DuckDBPyConnection, cluster: str) -> None:
+    """Raise a LookupError that lists the clusters there are when `cluster` has no jobs."""
+    known = clusters_with_jobs(con)
+    if cluster not in known:
+        raise LookupError(f"no jobs for cluster {cluster!r} (clusters: {', '.join(known) or 'none'})")
+
+
 def last_submit(con: duckdb.DuckDBPyConnection, cluster: str, partition: str | None = None) -> datetime | None:
     """The cluster's (or partition's) last submit time; None when it has no jobs."""
     return con.execute(sql_text("jobs/last_submit.sql"), {"cluster": cluster, "partition": partition}).fetchall()[0][0]

@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 import polars as pl
 from metapilot.warehouse.db import has_table, query_frame
-from metapilot.warehouse.jobs_store import clusters_with_jobs
+from metapilot.warehouse.jobs_store import require_jobs
 
 from metapilot.ground.paths import sql_text
 
@@ -48,9 +48,7 @@ def last_complete_week(con: duckdb.DuckDBPyConnection, cluster: str) -> str:
     """The default week of the report: the last complete ISO week in the cluster's data."""
     df = report_sql(con, "last_complete_week", cluster=cluster)
     if df.height == 0 or df["week"][0] is None:
-        known = clusters_with_jobs(con)
-        if cluster not in known:
-            raise LookupError(f"no jobs for cluster {cluster!r} (clusters: {', '.join(known) or 'none'})")
+        require_jobs(con, cluster)
         raise LookupError(f"cluster {cluster!r} has no complete ISO week of data yet: give --week")
     return str(df["week"][0])
 
@@ -83,9 +81,7 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
     p = {"cluster": cluster, "week_start": week_start}
     glance = report_sql(con, "week_at_a_glance", **p)
     if glance.height == 0:
-        known = clusters_with_jobs(con)
-        if cluster not in known:
-            raise LookupError(f"no jobs for cluster {cluster!r} (clusters: {', '.join(known) or 'none'})")
+        require_jobs(con, cluster)
         span = report_sql(con, "week_span", cluster=cluster).row(0, named=True)
         raise LookupError(f"week {week} is outside the data of {cluster} ({span['first_week']} .. {span['last_week']})")
     decision = _decision(con, cluster)
