@@ -28,10 +28,11 @@ INGEST = textwrap.dedent("""
     import sys, time
     from pathlib import Path
     import metapilot.warehouse.ingest as ing
+    import metapilot.warehouse.ingest_stage as stage
     from metapilot.warehouse.secret import load_site_key
 
     db, path, stage_delay, commit_delay = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-    real_prepare, real_commit = ing._prepare, ing.commit_staged
+    real_prepare, real_commit = stage._prepare, ing.commit_staged
 
     def slow_prepare(*a, **k):
         time.sleep(stage_delay)
@@ -42,7 +43,7 @@ INGEST = textwrap.dedent("""
         time.sleep(commit_delay)
         return real_commit(con, st)
 
-    ing._prepare, ing.commit_staged = slow_prepare, slow_commit
+    stage._prepare, ing.commit_staged = slow_prepare, slow_commit
     key = load_site_key(db, log=print)
     print("staging", flush=True)
     rep = ing.ingest_file_to(db, path, ing.IngestOptions(chunk_bytes=128 * 1024), key, log=print)
@@ -54,23 +55,23 @@ INGEST = textwrap.dedent("""
 # The same through the `metapilot ingest` command (a Prefect flow on a temporary API), parsing slowed.
 CLI_INGEST = textwrap.dedent("""
     import sys, time
-    import metapilot.warehouse.ingest as ing
+    import metapilot.warehouse.ingest_stage as stage
 
     db, path, stage_delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
-    real_prepare = ing._prepare
+    real_prepare = stage._prepare
 
     def slow_prepare(*a, **k):
         print("parsing", flush=True)
         time.sleep(stage_delay)
         return real_prepare(*a, **k)
 
-    real_parse = ing.iter_parse
+    real_parse = stage.iter_parse
 
     def small_chunks(path, popts):
         popts.chunk_bytes = 128 * 1024
         return real_parse(path, popts)
 
-    ing._prepare, ing.iter_parse = slow_prepare, small_chunks
+    stage._prepare, stage.iter_parse = slow_prepare, small_chunks
     from metapilot.cli import app
 
     sys.argv = ["metapilot", "ingest", path, "--db", db]

@@ -108,9 +108,9 @@ def test_truncated_gzip_leaves_warehouse_unchanged(mem_con, site_key, tmp_path):
 
 
 def test_crash_midway_rolls_back(mem_con, site_key, monkeypatch):
-    import metapilot.warehouse.ingest as ing
+    import metapilot.warehouse.ingest_stage as stage
 
-    real = ing.validate_jobs
+    real = stage.validate_jobs
     calls = {"n": 0}
 
     def flaky(df):
@@ -119,11 +119,11 @@ def test_crash_midway_rolls_back(mem_con, site_key, monkeypatch):
             raise RuntimeError("disk on fire")
         return real(df)
 
-    monkeypatch.setattr(ing, "validate_jobs", flaky)
+    monkeypatch.setattr(stage, "validate_jobs", flaky)
     rep = ingest_file(mem_con, POZIDRIV, IngestOptions(chunk_bytes=256 * 1024), site_key)
     assert rep.outcome == "failed" and "disk on fire" in rep.message and "after line" in rep.message
     assert counts(mem_con) == (0, 0, 0)
-    monkeypatch.setattr(ing, "validate_jobs", real)
+    monkeypatch.setattr(stage, "validate_jobs", real)
     assert ingest_file(mem_con, POZIDRIV, IngestOptions(), site_key).outcome == "loaded"
 
 
