@@ -47,10 +47,14 @@ TRACES = {  # name: (file, cluster, window from, window to)
     "lublin": ("lublin_256.synthetic-model.swf.gz", "Lublin-256", None, None),
     # opt-in: a history longer than a year, KTH-SP2 three times over (`REPEAT`; 2.85 years, 85,428 jobs)
     "kth-x3": ("KTH-SP2-1996-2.1-cln.swf.gz", "KTH-SP2-x3", None, None),
+    # opt-in: a big centre's multi-year history with gaps, the whole CEA-Curie trace three times over (`REPEAT`;
+    # 938,478 jobs over 4.1 years; its first submit comes a year after the header's start time, so the copies
+    # are a year apart: two year-long gaps, as in a log with an outage or a break in the accounting)
+    "curie-x3": ("CEA-Curie-2011-2.1-cln.swf.gz", "CEA-Curie-x3", None, None),
     # opt-in: the 3,170-job HPC2N subset (57 days, 240 processors): the shortest history the pipeline accepts
     "hpc2n": ("HPC2N-subset-3170jobs.swf", "HPC2N", None, None),
 }
-REPEAT = {"kth-x3": 3}  # copies of the trace laid end to end, each a week after the last one's final submit
+REPEAT = {"kth-x3": 3, "curie-x3": 3}  # copies of the trace laid end to end, each a week after the last one's final submit
 COLS = ("wait_mean_s", "wait_max_s", "wait_p99_s", "bsld_mean", "util_cpu_backlog", "bsld_mean_1min")
 
 

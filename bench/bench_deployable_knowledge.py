@@ -111,7 +111,9 @@ def split(a: np.ndarray, start: int) -> dict[str, tuple[datetime, datetime]]:
     """The trace's windows as `pipeline` splits them; tuning's weeks are the training window's last 13."""
     t = start + a[:, 1]
     first, last = (datetime.fromtimestamp(x, UTC) for x in (t.min(), t.max()))
-    train, checkpoint, held_out = split_history(first, last)
+    monday = datetime(1970, 1, 5, tzinfo=UTC).timestamp()
+    busy = [datetime.fromtimestamp(monday + w * 604800, UTC) for w in np.unique(np.floor((t - monday) / 604800))]
+    train, checkpoint, held_out = split_history(first, last, busy_weeks=busy)
     tuning = (max(train[0], train[1] - timedelta(weeks=TUNING_WEEKS)), train[1])
     return dict(zip(WINDOWS, (tuning, checkpoint, held_out), strict=True))
 

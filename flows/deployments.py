@@ -37,8 +37,8 @@ def retrain_flow(cluster: str | None = None, db: str | None = None, steps: int =
     """Monthly: learn on the latest history, validate on the newest held-out weeks, publish."""
     from metapilot.transforms.windows import split_history
 
-    cluster, first, last = choose_cluster(db, cluster)
-    train, valid, test = split_history(first, last)
+    cluster, first, last, busy = choose_cluster(db, cluster)
+    train, valid, test = split_history(first, last, busy_weeks=busy)
     build_dataset_flow(cluster, train, valid, db=db)
     from metapilot.flows.stages import with_runner
 

@@ -18,26 +18,28 @@ from prefect import flow, get_run_logger
 
 
 def choose_cluster(db: str | None, cluster: str | None):
-    """The cluster to learn from (the one asked for, else the longest usable history) and its span."""
+    """The cluster to learn from (the one asked for, else the longest usable history), its span and
+    the weeks it has jobs in (`warehouse.jobs_store.busy_weeks`: what `split_history` splits)."""
     from metapilot.warehouse.db import connect, query_frame
+    from metapilot.warehouse.jobs_store import busy_weeks
 
     from metapilot.ground.paths import sql_text
 
     con = connect(db)
     try:
         df = query_frame(con, sql_text("pipeline/clusters.sql"))
+        if df.height == 0:
+            raise LookupError("the warehouse holds no jobs: ingest logs first")
+        if cluster:
+            known = df["cluster"].to_list()
+            df = df.filter(df["cluster"] == cluster)
+            if df.height == 0:
+                raise LookupError(f"no jobs for cluster {cluster!r}: the warehouse holds {', '.join(known)} "
+                                  "(the log names its own cluster); run again with one of these as --cluster")
+        row = df.row(0, named=True)
+        return row["cluster"], row["first_submit"], row["last_submit"], busy_weeks(con, row["cluster"])
     finally:
         con.close()
-    if df.height == 0:
-        raise LookupError("the warehouse holds no jobs: ingest logs first")
-    if cluster:
-        known = df["cluster"].to_list()
-        df = df.filter(df["cluster"] == cluster)
-        if df.height == 0:
-            raise LookupError(f"no jobs for cluster {cluster!r}: the warehouse holds {', '.join(known)} "
-                              "(the log names its own cluster); run again with one of these as --cluster")
-    row = df.row(0, named=True)
-    return row["cluster"], row["first_submit"], row["last_submit"]
 
 
 @flow(name="pipeline", log_prints=True)
@@ -50,8 +52,8 @@ def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None =
     log = get_run_logger()
     # --cluster also names the cluster of logs that carry no name of their own (SWF), as `ingest --cluster` does
     ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=cluster) if cluster else None)
-    cluster, first, last = choose_cluster(db, cluster)
-    train, valid, test = split_history(first, last)
+    cluster, first, last, busy = choose_cluster(db, cluster)
+    train, valid, test = split_history(first, last, busy_weeks=busy)
     log.info("cluster %s: train %s..%s, checkpoint choice %s..%s, held-out %s..%s", cluster,
              train[0].date(), train[1].date(), valid[0].date(), valid[1].date(), test[0].date(), test[1].date())
     tuning = tune_flow(cluster, train, db=db)

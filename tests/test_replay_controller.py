@@ -238,3 +238,14 @@ def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
     # the candidate was judged on its (three) training days as well, by the same gate
     assert card["gate_training"] == card["replay"]["training"]["gate"]
     assert card["gate_training"]["candidate"]["mean_bsld"] == pytest.approx(card["replay"]["training"]["mean_bsld"])
+
+
+def test_replay_evaluator_refuses_a_window_without_jobs(warehouse):
+    """A checkpoint window that holds no jobs (a gap in the log) is an error that says so, not a
+    crash on the missing figures."""
+    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+
+    req = TupleRequest(CLUSTER, None, datetime(2001, 1, 1, tzinfo=timezone.utc), datetime(2001, 1, 8, tzinfo=timezone.utc),
+                       state=UW)
+    with pytest.raises(LookupError, match="no jobs of cluster .* were submitted in .*choose windows that hold jobs"):
+        make_replay_evaluator(warehouse, req)

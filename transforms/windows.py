@@ -3,6 +3,7 @@ never shuffled across). Boundaries fall on ISO week starts so weekly figures lin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 
@@ -13,8 +14,14 @@ def week_floor(t: datetime) -> datetime:
 
 
 def split_history(first: datetime, last: datetime, train_share: float = 0.6, valid_share: float = 0.15,
+                  busy_weeks: Sequence[datetime] | None = None,
                   ) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime], tuple[datetime, datetime]]:
     """Train, validation (checkpoint choice) and held-out test windows over [first, last].
+
+    The shares are of the time in which jobs were submitted: with `busy_weeks` (the Monday of
+    every week that has a submit, `warehouse.jobs_store.busy_weeks`), weeks without any count for
+    nothing, so a log with a gap of months (an outage, a break in the accounting) still has jobs in
+    every window. Without gaps, or without `busy_weeks`, the shares are of the calendar span.
 
     Raises ValueError when the history is shorter than six weeks: too short to learn anything."""
     if last - first < timedelta(weeks=6):
@@ -22,12 +29,43 @@ def split_history(first: datetime, last: datetime, train_share: float = 0.6, val
                          "to train on one window and validate on a later one; ingest a longer history "
                          "(or choose a cluster that has one with --cluster)")
     start = week_floor(first) + (timedelta(weeks=1) if first > week_floor(first) else timedelta(0))
-    span = last - start
-    train_to = week_floor(start + span * train_share)
-    valid_to = week_floor(start + span * (train_share + valid_share))
+    segments = _busy_segments(start, last, busy_weeks)
+    if busy_weeks is not None and len(set(busy_weeks)) < 6:
+        raise ValueError(f"jobs were submitted in only {len(set(busy_weeks))} weeks between {first.date()} and "
+                         f"{last.date()}: at least six weeks with jobs are needed to train on one window and "
+                         "validate on a later one; ingest a longer history (or choose a cluster that has one "
+                         "with --cluster)")
+    busy = sum((hi - lo for lo, hi in segments), timedelta(0))
+    train_to = week_floor(_at_busy_time(segments, busy * train_share))
+    valid_to = week_floor(_at_busy_time(segments, busy * (train_share + valid_share)))
     if valid_to <= train_to:
         valid_to = train_to + timedelta(weeks=1)
     return (start, train_to), (train_to, valid_to), (valid_to, last)
+
+
+def _busy_segments(start: datetime, last: datetime, busy_weeks: Sequence[datetime] | None) -> list[tuple[datetime, datetime]]:
+    """[start, last] as the stretches of weeks with submits (all of it without `busy_weeks`)."""
+    if busy_weeks is None:
+        return [(start, last)]
+    segments: list[tuple[datetime, datetime]] = []
+    for w in sorted(set(busy_weeks)):
+        lo, hi = max(w, start), min(w + timedelta(weeks=1), last)
+        if lo >= hi:
+            continue
+        if segments and segments[-1][1] == lo:
+            segments[-1] = (segments[-1][0], hi)
+        else:
+            segments.append((lo, hi))
+    return segments or [(start, last)]
+
+
+def _at_busy_time(segments: list[tuple[datetime, datetime]], offset: timedelta) -> datetime:
+    """The calendar time at which `offset` of busy time has passed since the first segment began."""
+    for lo, hi in segments:
+        if offset <= hi - lo:
+            return lo + offset
+        offset -= hi - lo
+    return segments[-1][1]
 
 
 def parse_utc(value: str | None) -> datetime | None:

@@ -1,9 +1,10 @@
 """Lookups on the `jobs` table that several layers share: which clusters have jobs, where a
-cluster's history ends, and a fingerprint that changes with its jobs (sql/jobs/)."""
+cluster's history ends, which weeks it has jobs in, and a fingerprint that changes with its jobs
+(sql/jobs/)."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import duckdb
 
@@ -25,6 +26,15 @@ def require_jobs(con: duckdb.DuckDBPyConnection, cluster: str) -> None:
 def last_submit(con: duckdb.DuckDBPyConnection, cluster: str, partition: str | None = None) -> datetime | None:
     """The cluster's (or partition's) last submit time; None when it has no jobs."""
     return con.execute(sql_text("jobs/last_submit.sql"), {"cluster": cluster, "partition": partition}).fetchall()[0][0]
+
+
+_FIRST_MONDAY = datetime(1970, 1, 5, tzinfo=timezone.utc)
+
+
+def busy_weeks(con: duckdb.DuckDBPyConnection, cluster: str) -> list[datetime]:
+    """The Monday (00:00 UTC) of every week in which the cluster has a submitted job, in order."""
+    rows = con.execute(sql_text("jobs/busy_weeks.sql"), {"cluster": cluster}).fetchall()
+    return [_FIRST_MONDAY + timedelta(weeks=int(w)) for (w,) in rows]
 
 
 def data_fingerprint(con: duckdb.DuckDBPyConnection, cluster: str) -> str:

@@ -98,6 +98,10 @@ def _window_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest,
     (`fixed`: their outcomes, when already replayed)."""
     workload, rows = load_replay_window(con, request.cluster, request.window_from, request.window_to,
                                       request.partition)
+    if len(workload) == 0:
+        raise LookupError(f"no jobs of cluster {request.cluster!r} were submitted in {request.window_from}.."
+                          f"{request.window_to}: nothing to score a policy on there; choose windows that hold jobs "
+                          "(`metapilot pipeline` splits the weeks that have jobs)")
     capacity = Capacity.from_rows(rows)
     e = int(request.state.epoch_s)
     n = len(epoch_grid(request.window_from, request.window_to, e))
