@@ -1,7 +1,8 @@
 """Schedules kept in the repo: daily ingest of a landing directory, hourly collection from sacct,
-the weekly report on Monday morning, a monthly retrain (dataset, train, validate, publish). Served by `metapilot serve`
-(Prefect's `serve`: one long-running process, local server or none) or, with a Prefect server
-and work pool, by `prefect deploy --all` from `prefect.yaml`."""
+the weekly report on Monday morning, a monthly retrain (`pipeline` without its ingest and report:
+tune, dataset, train, validate, publish). Served by `metapilot serve` (Prefect's `serve`: one
+long-running process, local server or none) or, with a Prefect server and work pool, by
+`prefect deploy --all` from `prefect.yaml`."""
 
 from __future__ import annotations
 
@@ -9,14 +10,8 @@ from dataclasses import dataclass
 
 from metapilot.flows.collect import collect_all_flow
 from metapilot.flows.ingest import ingest_flow
-from metapilot.flows.pipeline import choose_cluster
-from metapilot.flows.stages import (
-    build_dataset_flow,
-    publish_flow,
-    train_flow,
-    validate_flow,
-    weekly_report_flow,
-)
+from metapilot.flows.pipeline import learn_flow
+from metapilot.flows.stages import weekly_report_flow
 from prefect import flow
 
 
@@ -32,19 +27,11 @@ class Schedules:
 
 
 @flow(name="retrain")
-def retrain_flow(cluster: str | None = None, db: str | None = None, steps: int = 5000,
-                 seeds: tuple[int, ...] = (0, 1, 2), dask: str | None = None) -> dict:
-    """Monthly: learn on the latest history, validate on the newest held-out weeks, publish."""
-    from metapilot.transforms.windows import split_history
-
-    cluster, first, last, busy = choose_cluster(db, cluster)
-    train, valid, test = split_history(first, last, busy_weeks=busy)
-    build_dataset_flow(cluster, train, valid, db=db)
-    from metapilot.flows.stages import with_runner
-
-    policy_id = with_runner(train_flow, dask)(cluster, train, valid, db=db, seeds=tuple(seeds), steps=steps)
-    validation_id = validate_flow(policy_id, db=db, start=test[0], end=test[1])
-    return {"policy_id": policy_id, "validation_id": validation_id, "published": publish_flow(policy_id, validation_id, db=db)}
+def retrain_flow(cluster: str | None = None, db: str | None = None, seeds: tuple[int, ...] = (0,), steps: int = 2000,
+                 dask: str | None = None) -> dict:
+    """Monthly: learn on the latest history, validate on the newest held-out weeks, publish: what
+    `pipeline` does after its ingest, with its defaults."""
+    return learn_flow(db=db, cluster=cluster, seeds=tuple(seeds), steps=steps, dask=dask)
 
 
 @flow(name="weekly_report_all")

@@ -42,16 +42,17 @@ def choose_cluster(db: str | None, cluster: str | None):
         con.close()
 
 
-@flow(name="pipeline", log_prints=True)
-def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,),
-                  steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
-                  sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
-    """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
+@flow(name="learn", log_prints=True)
+def learn_flow(db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,), steps: int = 2000,
+               dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
+               sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
+    """From a cluster's history in the warehouse: split it, tune the teacher, build the dataset,
+    train, validate on the held-out weeks and apply the publish gate. `pipeline` runs it after the
+    ingest, the monthly retrain on its own, with the same defaults (more seeds only give the gate
+    more candidates to pass by luck: README, Evidence)."""
     from metapilot.transforms.windows import split_history
 
     log = get_run_logger()
-    # --cluster also names the cluster of logs that carry no name of their own (SWF), as `ingest --cluster` does
-    ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=cluster) if cluster else None)
     cluster, first, last, busy = choose_cluster(db, cluster)
     train, valid, test = split_history(first, last, busy_weeks=busy)
     log.info("cluster %s: train %s..%s, checkpoint choice %s..%s, held-out %s..%s", cluster,
@@ -62,9 +63,22 @@ def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None =
                                               baselines=tuple(baselines), sources=tuple(sources), tuning=tuning)
     validation_id = validate_flow(policy_id, db=db, start=test[0], end=test[1])
     decision = publish_flow(policy_id, validation_id, db=db)
-    published = policy_id if decision["kind"] == "controller" else None
-    report = weekly_report_flow(cluster, None, db=db, policy_id=published)
-    return {"ingest": ingest, "cluster": cluster, "dataset": dataset, "policy_id": policy_id,
-            "validation_id": validation_id, "published": decision, "report": report,
+    return {"cluster": cluster, "dataset": dataset, "policy_id": policy_id, "validation_id": validation_id,
+            "published": decision,
             "windows": {"train": [t.isoformat() for t in train], "valid": [t.isoformat() for t in valid],
                         "test": [t.isoformat() for t in test]}}
+
+
+@flow(name="pipeline", log_prints=True)
+def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,),
+                  steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
+                  sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
+    """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
+    # --cluster also names the cluster of logs that carry no name of their own (SWF), as `ingest --cluster` does
+    ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=cluster) if cluster else None)
+    learned = learn_flow(db=db, cluster=cluster, seeds=tuple(seeds), steps=steps, dask=dask,
+                         baselines=tuple(baselines), sources=tuple(sources))
+    decision = learned["published"]
+    published = learned["policy_id"] if decision["kind"] == "controller" else None
+    report = weekly_report_flow(learned["cluster"], None, db=db, policy_id=published)
+    return {"ingest": ingest, **learned, "report": report}

@@ -218,3 +218,24 @@ def test_placement_training_on_a_local_dask_cluster_matches_inline(tmp_path):
         assert con.execute("SELECT count(*) FROM placement_runs").fetchall()[0][0] == 4
     finally:
         con.close()
+
+
+def test_the_monthly_retrain_learns_as_pipeline_does(monkeypatch):
+    """The scheduled retrain runs the stages of `pipeline` after its ingest, with its defaults: more
+    seeds would give the publish gate more candidates to pass by luck (README, Evidence)."""
+    import inspect
+
+    from metapilot.flows.deployments import retrain_flow
+    from metapilot.flows.pipeline import learn_flow, pipeline_flow
+
+    def defaults(f):
+        return {k: p.default for k, p in inspect.signature(f.fn).parameters.items() if p.default is not inspect.Parameter.empty}
+
+    retrain, learn, pipeline = defaults(retrain_flow), defaults(learn_flow), defaults(pipeline_flow)
+    for k in ("seeds", "steps", "dask"):
+        assert retrain[k] == learn[k] == pipeline[k]
+    assert learn["baselines"] == pipeline["baselines"] and learn["sources"] == pipeline["sources"]
+    calls = []
+    monkeypatch.setattr("metapilot.flows.deployments.learn_flow", lambda **kw: calls.append(kw) or {"policy_id": "p"})
+    assert retrain_flow.fn(cluster="c", db="w.duckdb") == {"policy_id": "p"}
+    assert calls == [{"db": "w.duckdb", "cluster": "c", "seeds": (0,), "steps": learn["steps"], "dask": None}]
