@@ -54,3 +54,16 @@ def test_six_weeks_with_jobs_are_needed_whatever_the_span():
         split_history(T0, busy[-1] + timedelta(days=3), busy_weeks=busy)
     with pytest.raises(ValueError, match="at least six weeks"):
         split_history(T0, T0 + timedelta(days=30))
+
+
+def test_one_job_with_a_clock_years_late_leaves_the_split_of_the_rest():
+    """A single submit five years after the log (a bad clock) made the calendar split train on years
+    without jobs, and `pipeline` failed to tune on them; over the weeks with jobs it moves a boundary
+    by at most a week."""
+    weeks = [week_floor(T0) + timedelta(weeks=k) for k in range(48)]
+    last = weeks[-1] + timedelta(days=3)
+    stray = week_floor(last + timedelta(days=5 * 365))
+    clean = split_history(T0, last, busy_weeks=weeks)
+    late = split_history(T0, stray + timedelta(hours=5), busy_weeks=[*weeks, stray])
+    assert abs(late[0][1] - clean[0][1]) <= timedelta(weeks=1) and abs(late[1][1] - clean[1][1]) <= timedelta(weeks=1)
+    assert split_history(T0, stray + timedelta(hours=5))[1][0] > last  # by the calendar: the checkpoint weeks are empty
