@@ -185,3 +185,34 @@ def test_the_gym_env_observes_the_lookahead_features(warehouse):  # noqa: F811
     res = replay_objectives(wl, Capacity.from_rows(rows), lambda st, it=iter(range(10_000)): next(it) % 5, 3600, LA,
                             lookahead=True)
     np.testing.assert_allclose(s[:, 16:], lookahead_features(res.lookahead_costs[: len(seen)], 3600), atol=1e-6)
+
+
+def test_asrun_views_leave_out_jobs_that_ran_at_an_unknown_time():
+    """A job that ran at a time the log does not give (SWF wait -1) is not in any as-run view: it
+    used to wait there forever, and the views (and the lookahead's cost of them) grew with every
+    such job. The as-run queue's SQL leaves it out the same way (tests/test_state_reward.py)."""
+    from metapilot.models.controller.asrun import asrun_aggregates
+    from metapilot.warehouse.db import connect_memory
+
+    jobs = read_swf()
+    ghosts = jobs.head(50).with_columns(
+        (pl.col("job_id") + "-ghost").alias("job_id"),
+        pl.lit(FROM.replace(hour=2), dtype=pl.Datetime("us", "UTC")).alias("submit_time"),
+        pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("start_time"),
+        pl.lit(None, dtype=pl.Datetime("us", "UTC")).alias("end_time"),
+        pl.lit(None, dtype=pl.Int64).alias("wait_s"))
+    got = {}
+    for name, frame in (("plain", jobs), ("ghosts", pl.concat([jobs, ghosts], how="vertical_relaxed"))):
+        con = connect_memory()
+        load_warehouse(con, frame)
+        agg = asrun_aggregates(con, CLUSTER, FROM, TO, config=LA)
+        grid = agg["epoch_start"].to_numpy().astype(np.float64)
+        got[name] = (agg, asrun_lookahead_costs(con, CLUSTER, FROM, TO, grid, agg, state=LA))
+        con.close()
+    (agg, costs), (agg_g, costs_g) = got["plain"], got["ghosts"]
+    assert (agg["queue_len"] > 0).sum() > 10 and (costs > 0).any()
+    np.testing.assert_array_equal(costs_g, costs)
+    for c in agg.columns:
+        if c != "arrivals":
+            assert agg_g[c].to_list() == agg[c].to_list(), c
+    assert agg_g["arrivals"].sum() == agg["arrivals"].sum() + 50

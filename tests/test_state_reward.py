@@ -230,6 +230,40 @@ def test_asrun_aggregates_by_hand(path, mem_con):
     assert got["cap_cpu"] == [10] * 4 and got["cap_mem"] == [1000] * 4
 
 
+@pytest.mark.parametrize("path", ["frame", "warehouse"])
+def test_asrun_a_job_that_ran_at_an_unknown_time_is_never_queued(path, mem_con):
+    """SWF wait -1 (NASA-iPSC, Lublin): the job ran, but the log does not say when. Counted as
+    pending forever, such jobs filled the as-run queue for the rest of the log (states, inferred
+    actions and the lookahead's views, which grew with them); they are submitted and nothing else."""
+    cfg = StateConfig(epoch_s=3600, long_tail_s=5000)
+    unknown = pl.DataFrame({"cluster": ["hand"], "job_id": ["F"], "partition": ["p"],
+                            "submit_time": [datetime.fromtimestamp(T0 + 4000, tz=timezone.utc)], "start_time": [None],
+                            "end_time": [None], "run_s": [500], "timelimit_s": [600], "alloc_cpus": [None],
+                            "req_cpus": [3], "alloc_gpus": [None], "req_gpus": [None], "alloc_mem_mib": [None],
+                            "req_mem_mib": [None]})
+    jobs = pl.concat([_hand_jobs(), unknown], how="diagonal_relaxed")
+
+    def aggregates(frame: pl.DataFrame, cluster: str) -> pl.DataFrame:
+        if path == "frame":
+            return asrun_aggregates(frame.with_columns(pl.lit(cluster).alias("cluster")), cluster, T0, T0 + 3 * 3600,
+                                    partition="p", config=cfg, capacity=HAND_CAP)
+        full = frame.with_columns(pl.lit(cluster).alias("cluster"), pl.lit("test").alias("source_format"),
+                                  pl.lit("x").alias("source_file_id"),
+                                  pl.lit(datetime(2024, 1, 1, tzinfo=timezone.utc)).alias("ingested_at"))
+        mem_con.register("_j", full.to_arrow())
+        mem_con.execute("INSERT INTO jobs BY NAME SELECT * FROM _j")
+        mem_con.unregister("_j")
+        mem_con.execute("INSERT INTO capacity (cluster, partition, valid_from, cores, gpus, mem_mib, source) VALUES "
+                        f"('{cluster}', 'p', TIMESTAMPTZ '2020-01-01 00:00:00+00', 10, 0, 1000, 'config')")
+        return asrun_aggregates(mem_con, cluster, T0, T0 + 3 * 3600, partition="p", config=cfg)
+
+    with_f, without = aggregates(jobs, "hand-f"), aggregates(_hand_jobs(), "hand")
+    for c in without.columns:
+        if c != "arrivals":
+            assert with_f[c].to_list() == without[c].to_list(), c
+    assert with_f["arrivals"].to_list() == [2, 2, 2, 0]  # F, submitted at 4000 s, is an arrival of the epoch before 7200 s
+
+
 def test_capacity_dated_entries_and_partitions():
     cap = pl.DataFrame({"partition": ["a", "a", "b"], "valid_from_s": [0, 1000, 0], "cores": [10, 20, 5],
                         "gpus": [0, 0, 4], "mem_mib": [None, None, 64]})

@@ -11,7 +11,8 @@ Aggregates at a boundary `t` (one value per epoch; arrays, or scalars for a sing
 - `used_cpu`, `used_gpu`, `used_mem`: cores, GPUs, MiB held by running jobs at `t`
   (a job runs at `t` when `start <= t < end`).
 - `cap_cpu`, `cap_gpu`, `cap_mem`: the partition's capacity at `t` (0 where unknown/absent).
-- `queue_len`: jobs queued at `t` (`submit <= t < start`, or never started and not yet gone).
+- `queue_len`: jobs queued at `t` (`submit <= t < start`, or never started and not yet gone; a job that
+  ran at a time the log does not give, as SWF wait -1, is never counted: its wait is unknown).
 - `queued_cpu`, `queued_gpu`, `queued_mem`: the queued jobs' summed requests.
 - `wait_mean_s`, `wait_max_s`: mean and max of `t - submit` over the queued jobs (0 if none).
 - `long_tail_share`: share of queued jobs with `t - submit > StateConfig.long_tail_s`.

@@ -79,7 +79,7 @@ def asrun_lookahead_costs(con: duckdb.DuckDBPyConnection, cluster: str, window_f
         return out
     engine = Engine(workload, Capacity.from_rows(rows))
     origin = float(to_epoch_s(window_from))
-    start = start_abs - origin  # NaN: never started
+    start = start_abs - origin  # NaN: ran at a time the log does not give (SWF wait -1): never queued here
     end = start + workload.run
     live = np.setdiff1d(np.arange(len(workload)), engine.cannot_fit)
     submit, st, en = workload.submit[live], start[live], end[live]
@@ -95,7 +95,7 @@ def asrun_lookahead_costs(con: duckdb.DuckDBPyConnection, cluster: str, window_f
             continue
         t = t_abs - origin
         run_m = (st <= t) & (en > t)
-        queued = live[(submit <= t) & ~(st <= t)]
+        queued = live[(submit <= t) & (st > t)]  # as sql/mdp/asrun_jobs.sql: unknown starts are not queued
         if queued.size == 0:
             continue
         running = live[run_m]

@@ -10,7 +10,9 @@
 --              unknown GPUs / memory = 0
 --   run end  = end_time, else start + run_s, else still running (+infinity)
 --   q_end_s  = when the job left the queue: its start, else (never started) its end_time
---              (cancelled while pending), else still pending (+infinity)
+--              (cancelled while pending), else, for a job that ran (run_s > 0) at a time the log
+--              does not give (SWF wait -1), its submit: it is never counted as queued, as its wait
+--              is unknown; else still pending (+infinity)
 --   req_time = the requested time (timelimit_s), else the run time (SPEC §6: perfect estimate)
 WITH j AS (
     SELECT
@@ -34,7 +36,7 @@ WITH j AS (
         start_s,
         CASE WHEN start_s IS NULL THEN NULL
              ELSE coalesce(end_raw_s, start_s + run_s, 'infinity'::DOUBLE) END AS end_s,
-        coalesce(start_s, end_raw_s, 'infinity'::DOUBLE)                     AS q_end_s,
+        coalesce(start_s, end_raw_s, CASE WHEN run_s > 0 THEN submit_s END, 'infinity'::DOUBLE) AS q_end_s,
         coalesce(timelimit_s, run_s)::DOUBLE                                 AS req_time_s,
         cores::DOUBLE AS cores,
         gpus::DOUBLE  AS gpus,
