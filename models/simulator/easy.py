@@ -1,7 +1,8 @@
 """The scheduling step without backfilling and with EASY backfilling (SPEC §6).
 
 The EASY pass sorts only the jobs that fit now (free resources only shrink during a pass, so a
-job that does not fit at its start never will), so no step re-sorts the whole queue.
+job that does not fit at its start never will), so no step re-sorts the whole queue; and when no
+job of the pool can fit what is free (a full machine), the step looks at no queued job at all.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from metapilot.models.simulator.jit import jit
 from metapilot.models.simulator.queues import q_best, q_remove, sort_by_priority
 from metapilot.models.simulator.running import release_due, start_job
-from metapilot.models.simulator.state import INF, fits, planned_end
+from metapilot.models.simulator.state import INF, fits, none_fits, planned_end
 
 
 @jit
@@ -21,7 +22,7 @@ def step_list(J, P, st, p, now, policy, easy, fit_first):
     f2 = P.cap[p, 2] - st.used[p, 2]
     s0, s1, s2 = f0, f1, f2  # free when the step began (fit-first ordering)
     head = -1
-    while st.qlen[p] > 0:
+    while st.qlen[p] > 0 and not none_fits(P, p, f0, f1, f2):
         j = q_best(J, P, st, p, policy, now, fit_first, s0, s1, s2)
         if not fits(J.need, j, f0, f1, f2):
             head = j
