@@ -48,7 +48,7 @@ from metapilot.models.simulator.engine import EXCLUDED  # noqa: E402
 from metapilot.models.simulator.policies import POLICIES, SAF, SJF  # noqa: E402
 from metapilot.transforms.state import StateConfig  # noqa: E402
 from metapilot.transforms.swf import header_capacity  # noqa: E402
-from metapilot.transforms.windows import split_history  # noqa: E402
+from metapilot.transforms.windows import split_history, week_number, week_start  # noqa: E402
 
 WINDOWS = ("training weeks", "checkpoint", "held out")
 STUDIES = ("persistence", "rate", "predicted")
@@ -111,8 +111,7 @@ def split(a: np.ndarray, start: int) -> dict[str, tuple[datetime, datetime]]:
     """The trace's windows as `pipeline` splits them; tuning's weeks are the training window's last 13."""
     t = start + a[:, 1]
     first, last = (datetime.fromtimestamp(x, UTC) for x in (t.min(), t.max()))
-    monday = datetime(1970, 1, 5, tzinfo=UTC).timestamp()
-    busy = [datetime.fromtimestamp(monday + w * 604800, UTC) for w in np.unique(np.floor((t - monday) / 604800))]
+    busy = [week_start(w) for w in {week_number(x) for x in t.tolist()}]
     train, checkpoint, held_out = split_history(first, last, busy_weeks=busy)
     tuning = (max(train[0], train[1] - timedelta(weeks=TUNING_WEEKS)), train[1])
     return dict(zip(WINDOWS, (tuning, checkpoint, held_out), strict=True))

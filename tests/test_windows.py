@@ -67,3 +67,18 @@ def test_one_job_with_a_clock_years_late_leaves_the_split_of_the_rest():
     late = split_history(T0, stray + timedelta(hours=5), busy_weeks=[*weeks, stray])
     assert abs(late[0][1] - clean[0][1]) <= timedelta(weeks=1) and abs(late[1][1] - clean[1][1]) <= timedelta(weeks=1)
     assert split_history(T0, stray + timedelta(hours=5))[1][0] > last  # by the calendar: the checkpoint weeks are empty
+
+
+def test_week_numbers_agree_with_the_busy_weeks_query(mem_con):
+    """`week_number` (the benchmarks' arrays) and sql/jobs/busy_weeks.sql (the warehouse) number
+    weeks alike, and `week_start` gives each one's Monday."""
+    from metapilot.ground.paths import sql_text
+    from metapilot.transforms.windows import week_number, week_start
+
+    times = [datetime(1970, 1, 5, tzinfo=timezone.utc), datetime(1996, 10, 6, 23, 59, 59, tzinfo=timezone.utc),
+             datetime(1996, 10, 7, tzinfo=timezone.utc), T0, datetime(2015, 3, 9, 12, tzinfo=timezone.utc)]
+    mem_con.execute("CREATE TEMP TABLE jobs AS SELECT 'c' AS cluster, unnest($t)::TIMESTAMPTZ AS submit_time",
+                    {"t": times})
+    weeks = [w for (w,) in mem_con.execute(sql_text("jobs/busy_weeks.sql"), {"cluster": "c"}).fetchall()]
+    assert weeks == sorted({week_number(t.timestamp()) for t in times})
+    assert [week_start(w) for w in weeks] == sorted({week_floor(t) for t in times})

@@ -7,6 +7,20 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 
 
+FIRST_MONDAY = datetime(1970, 1, 5, tzinfo=timezone.utc)  # week 0 of the week numbers below
+WEEK_S = 7 * 86400
+
+
+def week_start(week: int) -> datetime:
+    """Monday 00:00 UTC of week number `week` (whole weeks since `FIRST_MONDAY`; sql/jobs/busy_weeks.sql)."""
+    return FIRST_MONDAY + timedelta(weeks=int(week))
+
+
+def week_number(epoch_s: float) -> int:
+    """The week number (see `week_start`) of a time in seconds since the Unix epoch."""
+    return int((epoch_s - FIRST_MONDAY.timestamp()) // WEEK_S)
+
+
 def week_floor(t: datetime) -> datetime:
     """Monday 00:00 of t's ISO week (same tzinfo)."""
     d = t.replace(hour=0, minute=0, second=0, microsecond=0)

@@ -4,9 +4,10 @@ cluster's history ends, which weeks it has jobs in, and a fingerprint that chang
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 
 import duckdb
+from metapilot.transforms.windows import week_start
 
 from metapilot.ground.paths import sql_text
 
@@ -28,13 +29,10 @@ def last_submit(con: duckdb.DuckDBPyConnection, cluster: str, partition: str | N
     return con.execute(sql_text("jobs/last_submit.sql"), {"cluster": cluster, "partition": partition}).fetchall()[0][0]
 
 
-_FIRST_MONDAY = datetime(1970, 1, 5, tzinfo=timezone.utc)
-
-
 def busy_weeks(con: duckdb.DuckDBPyConnection, cluster: str) -> list[datetime]:
     """The Monday (00:00 UTC) of every week in which the cluster has a submitted job, in order."""
     rows = con.execute(sql_text("jobs/busy_weeks.sql"), {"cluster": cluster}).fetchall()
-    return [_FIRST_MONDAY + timedelta(weeks=int(w)) for (w,) in rows]
+    return [week_start(w) for (w,) in rows]
 
 
 def data_fingerprint(con: duckdb.DuckDBPyConnection, cluster: str) -> str:
