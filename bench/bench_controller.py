@@ -132,7 +132,7 @@ def main() -> None:
     t_mdp = time.perf_counter() - t0
 
     from metapilot.models.controller.dataset import TupleRequest
-    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
     evaluator = make_replay_evaluator(con, TupleRequest(CLUSTER, None, splits.valid_window[0], splits.valid_window[1],
                                                         dcfg.state, dcfg.reward, 0, dcfg.planner))

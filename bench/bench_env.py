@@ -36,19 +36,19 @@ from metapilot.models.controller.dataset import TupleRequest  # noqa: E402
 from metapilot.models.controller.objectives import Menu  # noqa: E402
 from metapilot.models.controller.replay import replay_objectives  # noqa: E402
 from metapilot.models.simulator import Capacity, Engine, simulate, warm_up  # noqa: E402
-from metapilot.models.simulator.controller_eval import (  # noqa: E402
+from metapilot.models.evaluation.checkpoint import (  # noqa: E402
     backlog_epoch_utilisation,
     make_replay_evaluator,
 )
 from metapilot.models.simulator.engine import EASY  # noqa: E402
-from metapilot.models.simulator.env import ObjectiveSwitchingEnv  # noqa: E402
+from metapilot.models.controller.env import ObjectiveSwitchingEnv  # noqa: E402
 from metapilot.models.simulator.policies import policy_code  # noqa: E402
-from metapilot.models.simulator.rollouts import (  # noqa: E402
+from metapilot.models.controller.rollouts import (  # noqa: E402
     DEFAULT_CONFIG,
     behaviours,
     replay_source,
 )
-from metapilot.models.validation import backlog_utilisation  # noqa: E402
+from metapilot.models.evaluation.heldout import backlog_utilisation  # noqa: E402
 from metapilot.transforms.state import FEATURE_NAMES, StateConfig  # noqa: E402
 from metapilot.transforms.workload import normalise  # noqa: E402
 from metapilot.warehouse.db import connect_memory  # noqa: E402
@@ -278,7 +278,7 @@ def main() -> None:
         "### What the menu spans on KTH-SP2 (SPEC §6)",
         "",
         "Whole trace, EASY everywhere. 'util while jobs wait' = core utilisation over the union of the jobs' "
-        "[submit, start) intervals (`models.validation.backlog_utilisation`); the next column = over the one-hour "
+        "[submit, start) intervals (`models.evaluation.heldout.backlog_utilisation`); the next column = over the one-hour "
         "epochs whose opening boundary has a non-empty queue. Switching rules read the state's `wait_max` feature.",
         "",
         *fmt_menu(span),

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from metapilot.flows.collect import collect_all_flow
 from metapilot.flows.ingest import ingest_flow
-from metapilot.flows.pipeline import learn_flow
+from metapilot.flows.pipeline import learn_flow, plan_windows
 from metapilot.flows.stages import weekly_report_flow
 from prefect import flow
 
@@ -31,7 +31,8 @@ def retrain_flow(cluster: str | None = None, db: str | None = None, seeds: tuple
                  dask: str | None = None) -> dict:
     """Monthly: learn on the latest history, validate on the newest held-out weeks, publish: what
     `pipeline` does after its ingest, with its defaults."""
-    return learn_flow(db=db, cluster=cluster, seeds=tuple(seeds), steps=steps, dask=dask)
+    chosen, windows = plan_windows(db, cluster)
+    return learn_flow(chosen, windows, db=db, seeds=tuple(seeds), steps=steps, dask=dask)
 
 
 @flow(name="weekly_report_all")

@@ -1,4 +1,9 @@
-"""The whole product as one flow: ingest -> dataset -> train -> validate -> publish -> report."""
+"""The whole product as one flow: ingest -> tune -> dataset -> train -> held-out replay -> publish -> report.
+
+`learn_flow` runs the learning stages on the windows its caller hands it (`LearningWindows`): it
+never looks at the rest of the history, so a caller that may learn only from the past up to a
+cut-off (a fold of the walk forward) passes windows that end there. `pipeline` and the monthly
+retrain split the whole history (`plan_windows`) and pass the split in."""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from metapilot.flows.stages import (
     weekly_report_flow,
     with_runner,
 )
+from metapilot.transforms.windows import LearningWindows
 from metapilot.warehouse.ingest import IngestOptions
 from prefect import flow, get_run_logger
 
@@ -42,31 +48,35 @@ def choose_cluster(db: str | None, cluster: str | None):
         con.close()
 
 
-@flow(name="learn", log_prints=True)
-def learn_flow(db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,), steps: int = 2000,
-               dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
-               sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
-    """From a cluster's history in the warehouse: split it, tune the teacher, build the dataset,
-    train, validate on the held-out weeks and apply the publish gate. `pipeline` runs it after the
-    ingest, the monthly retrain on its own, with the same defaults (more seeds only give the gate
-    more candidates to pass by luck: README, Evidence)."""
+def plan_windows(db: str | None, cluster: str | None) -> tuple[str, LearningWindows]:
+    """The cluster to learn from and its whole history split into train, checkpoint and held-out
+    windows over the weeks that have jobs (`split_history`): what `pipeline` and the retrain learn on."""
     from metapilot.transforms.windows import split_history
 
-    log = get_run_logger()
     cluster, first, last, busy = choose_cluster(db, cluster)
-    train, valid, test = split_history(first, last, busy_weeks=busy)
-    log.info("cluster %s: train %s..%s, checkpoint choice %s..%s, held-out %s..%s", cluster,
-             train[0].date(), train[1].date(), valid[0].date(), valid[1].date(), test[0].date(), test[1].date())
+    return cluster, split_history(first, last, busy_weeks=busy)
+
+
+@flow(name="learn", log_prints=True)
+def learn_flow(cluster: str, windows: LearningWindows, db: str | None = None, seeds: tuple[int, ...] = (0,),
+               steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
+               sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
+    """On the windows the caller hands it: tune the teacher, build the dataset, train, replay the
+    policy on the held-out weeks and apply the publish gate. `pipeline` runs it after the ingest,
+    the monthly retrain on its own, with the same defaults (more seeds only give the gate more
+    candidates to pass by luck: README, Evidence)."""
+    log = get_run_logger()
+    train, checkpoint, held_out = windows = LearningWindows(*windows)
+    log.info("cluster %s: train %s..%s, checkpoint %s..%s, held-out %s..%s", cluster, train[0].date(),
+             train[1].date(), checkpoint[0].date(), checkpoint[1].date(), held_out[0].date(), held_out[1].date())
     tuning = tune_flow(cluster, train, db=db)
-    dataset = build_dataset_flow(cluster, train, valid, db=db, sources=tuple(sources), tuning=tuning)
-    policy_id = with_runner(train_flow, dask)(cluster, train, valid, db=db, seeds=tuple(seeds), steps=steps,
+    dataset = build_dataset_flow(cluster, train, checkpoint, db=db, sources=tuple(sources), tuning=tuning)
+    policy_id = with_runner(train_flow, dask)(cluster, train, checkpoint, db=db, seeds=tuple(seeds), steps=steps,
                                               baselines=tuple(baselines), sources=tuple(sources), tuning=tuning)
-    validation_id = validate_flow(policy_id, db=db, start=test[0], end=test[1])
+    validation_id = validate_flow(policy_id, db=db, start=held_out[0], end=held_out[1])
     decision = publish_flow(policy_id, validation_id, db=db)
     return {"cluster": cluster, "dataset": dataset, "policy_id": policy_id, "validation_id": validation_id,
-            "published": decision,
-            "windows": {"train": [t.isoformat() for t in train], "valid": [t.isoformat() for t in valid],
-                        "test": [t.isoformat() for t in test]}}
+            "published": decision, "windows": windows.to_dict()}
 
 
 @flow(name="pipeline", log_prints=True)
@@ -76,7 +86,8 @@ def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None =
     """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
     # --cluster also names the cluster of logs that carry no name of their own (SWF), as `ingest --cluster` does
     ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=cluster) if cluster else None)
-    learned = learn_flow(db=db, cluster=cluster, seeds=tuple(seeds), steps=steps, dask=dask,
+    chosen, windows = plan_windows(db, cluster)
+    learned = learn_flow(chosen, windows, db=db, seeds=tuple(seeds), steps=steps, dask=dask,
                          baselines=tuple(baselines), sources=tuple(sources))
     decision = learned["published"]
     published = learned["policy_id"] if decision["kind"] == "controller" else None

@@ -151,7 +151,7 @@ def train_task(db: str | None, cluster: str, train: tuple[datetime, datetime], v
         evaluator = None
         try:
             from metapilot.models.controller.tuning import tuning_weeks
-            from metapilot.models.simulator.controller_eval import make_replay_evaluator
+            from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
             evaluator = make_replay_evaluator(con, TupleRequest(cluster, None, valid[0], valid[1], cfg.state, cfg.reward, 0,
                                                                 cfg.planner), training=tuning_weeks(*train),
@@ -213,7 +213,7 @@ def _key_validate(ctx, p) -> str:
 @task(name="validate-policy", cache_key_fn=_key_validate, persist_result=True, result_serializer="json",
       retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def validate_task(db: str | None, policy_id: str, start: datetime | None, end: datetime | None, fingerprint: str) -> str:
-    from metapilot.models.validation import run_validation
+    from metapilot.models.evaluation.heldout import run_validation
     from metapilot.warehouse.db import connect
 
     with warehouse_writer(db, log=get_run_logger().info):
@@ -246,7 +246,7 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
     behaviour); otherwise the best fixed contender of the checkpoint window is recommended."""
     from metapilot.models.controller.artifact import find_policy, load_card
     from metapilot.models.controller.gate import ope_says_better, publish_decision
-    from metapilot.models.validation import verdict_summary
+    from metapilot.models.evaluation.heldout import verdict_summary
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import promote
     from metapilot.warehouse.policy_store import policy_row
@@ -279,7 +279,8 @@ def publish_flow(policy_id: str, validation_id: str | None = None, db: str | Non
 
 @task(name="weekly-report", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def report_task(db: str | None, cluster: str, week: str | None, policy_id: str | None) -> dict:
-    from metapilot.models.reporting import build_report, score_recommendations
+    from metapilot.models.controller.advice import score_recommendations
+    from metapilot.models.reporting import build_report
     from metapilot.models.reporting.data import last_complete_week
     from metapilot.warehouse.db import connect
 

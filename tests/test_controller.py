@@ -23,7 +23,8 @@ from metapilot.models.controller.dataset import (
     to_mdp_dataset,
     tuples_from_aggregates,
 )
-from metapilot.models.controller.objectives import Menu, menu_names, queue_order
+from metapilot.models.controller.objectives import Menu, menu_names
+from metapilot.models.simulator.objectives import queue_order
 from metapilot.transforms.reward import RewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.transforms.asrun_state import to_epoch_s

@@ -1,4 +1,4 @@
-"""The objective-switching env (models/simulator/env.py) on real KTH-SP2 jobs (367 jobs, 100 cores).
+"""The objective-switching env (models/simulator/epoch_replay.py) on real KTH-SP2 jobs (367 jobs, 100 cores).
 
 The strongest check is "one definition, two paths": the env's aggregates, states and rewards at
 every boundary equal what the as-run code (SQL over a jobs table, transforms.asrun_state) finds in
@@ -14,11 +14,11 @@ import pytest
 from controller_fixtures import read_swf
 from gymnasium.utils.env_checker import check_env
 from metapilot.models.controller.dataset import tuples_from_aggregates
+from metapilot.models.controller.env import ObjectiveSwitchingEnv, observation_bounds
 from metapilot.models.simulator import Capacity, simulate
-from metapilot.models.simulator.env import (
+from metapilot.models.simulator.epoch_replay import (
     A,
     EpochReplay,
-    ObjectiveSwitchingEnv,
     StateEncoder,
     _definition_state,
     _probe_aggregates,
@@ -26,7 +26,6 @@ from metapilot.models.simulator.env import (
     definition_reward,
     epoch_reward,
     fast_reward_ok,
-    observation_bounds,
 )
 from metapilot.transforms.reward import RewardConfig
 from metapilot.transforms.state import (

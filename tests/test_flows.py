@@ -236,6 +236,44 @@ def test_the_monthly_retrain_learns_as_pipeline_does(monkeypatch):
         assert retrain[k] == learn[k] == pipeline[k]
     assert learn["baselines"] == pipeline["baselines"] and learn["sources"] == pipeline["sources"]
     calls = []
-    monkeypatch.setattr("metapilot.flows.deployments.learn_flow", lambda **kw: calls.append(kw) or {"policy_id": "p"})
+    windows = object()
+    monkeypatch.setattr("metapilot.flows.deployments.plan_windows", lambda db, cluster: (cluster, windows))
+    monkeypatch.setattr("metapilot.flows.deployments.learn_flow",
+                        lambda *a, **kw: calls.append((a, kw)) or {"policy_id": "p"})
     assert retrain_flow.fn(cluster="c", db="w.duckdb") == {"policy_id": "p"}
-    assert calls == [{"db": "w.duckdb", "cluster": "c", "seeds": (0,), "steps": learn["steps"], "dask": None}]
+    assert calls == [(("c", windows), {"db": "w.duckdb", "seeds": (0,), "steps": learn["steps"], "dask": None})]
+
+
+def test_learn_flow_learns_only_from_the_windows_it_is_handed(monkeypatch, prefect_harness):
+    """A fold of the walk forward hands windows that end at its cut-off: every stage gets exactly
+    those, and nothing reads the rest of the history to choose others."""
+    from datetime import datetime, timezone
+
+    import metapilot.flows.pipeline as pipeline
+    from metapilot.transforms.windows import LearningWindows
+
+    def t(d):
+        return datetime.fromisoformat(d).replace(tzinfo=timezone.utc)
+
+    windows = LearningWindows((t("1996-10-07"), t("1996-12-02")), (t("1996-12-02"), t("1996-12-16")),
+                              (t("1996-12-16"), t("1997-01-06")))
+    seen = {}
+
+    def record(name, result):
+        def stage(*a, **kw):
+            seen[name] = (a, kw)
+            return result
+        return stage
+
+    monkeypatch.setattr(pipeline, "choose_cluster", lambda *a, **kw: pytest.fail("learn_flow chose its own windows"))
+    monkeypatch.setattr(pipeline, "tune_flow", record("tune", {"tuned": True}))
+    monkeypatch.setattr(pipeline, "build_dataset_flow", record("dataset", {"rows": 1}))
+    monkeypatch.setattr(pipeline, "with_runner", lambda f, dask: record("train", "pol-1"))
+    monkeypatch.setattr(pipeline, "validate_flow", record("held_out", "val-1"))
+    monkeypatch.setattr(pipeline, "publish_flow", record("publish", {"kind": "rule"}))
+    out = pipeline.learn_flow("KTH-SP2", windows, db="w.duckdb")
+    assert seen["tune"][0] == ("KTH-SP2", windows.train)
+    assert seen["dataset"][0] == ("KTH-SP2", windows.train, windows.checkpoint)
+    assert seen["train"][0] == ("KTH-SP2", windows.train, windows.checkpoint)
+    assert seen["held_out"][1]["start"] == windows.held_out[0] and seen["held_out"][1]["end"] == windows.held_out[1]
+    assert out["windows"] == windows.to_dict() and out["policy_id"] == "pol-1"

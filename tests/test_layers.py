@@ -141,6 +141,43 @@ def test_no_import_cycles():
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
+def _models_package(module: str) -> str | None:
+    """'metapilot.models.controller.gate' -> 'controller'; a module directly under models/ is its own package."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["metapilot", "models"] else None
+
+
+def _package_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(importer, imported) pairs of packages under `models/`, every import counted."""
+    edges = set()
+    for src, dsts in graph.items():
+        a = _models_package(src)
+        for dst in dsts:
+            b = _models_package(dst)
+            if a and b and a != b:
+                edges.add((a, b))
+    return edges
+
+
+def test_no_two_models_packages_import_each_other():
+    """A reader must be able to understand and test each package of `models/` with only those below it."""
+    edges = _package_edges(_graph())
+    both = sorted({tuple(sorted(e)) for e in edges if (e[1], e[0]) in edges})
+    assert not both, "packages under models/ importing each other: " + ", ".join(" <-> ".join(p) for p in both)
+
+
+def test_the_simulator_imports_no_other_models_package():
+    """The simulator is the bottom of `models`: objectives, replays and metrics are its own."""
+    up = sorted(b for a, b in _package_edges(_graph()) if a == "simulator")
+    assert not up, f"models/simulator imports {up}"
+
+
+def test_package_edge_finder_sees_both_directions():
+    graph = {"metapilot.models.a.x": {"metapilot.models.b.y"}, "metapilot.models.b.y": {"metapilot.models.a.z"},
+             "metapilot.models.a.z": set(), "metapilot.models.c": {"metapilot.transforms.w"}}
+    assert _package_edges(graph) == {("a", "b"), ("b", "a")}
+
+
 def test_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []

@@ -139,7 +139,7 @@ def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path): 
     assert (got[:, 16:] > 0).any()
     assert adv.decide(state_from_json({"features": a.state}, adv.policy)).action == a.action
     # the weekly report scores the observed week with the same states
-    from metapilot.models.reporting import score_recommendations
+    from metapilot.models.controller.advice import score_recommendations
 
     assert score_recommendations(warehouse, art.policy_id, "1996-W42", db=tmp_path / "w.duckdb") == 7 * 24
     rec = warehouse.execute("SELECT action FROM recommendations WHERE policy_id = ? AND epoch_start = "
@@ -167,7 +167,7 @@ def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path): 
 
 
 def test_the_gym_env_observes_the_lookahead_features(warehouse):  # noqa: F811
-    from metapilot.models.simulator.env import ObjectiveSwitchingEnv
+    from metapilot.models.controller.env import ObjectiveSwitchingEnv
 
     wl, rows = load_replay_window(warehouse, CLUSTER, FROM, TO)
     env = ObjectiveSwitchingEnv(wl, Capacity.from_rows(rows), state_config=LA, max_epochs=48)

@@ -1,5 +1,5 @@
 """The controller replay (models/controller/replay.py), the checkpoint evaluator
-(models/simulator/controller_eval.py) and `metapilot train --sources as-run,replay`."""
+(models/evaluation/checkpoint.py) and `metapilot train --sources as-run,replay`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from metapilot.models.controller.replay import (
     replay_objectives,
 )
 from metapilot.models.simulator import Capacity, simulate
-from metapilot.models.simulator.env import ObjectiveSwitchingEnv
+from metapilot.models.controller.env import ObjectiveSwitchingEnv
 from metapilot.transforms.state import N_FEATURES, StateConfig
 from metapilot.transforms.workload import Workload, normalise
 
@@ -134,7 +134,7 @@ def test_batch_policy_adapts_a_batched_policy():
 
 
 def test_replay_evaluator_scores_a_policy(warehouse):
-    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
     req = TupleRequest(CLUSTER, None, datetime(1996, 10, 18, tzinfo=timezone.utc), datetime(1996, 10, 19, tzinfo=timezone.utc),
                        state=UW)
@@ -150,7 +150,7 @@ def test_replay_evaluator_scores_a_policy(warehouse):
     again = evaluate(lambda s: np.full(len(s), W))
     assert {k: v for k, v in again.items() if k != "wall_s"} == {k: v for k, v in always_w.items() if k != "wall_s"}
     # the mean reward of the window's 24 epochs of the replay the fixed-W validation sees
-    from metapilot.models.simulator.controller_eval import replay_summary
+    from metapilot.models.evaluation.checkpoint import replay_summary
     from metapilot.models.simulator.capacity import Capacity
     from metapilot.warehouse.sim_store import load_replay_window
 
@@ -166,7 +166,7 @@ def test_replay_evaluator_scores_a_policy(warehouse):
 def test_replay_evaluator_also_judges_the_training_weeks(warehouse):
     """With the last training weeks, the evaluator scores candidates on the checkpoint window only
     (the choice), and checks a policy on the training weeks by the same gate on request."""
-    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
     day = lambda d: datetime(1996, 10, d, tzinfo=timezone.utc)  # noqa: E731
     req = TupleRequest(CLUSTER, None, day(18), day(19), state=UW)
@@ -187,7 +187,7 @@ def test_the_training_check_reuses_the_tunings_fixed_replays(warehouse):
     """The tuning replayed the 21 fixed rules on the same training weeks: the check reads them from
     the tuning (same verdict as replaying them again), and only when the weeks and partition match."""
     from metapilot.models.controller.tuning import Tuning, fixed_of, fixed_outcomes
-    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.evaluation.checkpoint import make_replay_evaluator
     from metapilot.warehouse.sim_store import load_replay_window
 
     day = lambda d: datetime(1996, 10, d, tzinfo=timezone.utc)  # noqa: E731
@@ -243,7 +243,7 @@ def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
 def test_replay_evaluator_refuses_a_window_without_jobs(warehouse):
     """A checkpoint window that holds no jobs (a gap in the log) is an error that says so, not a
     crash on the missing figures."""
-    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
     req = TupleRequest(CLUSTER, None, datetime(2001, 1, 1, tzinfo=timezone.utc), datetime(2001, 1, 8, tzinfo=timezone.utc),
                        state=UW)

@@ -20,15 +20,13 @@ from evidence_fixtures import (
     stub_controller,
     write_test_artifact,
 )
-from metapilot.models.reporting import (
-    build_report,
-    publish_markdown_artifact,
-    score_recommendations,
-)
-from metapilot.models.reporting.data import last_complete_week, parse_week
+from metapilot.models.controller.advice import score_recommendations
+from metapilot.models.reporting import build_report, publish_markdown_artifact
+from metapilot.ground.weeks import parse_week
+from metapilot.models.reporting.data import last_complete_week
 from metapilot.models.reporting.render import SECTIONS, fmt_duration, fmt_int, fmt_pct
-from metapilot.models.roi import RoiConfig
-from metapilot.models.validation import run_validation
+from metapilot.models.evaluation.roi import RoiConfig
+from metapilot.models.evaluation.heldout import run_validation
 from metapilot.warehouse.db import query_frame
 from metapilot.warehouse.validation_store import load_validation, store_recommendations
 

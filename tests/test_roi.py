@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import polars as pl
 import pytest
-from metapilot.models.roi import (
+from metapilot.models.evaluation.roi import (
     RoiConfig,
     RoiInputs,
     assumptions,
@@ -16,7 +16,7 @@ from metapilot.models.roi import (
     roi_from_validation,
     roi_rows,
 )
-from metapilot.models.validation import Contender, comparison_table
+from metapilot.models.evaluation.heldout import Contender, comparison_table
 
 UTC = timezone.utc
 
@@ -69,7 +69,7 @@ def test_a_payback_beyond_ten_horizons_is_never():
                                "makespan_s": 410 * 3600.0})
     r = compute_roi(tiny, CFG, "best-fixed")
     assert 0 < r.value_per_week < 1000 / (10 * CFG.horizon_weeks) and r.payback_weeks is None
-    assert RoiConfig().value_per_wait_hour > 0  # waiting is priced by default (documented in models/roi.py)
+    assert RoiConfig().value_per_wait_hour > 0  # waiting is priced by default (documented in models/evaluation/roi.py)
 
 
 def test_no_gain_means_no_payback():
@@ -168,7 +168,7 @@ def test_roi_command(tmp_path):
         objective_replay,
         stub_controller,
     )
-    from metapilot.models.validation import run_validation
+    from metapilot.models.evaluation.heldout import run_validation
     from typer.testing import CliRunner
 
     from metapilot.cli import app

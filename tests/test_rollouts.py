@@ -1,4 +1,4 @@
-"""Replay rollouts (models/simulator/rollouts.py): the 'replay' tuple source of the MDP dataset."""
+"""Replay rollouts (models/controller/rollouts.py): the 'replay' tuple source of the MDP dataset."""
 
 from __future__ import annotations
 
@@ -19,13 +19,13 @@ from metapilot.models.controller.dataset import (
     to_episodes,
 )
 from metapilot.models.controller.replay import replay_objectives
-from metapilot.models.simulator.env import (
+from metapilot.models.simulator.epoch_replay import (
     EpochReplay,
     aggregates_frame,
 )
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.warehouse.sim_store import load_replay_window
-from metapilot.models.simulator.rollouts import (
+from metapilot.models.controller.rollouts import (
     RolloutConfig,
     behaviours,
     replay_source,
@@ -125,7 +125,7 @@ def test_a_partition_window_and_the_env_from_the_warehouse(warehouse):
     validation does; the env can be built straight from a warehouse window."""
     from dataclasses import replace
 
-    from metapilot.models.simulator.env import ObjectiveSwitchingEnv
+    from metapilot.models.controller.env import ObjectiveSwitchingEnv
 
     part = replay_source(warehouse, replace(REQ, partition="batch"), RolloutConfig(seeds=1, random=True, hold_epochs=(),
                                                                                     epsilons=()))

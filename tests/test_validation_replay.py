@@ -23,7 +23,7 @@ from evidence_fixtures import (
     write_test_artifact,
 )
 from metapilot.models.simulator import BASELINES, Capacity, simulate
-from metapilot.models.validation import (
+from metapilot.models.evaluation.heldout import (
     AS_RUN,
     CONTROLLER,
     METRICS,
@@ -220,7 +220,7 @@ def test_backlog_utilisation_by_hand():
     EASY backfills C at 5: backlog [0, 10) (B waits), used 1 x 10 + 1 x 5 = 15 of 2 x 10 -> 0.75.
     No backfilling: C waits until 20: backlog [0, 20), used 1 x 10 (A) + 2 x 10 (B) = 30 of 40 -> 0.75.
     Nobody waits (4 cores): None."""
-    from metapilot.models.validation import backlog_utilisation
+    from metapilot.models.evaluation.heldout import backlog_utilisation
     from metapilot.transforms.workload import Workload
 
     w = Workload.from_arrays(submit=[0, 0, 5], run=[10, 10, 5], cores=[1, 2, 1])
@@ -263,7 +263,7 @@ def test_verdict_is_plain(val):
         if tied_with_fixed:
             assert m.label not in listed.split(", "), m.label
     # the publish record keeps the first sentences: what it wins, and what it does not
-    from metapilot.models.validation import verdict_summary
+    from metapilot.models.evaluation.heldout import verdict_summary
 
     lost = [line for line in lines if "does NOT win" in line]
     assert verdict_summary(val.table, val.diffs) == " ".join([first] + lost)
@@ -271,7 +271,7 @@ def test_verdict_is_plain(val):
 
 
 def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
-    import metapilot.models.validation as mv
+    import metapilot.models.evaluation.heldout as mv
 
     monkeypatch.setattr(mv, "load_objective_replay", lambda: (None, "the objective-switching replay is not built"))
     vid = run_validation(wh, POLICY_ID, TRAIN_TO, TRAIN_TO + timedelta(days=7))
@@ -283,7 +283,7 @@ def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
     assert v.diffs.height == 0
     text = " ".join(verdict(v.table, v.diffs))
     assert "was not replayed" in text and "not built" in text
-    from metapilot.models.validation import verdict_summary
+    from metapilot.models.evaluation.heldout import verdict_summary
 
     assert verdict_summary(v.table, v.diffs) == text  # the publish record says the same
 
@@ -310,7 +310,7 @@ def test_published_policy_drives_the_controller(wh, tmp_path):
 
 
 def test_window_notes_and_errors(wh):
-    from metapilot.models.validation import choose_window
+    from metapilot.models.evaluation.heldout import choose_window
     from metapilot.warehouse.policy_store import policy_row
 
     row = policy_row(wh, POLICY_ID)
@@ -349,7 +349,7 @@ def test_a_warehouse_from_before_the_one_minute_figure_gains_its_column():
     the measure is then left out of what is shown, not shown as a row of zeros."""
     import duckdb
     from metapilot.ground.paths import SQL_DIR
-    from metapilot.models.validation import shown_metrics
+    from metapilot.models.evaluation.heldout import shown_metrics
     from metapilot.warehouse.db import apply_ddl, query_frame
 
     con = duckdb.connect(":memory:")

@@ -1,10 +1,29 @@
-"""Time windows for training, checkpoint choice and held-out validation (SPEC §7: split by time,
-never shuffled across). Boundaries fall on ISO week starts so weekly figures line up."""
+"""Time windows for training, checkpoint choice and the held-out replay (SPEC §7: split by time,
+never shuffled across). Boundaries fall on ISO week starts so weekly figures line up.
+
+Three windows, three names: *train* (what the controller learns from), *checkpoint* (the weeks that
+choose which training checkpoint to keep) and *held-out* (the later weeks the chosen policy is
+replayed on and judged by, which it never saw)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from typing import NamedTuple
+
+Window = tuple[datetime, datetime]  # [from, to)
+
+
+class LearningWindows(NamedTuple):
+    """What one learning run may use, all before `held_out`: a caller (pipeline, the monthly retrain,
+    a fold of the walk forward) decides them; the learning stages take them as given."""
+
+    train: Window
+    checkpoint: Window
+    held_out: Window
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {name: [t.isoformat() for t in w] for name, w in self._asdict().items()}
 
 
 FIRST_MONDAY = datetime(1970, 1, 5, tzinfo=timezone.utc)  # week 0 of the week numbers below
@@ -28,9 +47,8 @@ def week_floor(t: datetime) -> datetime:
 
 
 def split_history(first: datetime, last: datetime, train_share: float = 0.6, valid_share: float = 0.15,
-                  busy_weeks: Sequence[datetime] | None = None,
-                  ) -> tuple[tuple[datetime, datetime], tuple[datetime, datetime], tuple[datetime, datetime]]:
-    """Train, validation (checkpoint choice) and held-out test windows over [first, last].
+                  busy_weeks: Sequence[datetime] | None = None) -> LearningWindows:
+    """Train, checkpoint and held-out windows over [first, last].
 
     The shares are of the time in which jobs were submitted: with `busy_weeks` (the Monday of
     every week that has a submit, `warehouse.jobs_store.busy_weeks`), weeks without any count for
@@ -40,21 +58,21 @@ def split_history(first: datetime, last: datetime, train_share: float = 0.6, val
     Raises ValueError when the history is shorter than six weeks: too short to learn anything."""
     if last - first < timedelta(weeks=6):
         raise ValueError(f"only {(last - first).days} days of history: at least six weeks are needed "
-                         "to train on one window and validate on a later one; ingest a longer history "
+                         "to train on one window and judge it on a later one; ingest a longer history "
                          "(or choose a cluster that has one with --cluster)")
     start = week_floor(first) + (timedelta(weeks=1) if first > week_floor(first) else timedelta(0))
     segments = _busy_segments(start, last, busy_weeks)
     if busy_weeks is not None and len(set(busy_weeks)) < 6:
         raise ValueError(f"jobs were submitted in only {len(set(busy_weeks))} weeks between {first.date()} and "
                          f"{last.date()}: at least six weeks with jobs are needed to train on one window and "
-                         "validate on a later one; ingest a longer history (or choose a cluster that has one "
+                         "judge it on a later one; ingest a longer history (or choose a cluster that has one "
                          "with --cluster)")
     busy = sum((hi - lo for lo, hi in segments), timedelta(0))
     train_to = week_floor(_at_busy_time(segments, busy * train_share))
     valid_to = week_floor(_at_busy_time(segments, busy * (train_share + valid_share)))
     if valid_to <= train_to:
         valid_to = train_to + timedelta(weeks=1)
-    return (start, train_to), (train_to, valid_to), (valid_to, last)
+    return LearningWindows((start, train_to), (train_to, valid_to), (valid_to, last))
 
 
 def _busy_segments(start: datetime, last: datetime, busy_weeks: Sequence[datetime] | None) -> list[tuple[datetime, datetime]]:

@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import duckdb
 import numpy as np
 from metapilot.models.controller.artifact import (
     ScriptedPolicy,
@@ -113,3 +114,37 @@ class Advisor:
         s = self.state_at(con, at)
         state_ms = (time.perf_counter() - t0) * 1e3
         return self.decide(s, at=str(at), state_ms=state_ms)
+
+
+def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: str, *,
+                          db: str | Path | None = None) -> int:
+    """Score every epoch of the week with a published policy on the observed (as-run) state and
+    store the recommended objectives (`recommendations`); returns the rows written. The loader
+    verifies the artifact's checksums against the `policies` row first."""
+    from datetime import timedelta
+
+    import polars as pl
+    from metapilot.models.controller.lookahead import asrun_states
+    from metapilot.ground.weeks import parse_week
+    from metapilot.warehouse.asrun_queries import asrun_aggregates
+    from metapilot.warehouse.policy_store import policy_row
+    from metapilot.warehouse.validation_store import store_recommendations
+
+    row = policy_row(con, policy_id)
+    folder = Path(row["path"]) if row.get("path") and Path(row["path"]).is_dir() else find_policy(policy_id, db)
+    policy = load_policy(folder, row.get("sums_sha256"))
+    cfg = policy.state_config
+    start = parse_week(week)
+    partition = None if row["partition"] in (None, "*") else row["partition"]
+    agg = asrun_aggregates(con, row["cluster"], start, start + timedelta(days=7), partition=partition, config=cfg)
+    agg = agg.head(agg.height - 1)  # the closing boundary belongs to the next week
+    states = asrun_states(con, row["cluster"], agg, partition=partition, state=cfg)
+    q = policy.q_values(states)
+    actions = np.argmax(q, axis=1)
+    frame = pl.DataFrame({
+        "cluster": row["cluster"], "partition": row["partition"] or "*",
+        "epoch_start": (pl.Series(agg["epoch_start"].to_numpy().astype(np.int64)) * 1_000_000).cast(pl.Datetime("us", "UTC")),
+        "epoch_s": int(cfg.epoch_s), "policy_id": policy_id, "action": actions.astype(np.int32),
+        "objective": [cfg.menu[a] for a in actions], "q_values": [list(map(float, r)) for r in q],
+    })
+    return store_recommendations(con, frame)

@@ -17,7 +17,8 @@ import duckdb
 import numpy as np
 import polars as pl
 from metapilot.models.controller.lookahead import LOOKBACK_S, asrun_lookahead_costs
-from metapilot.models.controller.objectives import Menu, sort_keys
+from metapilot.models.controller.objectives import Menu
+from metapilot.models.simulator.objectives import sort_keys
 from metapilot.models.controller.tuples import tuples_from_aggregates
 from metapilot.transforms.asrun_state import TimeLike, epoch_grid, to_epoch_s
 from metapilot.transforms.reward import RewardConfig

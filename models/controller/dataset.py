@@ -71,7 +71,7 @@ def _asrun_source(con: duckdb.DuckDBPyConnection, request: TupleRequest) -> pl.D
 
 SOURCES: dict[str, TupleSource] = {"as-run": _asrun_source}
 # Sources living in other packages: importing the module must call `register_source(name, fn)`.
-SOURCE_MODULES: dict[str, str] = {"replay": "metapilot.models.simulator.rollouts",
+SOURCE_MODULES: dict[str, str] = {"replay": "metapilot.models.controller.rollouts",
                                   "planner": "metapilot.models.controller.teacher"}
 
 

@@ -1,10 +1,10 @@
 """Replay of a workload with the scheduler's objective chosen per decision epoch (SPEC §6).
 
-`replay_objectives` is what validation (`models.validation`), the checkpoint choice of training
-(`models.simulator.controller_eval`) and the benchmarks call: an objective of the menu held for
+`replay_objectives` is what validation (`models.evaluation.heldout`), the checkpoint choice of training
+(`models.evaluation.checkpoint`) and the benchmarks call: an objective of the menu held for
 the whole window (fixed-SJF replays exactly as SJF+EASY, ...) or a controller that sees the §7
 state at every boundary and picks the next epoch's objective.
-It reads the cluster through `models.simulator.env.EpochReplay`, the path the gym env and the
+It reads the cluster through `models.simulator.epoch_replay.EpochReplay`, the path the gym env and the
 rollouts use, so the controller sees exactly the states it was trained on.
 """
 
@@ -23,7 +23,7 @@ from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator import SimResult
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.engine import Engine
-from metapilot.models.simulator.env import N_SUMS, EpochReplay, StateEncoder, aggregates_frame
+from metapilot.models.simulator.epoch_replay import N_SUMS, EpochReplay, StateEncoder, aggregates_frame
 from metapilot.transforms.reward import RewardConfig, reward_from_frame
 from metapilot.transforms.state import StateConfig, lookahead_features
 from metapilot.transforms.workload import Workload
@@ -97,7 +97,7 @@ def replay_objectives(
     them), or an `EnginePolicy` (the planner) asked at every boundary. `horizon_s`: keep deciding
     at least this long after the window start (e.g. to score a whole validation window even after
     the last job ends). `settings`: raw engine settings per action instead of the menu's (what-if
-    benchmarks; see `models.simulator.env.EpochReplay`). `lookahead`: record the lookahead costs
+    benchmarks; see `models.simulator.epoch_replay.EpochReplay`). `lookahead`: record the lookahead costs
     of every boundary (default: when a state policy needs them; tuple sources ask for them)."""
     sc = replace(state_config or StateConfig(), epoch_s=int(epoch_s))
     rc = reward_config or RewardConfig()
@@ -110,7 +110,7 @@ def replay_objectives(
                          f"got {objective!r}")
     t0 = time.perf_counter()
     rp = EpochReplay(workload, capacity, epoch_s=sc.epoch_s, long_tail_s=sc.long_tail_s, partition=partition,
-                     menu=menu, settings=settings)
+                     objectives=menu.specs, settings=settings)
     encode = None if fixed or planner else StateEncoder(sc, rp.origin_s, sc.epoch_s)
     if lookahead is None:
         lookahead = encode is not None and sc.lookahead_h > 0

@@ -15,9 +15,9 @@ from metapilot.warehouse.db import has_table, query_frame
 from metapilot.warehouse.jobs_store import require_jobs
 
 from metapilot.ground.paths import sql_text
+from metapilot.ground.weeks import parse_week
 
 _PARAM = re.compile(r"\$([A-Za-z_]\w*)")
-WEEK_RE = re.compile(r"^(\d{4})-W(\d{2})$")
 
 
 def report_sql(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.DataFrame:
@@ -25,23 +25,6 @@ def report_sql(con: duckdb.DuckDBPyConnection, name: str, **params: Any) -> pl.D
     text = sql_text(f"reports/{name}.sql")
     used = set(_PARAM.findall("\n".join(ln.split("--")[0] for ln in text.splitlines())))
     return query_frame(con, text, {k: v for k, v in params.items() if k in used})
-
-
-def parse_week(week: str) -> datetime:
-    """'2024-W10' -> Monday 00:00 UTC of that ISO week."""
-    m = WEEK_RE.match(week.strip())
-    if not m:
-        raise ValueError(f"week {week!r}: expected an ISO week such as 2024-W10")
-    try:
-        d = date.fromisocalendar(int(m.group(1)), int(m.group(2)), 1)
-    except ValueError as e:
-        raise ValueError(f"week {week!r}: {e}") from None
-    return datetime(d.year, d.month, d.day, tzinfo=timezone.utc)
-
-
-def week_label(week_start: datetime) -> str:
-    y, w, _ = week_start.isocalendar()
-    return f"{y}-W{w:02d}"
 
 
 def last_complete_week(con: duckdb.DuckDBPyConnection, cluster: str) -> str:
@@ -172,7 +155,7 @@ def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: d
 
 
 def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
-    from metapilot.models.validation import shown_metrics, verdict, winners
+    from metapilot.models.evaluation.heldout import shown_metrics, verdict, winners
 
     table = report_sql(con, "latest_validation", cluster=cluster) if has_table(con, "validations") else pl.DataFrame()
     if table.height == 0:
@@ -199,7 +182,7 @@ def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
 
 
 def _roi(validation: dict, roi_config) -> dict:
-    from metapilot.models.roi import RoiConfig, assumptions, roi_from_validation
+    from metapilot.models.evaluation.roi import RoiConfig, assumptions, roi_from_validation
 
     cfg = roi_config or RoiConfig()
     out = {"config": cfg.to_dict()}

@@ -155,10 +155,9 @@ def recommendations(report: dict) -> str | None:
 
 def objective_meaning(name: str) -> str | None:
     """What an objective of the catalogue means ('drain the queue: shortest requested time first'), or None."""
-    from metapilot.models.controller.objectives import CATALOGUE
+    from metapilot.models.evaluation.heldout import objective_meaning as meaning
 
-    o = CATALOGUE.get(name)
-    return o.meaning if o else None
+    return meaning(name)
 
 
 def objective_label(name: str) -> str:

@@ -139,7 +139,7 @@ def size_table(report: dict) -> tuple[list[str], list[list[str]]]:
 
 def validation_table(report: dict) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Contender rows; each cell is (text, is_winner_of_its_column)."""
-    from metapilot.models.validation import METRIC_BY_COLUMN
+    from metapilot.models.evaluation.heldout import METRIC_BY_COLUMN
 
     v = report["validation"]
     metrics = [METRIC_BY_COLUMN[c] for c in v["metrics"]]
@@ -159,7 +159,7 @@ def validation_table(report: dict) -> tuple[list[str], list[list[tuple[str, bool
 
 
 def diffs_table(report: dict) -> tuple[list[str], list[list[str]]]:
-    from metapilot.models.validation import METRIC_BY_COLUMN, interval_word
+    from metapilot.models.evaluation.heldout import METRIC_BY_COLUMN, interval_word
 
     head = ["measure", "compared with", "MetaPilot", "reference", "difference", "weekly 95% CI", "weeks", "reading"]
     body = []
@@ -177,7 +177,7 @@ def diffs_table(report: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def roi_table(report: dict) -> tuple[list[str], list[list[str]]]:
-    from metapilot.models.roi import RoiResult, roi_rows
+    from metapilot.models.evaluation.roi import RoiResult, roi_rows
 
     results = [RoiResult.from_dict(r) for r in report["roi"]["results"]]
     head = ["", *[f"vs {r.reference_kind}" for r in results]]

@@ -83,7 +83,7 @@ ALTER TABLE validations ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;
 ALTER TABLE validation_weeks ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;
 
 -- The controller's differences (controller - reference) per metric, with a paired bootstrap 95%
--- interval over weeks (models/validation.py). reference_kind 'best-fixed': the fixed contender
+-- interval over weeks (models/evaluation/heldout.py). reference_kind 'best-fixed': the fixed contender
 -- (fixed-U, fixed-W or a baseline) that is best on that very metric; 'as-run': the logged history.
 --   diff            overall controller value - reference value
 --   weekly_mean_diff / ci_low / ci_high  mean over the paired weeks of the weekly differences and

@@ -20,7 +20,7 @@ def report_cmd(
     from metapilot.ground.paths import beside_db
     from metapilot.models.reporting import build_report
     from metapilot.models.reporting.data import last_complete_week
-    from metapilot.models.roi import load_roi_config
+    from metapilot.models.evaluation.roi import load_roi_config
     from metapilot.warehouse.db import connect
 
     try:
@@ -28,7 +28,7 @@ def report_cmd(
         con = connect(db, read_only=policy is None)
         week = week or last_complete_week(con, cluster)
         if policy is not None:
-            from metapilot.models.reporting import score_recommendations
+            from metapilot.models.controller.advice import score_recommendations
 
             n = score_recommendations(con, policy, week, db=db)
             console.print(f"scored {n} epochs of {week} with policy {policy}")

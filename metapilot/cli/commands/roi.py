@@ -21,7 +21,7 @@ def roi_cmd(
     """Recovered core/GPU-hours, wait-hours saved, max-wait reduction, earlier completion, and payback."""
     from metapilot.cli.console import console
     from metapilot.ground.paths import beside_db
-    from metapilot.models.roi import load_roi_config, roi_from_validation
+    from metapilot.models.evaluation.roi import load_roi_config, roi_from_validation
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import not_published_note, publication
     from metapilot.warehouse.validation_store import load_validation
@@ -49,7 +49,7 @@ def print_roi(results, meta: dict) -> None:
     from rich.table import Table
 
     from metapilot.cli.console import console
-    from metapilot.models.roi import assumptions, roi_rows
+    from metapilot.models.evaluation.roi import assumptions, roi_rows
 
     table = Table(title=f"ROI of the controller: {meta['cluster']}, validation window "
                         f"{meta['window_from']:%Y-%m-%d} .. {meta['window_to']:%Y-%m-%d}")

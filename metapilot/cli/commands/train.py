@@ -49,7 +49,7 @@ def train_cmd(
 
     from metapilot.models.controller.objectives import Menu, menu_names
     from metapilot.models.controller.tuning import tuned_config, tuning_weeks
-    from metapilot.models.simulator.controller_eval import make_replay_evaluator
+    from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
     dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name, menu=menu_names(menu)),
                          reward=RewardConfig(kind=reward),

@@ -21,7 +21,7 @@ def validate_cmd(
 ) -> None:
     """Held-out replay validation of a controller policy against every fixed contender and the real history."""
     from metapilot.cli.console import console
-    from metapilot.models.validation import run_validation
+    from metapilot.models.evaluation.heldout import run_validation
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.validation_store import load_validation
 
@@ -42,7 +42,7 @@ def print_validation(v) -> None:
 
     from metapilot.cli.console import console
     from metapilot.ground.units import fmt_duration
-    from metapilot.models.validation import fmt_value, shown_metrics, verdict, winners
+    from metapilot.models.evaluation.heldout import fmt_value, shown_metrics, verdict, winners
 
     t = v.table
     meta = v.meta

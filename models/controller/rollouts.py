@@ -35,7 +35,7 @@ from metapilot.models.controller.dataset import (
 )
 from metapilot.models.controller.lookahead import LookaheadProbe
 from metapilot.models.controller.objectives import Menu
-from metapilot.models.simulator.env import (
+from metapilot.models.simulator.epoch_replay import (
     N_AGG,
     N_SUMS,
     EpochReplay,
@@ -144,7 +144,7 @@ def replay_source(con: duckdb.DuckDBPyConnection, request: TupleRequest, config:
     n = len(epoch_grid(request.window_from, request.window_to, e))
     menu = Menu.of(request.state)
     replay = EpochReplay(workload, capacity, epoch_s=e, long_tail_s=request.state.long_tail_s,
-                         partition=request.partition, menu=menu)
+                         partition=request.partition, objectives=menu.specs)
     probe = LookaheadProbe(request.state) if request.state.lookahead_h > 0 else None
     frames = []
     for name, behaviour in behaviours(config, menu):

@@ -187,7 +187,7 @@ def roi_from_validation(table: pl.DataFrame, config: RoiConfig, controller: str 
     """ROI against the best fixed contender (per measure) and against the as-run history, from a
     validation's contender table (the `validations` rows). Raises ValueError when the controller
     has no figures (not replayed)."""
-    from metapilot.models.validation import AS_RUN, best_fixed_on
+    from metapilot.models.evaluation.heldout import AS_RUN, best_fixed_on
 
     ok = table.filter(pl.col("status") == "ok")
     rows = {r["contender"]: r for r in ok.iter_rows(named=True)}

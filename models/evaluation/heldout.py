@@ -648,3 +648,11 @@ def run_validation(
         "capacity_mem_mib": float(cap[:, 2].sum()) if np.isfinite(cap[:, 2]).all() else None,
     })
     return validation_id
+
+
+def objective_meaning(name: str) -> str | None:
+    """What an objective of the simulator's catalogue means, for readers of the results (None if unknown)."""
+    from metapilot.models.simulator.objectives import CATALOGUE
+
+    o = CATALOGUE.get(name)
+    return o.meaning if o else None
