@@ -169,10 +169,7 @@ def render_data_docs(con, site: Path | None = None, run_ids: list[str] | None = 
             ctx.suites.add(suite)
     idents = []
     if todo:
-        rows = con.execute(
-            "SELECT v.run_id, v.file_sha256, v.suite_name, v.success, v.evaluated, v.failed_rows, v.results_json, "
-            "v.validated_at, f.path, f.format, f.cluster FROM validation_runs v "
-            "LEFT JOIN ingest_files f ON f.sha256 = v.file_sha256 WHERE v.run_id IN (SELECT unnest(?))", [todo]).fetchall()
+        rows = con.execute(sql_text("ingest/validation_rows.sql"), [todo]).fetchall()
         cols = ["run_id", "file_sha256", "suite_name", "success", "evaluated", "failed_rows", "results_json",
                 "validated_at", "path", "format", "cluster"]
         for r in rows:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
-from metapilot.ground.paths import SQL_DIR, db_path
+from metapilot.ground.paths import SQL_DIR, db_path, sql_statements, sql_text
 
 if TYPE_CHECKING:
     import polars as pl
@@ -96,11 +96,24 @@ def _open(path: Path, read_only: bool, config: dict | None, wait_s: float | None
 
 
 def apply_ddl(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every table and view the project defines (idempotent)."""
+    """Create every table and view the project defines (idempotent), migrating an older
+    warehouse's tables first where a key changed."""
+    legacy = _ingest_files_keyed_by_hash(con)
+    if legacy:
+        con.execute("ALTER TABLE ingest_files RENAME TO ingest_files_v1")
     for f in sorted((SQL_DIR / "ddl").glob("*.sql")):
         con.execute(f.read_text())
+    if legacy:
+        for stmt in sql_statements("migrate/ingest_files_keyed_by_cluster.sql"):
+            con.execute(stmt)
     for f in sorted((SQL_DIR / "marts").glob("*.sql")):
         con.execute(f.read_text())
+
+
+def _ingest_files_keyed_by_hash(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether `ingest_files` is an older warehouse's, keyed by the file's hash alone (issue 33)."""
+    keys = con.execute(sql_text("migrate/ingest_files_key.sql")).fetchall()
+    return bool(keys) and list(keys[0][0]) == ["sha256"]
 
 
 def connect(db: str | Path | None = None, read_only: bool = False, wait_s: float | None = None,
@@ -180,6 +193,12 @@ def writer_lock(db: str | Path | None, wait_s: float = 3600.0, log: Callable[[st
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     """Whether the warehouse has a table (a read-only connection to an older warehouse may not)."""
     return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
+
+
+def has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    """Whether a table has a column (a read-only connection to an older warehouse may lack it)."""
+    return bool(con.execute("SELECT count(*) FROM duckdb_columns() WHERE table_name = ? AND column_name = ?",
+                            [table, column]).fetchall()[0][0])
 
 
 def query_frame(con: duckdb.DuckDBPyConnection, sql: str, params: list | dict | None = None) -> "pl.DataFrame":

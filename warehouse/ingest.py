@@ -1,6 +1,7 @@
 """Load log files into the warehouse, one atomic transaction per file, every line accounted for.
 
-For each file: hash it (a file already loaded is skipped), stage it (`warehouse.ingest_stage`:
+For each file: hash it (a file already loaded, for the same cluster when its lines name none, is
+skipped: `warehouse.ingest_log.earlier_load`), stage it (`warehouse.ingest_stage`:
 parsed, validated and pseudonymised into Parquet parts without touching the warehouse), then, in
 one short transaction, check the site key, append, merge duplicate keys, check that the line
 counts reconcile, record the file in `ingest_files` and commit. Any error rolls the file back and
@@ -23,13 +24,16 @@ import duckdb
 import polars as pl
 from metapilot.transforms.parsers import UnknownFormatError
 
-from metapilot.ground.paths import db_path, sql_statements, sql_text
+from metapilot.ground.paths import db_path, sql_text
 from metapilot.warehouse.capacity import upsert_capacity
-from metapilot.warehouse.db import connect, writer_lock, writer_wait_s
+from metapilot.warehouse.db import connect, has_column, writer_lock, writer_wait_s
 from metapilot.warehouse.ingest_log import (
+    PriorLoad,
+    dedupe_file,
+    earlier_load,
     file_rows,
     forget_file,
-    prior_load,
+    load_scope,
     record_failed,
     record_loaded,
     record_validation,
@@ -190,10 +194,26 @@ def infer_missing_capacity(con: duckdb.DuckDBPyConnection) -> list[str]:
     return warnings
 
 
-def _skipped(rep: FileReport, prior) -> FileReport:
-    rep.outcome, rep.cluster, rep.format = "skipped", prior[1], prior[2]
-    rep.message = "already ingested (same SHA-256): nothing to do"
+def _skipped(rep: FileReport, prior: PriorLoad) -> FileReport:
+    """The report of a file loaded before: it names the cluster that load went to."""
+    rep.outcome, rep.cluster, rep.format = "skipped", prior.cluster, prior.format
+    if load_scope(prior.format, prior.cluster) is None:
+        rep.message = f"already ingested (same SHA-256) into cluster {prior.cluster}: nothing to do"
+    else:
+        rep.message = (f"already ingested for cluster {prior.cluster} (same SHA-256): nothing to do; "
+                       "--cluster NAME loads it for another cluster")
     return rep
+
+
+def _reload_of(con: duckdb.DuckDBPyConnection, sha: str, opts: IngestOptions, prior: PriorLoad | None,
+               exact: bool = True) -> bool:
+    """Whether the earlier load `prior` is to be replaced (`reload_allowed`). `exact=False` (a
+    look through a read-only connection at an older warehouse, whose quarantine has no cluster yet)
+    counts any load of the content; the commit then decides exactly."""
+    if prior is None:
+        return False
+    scope = load_scope(prior.format, prior.cluster) if exact else None
+    return reload_allowed(con, sha, opts, scope)
 
 
 COMMIT_MEMORY_BYTES = 512 * 1024**2  # DuckDB's memory while it loads a staged file (issue 14: peak RSS < 1 GiB)
@@ -222,24 +242,22 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
     memory_before = _cap_memory(con)
     con.execute("BEGIN TRANSACTION")
     try:
-        prior = prior_load(con, sha)
-        reload = prior is not None and prior[0] == "loaded" and reload_allowed(con, sha, st.opts)
-        if prior is not None and prior[0] == "loaded" and not reload:
+        prior = earlier_load(con, sha, st.cluster_default)
+        reload = _reload_of(con, sha, st.opts, prior)
+        if prior is not None and not reload:
             con.execute("ROLLBACK")
             return _skipped(rep, prior)
         check_and_record_key(con, st.key, st.opts.new_key, st.opts.key_file)
         if reload:
-            forget_file(con, sha)
+            forget_file(con, sha, load_scope(prior.format, prior.cluster))
         if st.error is not None:
             raise st.error
         if tot.key_hashes:
             con.execute(sql_text("ingest/append_staged_jobs.sql"), [sha, now, str(st.stage / "part-*.parquet")])
-        if tot.quarantine_parts:
-            con.execute(sql_text("ingest/append_staged_quarantine.sql"), [str(st.stage / "quarantine-*.parquet")])
+        scope = load_scope(tot.format, st.cluster_default)
         if _needs_dedupe(con, sha, tot):
-            for stmt in sql_statements("ingest/dedupe_jobs.sql"):
-                con.execute(stmt, [sha])
-            jobs_written, rows_loaded, clusters = file_rows(con, sha)
+            dedupe_file(con, sha, scope)
+            jobs_written, rows_loaded, clusters = file_rows(con, sha, scope)
         else:
             jobs_written, rows_loaded, clusters = tot.rows_staged, tot.lines_with_rows, sorted(tot.clusters)
         rep.format, rep.lines_read, rep.lines_skipped = tot.format, tot.lines_read, tot.skipped
@@ -247,6 +265,8 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         lines_with_rows = tot.lines_read - tot.merged - tot.quarantined - tot.skipped
         rep.rows_merged = tot.merged + (lines_with_rows - rows_loaded)
         rep.cluster = ",".join(sorted(clusters or [])) or st.cluster_default
+        if tot.quarantine_parts:
+            con.execute(sql_text("ingest/append_staged_quarantine.sql"), [str(st.stage / "quarantine-*.parquet"), rep.cluster])
         if not rep.reconciles:
             raise IngestError(f"{path}: line counts do not reconcile ({rep.lines_read} read != {rep.rows_loaded} loaded + "
                               f"{rep.rows_merged} merged + {rep.rows_quarantined} quarantined + {rep.lines_skipped} skipped); "
@@ -258,7 +278,7 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         rep.seconds = time.perf_counter() - st.t0
         record_loaded(con, rep, now)
         v = rep.validation
-        record_validation(con, sha, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"], v["results"])
+        record_validation(con, sha, rep.cluster, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"], v["results"])
         con.execute("COMMIT")
     except SiteKeyError:
         con.execute("ROLLBACK")
@@ -292,8 +312,8 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
         sha, size = identify_file(path)
     except OSError as e:
         return _unreadable(path, e)
-    prior = prior_load(con, sha)
-    if prior is not None and prior[0] == "loaded" and not reload_allowed(con, sha, opts):
+    prior = earlier_load(con, sha, opts.cluster or default_cluster_name(path))
+    if prior is not None and not _reload_of(con, sha, opts, prior):
         return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
     if (pfmt := placement_format(path, opts.fmt)) is not None:  # node lists, pod lists, node metrics (SPEC §11)
         return load_placement_file(con, path, pfmt, opts, key, FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"),
@@ -317,12 +337,12 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
 
         con = connect(db, read_only=True, wait_s=writer_wait_s(), log=log)
         try:
-            prior = prior_load(con, sha)
+            prior = earlier_load(con, sha, opts.cluster or default_cluster_name(path))
             recorded = recorded_fingerprint(con)
-            reload = prior is not None and reload_allowed(con, sha, opts)
+            reload = _reload_of(con, sha, opts, prior, exact=has_column(con, "quarantine", "cluster"))
         finally:
             con.close()
-        if prior is not None and prior[0] == "loaded" and not reload:
+        if prior is not None and not reload:
             return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
         if recorded and recorded != key_fingerprint(key) and not opts.new_key:
             from metapilot.warehouse.secret import different_key_message, secret_path
@@ -352,13 +372,13 @@ QUARANTINE_WARN_SHARE = 0.01  # warn when more than 1% of a file's lines are qua
 UNDECODABLE_PREFIX = "line is not valid "  # transforms.parsers.undecodable_reason
 
 
-def reload_allowed(con: duckdb.DuckDBPyConnection, sha: str, opts: IngestOptions) -> bool:
+def reload_allowed(con: duckdb.DuckDBPyConnection, sha: str, opts: IngestOptions, scope: str | None) -> bool:
     """A file already loaded is loaded again (replacing its earlier load) only when --encoding is
     given and the earlier load quarantined lines it could not decode: the fix for a log that was
-    read as UTF-8 but is Latin-1."""
+    read as UTF-8 but is Latin-1. `scope`: that load's cluster (`load_scope`)."""
     if not opts.encoding:
         return False
-    return undecodable_lines(con, sha, UNDECODABLE_PREFIX) > 0
+    return undecodable_lines(con, sha, UNDECODABLE_PREFIX, scope) > 0
 
 
 def quarantine_warnings(con: duckdb.DuckDBPyConnection, rep: FileReport, opts: IngestOptions) -> list[str]:
@@ -369,7 +389,7 @@ def quarantine_warnings(con: duckdb.DuckDBPyConnection, rep: FileReport, opts: I
     share = rep.rows_quarantined / rep.lines_read
     text = (f"{rep.rows_quarantined:,} of {rep.lines_read:,} lines ({share:.1%}) were quarantined "
             f"(more than {QUARANTINE_WARN_SHARE:.0%}): see the quarantine table for the reasons")
-    bad = undecodable_lines(con, rep.sha256, UNDECODABLE_PREFIX)
+    bad = undecodable_lines(con, rep.sha256, UNDECODABLE_PREFIX, load_scope(rep.format, rep.cluster or ""))
     if bad:
         enc = opts.encoding or "utf-8"
         fix = ("re-run ingest on it with --encoding latin-1 (or the log's own encoding; the earlier load is "
@@ -414,7 +434,8 @@ def ingest_batch(paths: list[str], db: str | Path | None = None, opts: IngestOpt
                  log: Callable[[str], None] | None = None, warn: Callable[[str], None] | None = None,
                  per_file: Callable[[str, str | Path | None, IngestOptions, bytes], FileReport] | None = None) -> list[dict]:
     """Ingest files, globs and directories into the warehouse `db`, each file in its own
-    transaction (`ingest_file_to`); files already loaded (same SHA-256) are skipped. Then give
+    transaction (`ingest_file_to`); files already loaded (same SHA-256, and the same cluster when
+    their lines name none) are skipped. Then give
     clusters without capacity an inferred one, and render the GX data docs when GX ran. Returns the
     reports as dicts (plus a `capacity` record when capacity was inferred).
 

@@ -1,20 +1,58 @@
 """What ingest records about each file, whatever its kind (job logs, node and pod lists, metrics):
-`ingest_files` (loaded or failed, with the line counts) and `validation_runs` (its data checks)."""
+`ingest_files` (loaded or failed, with the line counts) and `validation_runs` (its data checks).
+
+A file is known by its content (SHA-256) and, when its lines name no cluster (SWF, PBS, SGE, LSF,
+openb node and pod lists, node metrics), by the cluster it was loaded for as well: one node list
+can describe two clusters (a what-if copy, two partitions of one inventory), so loading it for a
+second cluster loads it (issue 33). A log whose lines name their clusters (sacct, `sacct --json`)
+is known by its content alone: its rows say where they belong."""
 
 from __future__ import annotations
 
 import json
 import uuid
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import duckdb
 
 from metapilot.ground.paths import sql_statements, sql_text
 
+# Formats whose lines carry their cluster's name (the `Cluster` field, the JSON's `cluster`).
+NAMING_FORMATS = frozenset({"sacct", "sacct-json"})
+
+
+class PriorLoad(NamedTuple):
+    outcome: str  # loaded | failed
+    cluster: str  # the cluster(s) that load went to
+    format: str | None
+
+
+def load_scope(fmt: str | None, cluster: str) -> str | None:
+    """The cluster that is part of a load's identity: `cluster` for a format whose lines name no
+    cluster, None (the content alone) for one whose lines do."""
+    return None if fmt in NAMING_FORMATS else cluster
+
+
+def earlier_load(con: duckdb.DuckDBPyConnection, sha: str, cluster: str) -> PriorLoad | None:
+    """The earlier load that makes loading this content for `cluster` (--cluster, else the name
+    from the file's name) a repeat: one of a log whose lines name their clusters, or one for the
+    same cluster. None when there is none (a first load, a load for another cluster, a failure)."""
+    rows = [PriorLoad(*r) for r in con.execute(sql_text("ingest/prior_load.sql"), {"sha256": sha}).fetchall()]
+    for r in rows:
+        if r.outcome == "loaded" and (r.format in NAMING_FORMATS or r.cluster == cluster):
+            return r
+    return None
+
+
+def _forget_record(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> None:
+    con.execute(sql_text("ingest/forget_record.sql"), {"sha256": sha, "scope": scope})
+
 
 def record_loaded(con: duckdb.DuckDBPyConnection, rep: Any, started_at: datetime) -> None:
-    """A loaded file, from its report (`warehouse.ingest.FileReport`)."""
+    """A loaded file, from its report (`warehouse.ingest.FileReport`), replacing earlier records
+    of the same load (a failure, a load replaced with --encoding)."""
+    _forget_record(con, rep.sha256, load_scope(rep.format, rep.cluster))
     con.execute(sql_text("ingest/record_loaded.sql"), {
         "sha256": rep.sha256, "path": rep.path, "bytes": rep.bytes, "format": rep.format, "cluster": rep.cluster,
         "lines_read": rep.lines_read, "rows_loaded": rep.rows_loaded, "jobs_written": rep.jobs_written,
@@ -23,7 +61,7 @@ def record_loaded(con: duckdb.DuckDBPyConnection, rep: Any, started_at: datetime
     })
 
 
-def record_failed(con: duckdb.DuckDBPyConnection, rep: Any, fmt: str | None, cluster: str | None,
+def record_failed(con: duckdb.DuckDBPyConnection, rep: Any, fmt: str | None, cluster: str,
                   started_at: datetime) -> None:
     """A file that failed, after its transaction was rolled back: `rep.message` says why."""
     con.execute(sql_text("ingest/record_failed.sql"), {
@@ -32,33 +70,35 @@ def record_failed(con: duckdb.DuckDBPyConnection, rep: Any, fmt: str | None, clu
     })
 
 
-def record_validation(con: duckdb.DuckDBPyConnection, sha: str, suite: str, success: bool, evaluated: int,
-                      failed_rows: int, results: list) -> None:
-    """One file's data checks."""
+def record_validation(con: duckdb.DuckDBPyConnection, sha: str, cluster: str, suite: str, success: bool,
+                      evaluated: int, failed_rows: int, results: list) -> None:
+    """One load's data checks (`cluster`: the load's, as in `ingest_files`)."""
     con.execute(sql_text("ingest/record_validation.sql"), {
-        "run_id": str(uuid.uuid4()), "file_sha256": sha, "suite_name": suite, "success": bool(success),
-        "evaluated": int(evaluated), "failed_rows": int(failed_rows), "results_json": json.dumps(results, default=str),
-        "validated_at": datetime.now(timezone.utc),
+        "run_id": str(uuid.uuid4()), "file_sha256": sha, "cluster": cluster, "suite_name": suite,
+        "success": bool(success), "evaluated": int(evaluated), "failed_rows": int(failed_rows),
+        "results_json": json.dumps(results, default=str), "validated_at": datetime.now(timezone.utc),
     })
 
 
-def prior_load(con: duckdb.DuckDBPyConnection, sha: str) -> tuple[str, str | None, str | None] | None:
-    """(outcome, cluster, format) of an earlier load of the same content, or None."""
-    found = con.execute(sql_text("ingest/prior_load.sql"), {"sha256": sha}).fetchall()
-    return found[0] if found else None
+def undecodable_lines(con: duckdb.DuckDBPyConnection, sha: str, prefix: str, scope: str | None) -> int:
+    """How many of a load's quarantined lines were not valid text (their reason starts with `prefix`)."""
+    return int(con.execute(sql_text("ingest/undecodable_lines.sql"),
+                           {"sha256": sha, "prefix": prefix, "scope": scope}).fetchall()[0][0])
 
 
-def undecodable_lines(con: duckdb.DuckDBPyConnection, sha: str, prefix: str) -> int:
-    """How many of the file's quarantined lines were not valid text (their reason starts with `prefix`)."""
-    return int(con.execute(sql_text("ingest/undecodable_lines.sql"), {"sha256": sha, "prefix": prefix}).fetchall()[0][0])
-
-
-def forget_file(con: duckdb.DuckDBPyConnection, sha: str) -> None:
-    """Remove what an earlier load of a file wrote (inside the new load's transaction)."""
+def forget_file(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> None:
+    """Remove what an earlier load of a file wrote (inside the new load's transaction); `scope`
+    as `load_scope` gives it: that load's cluster, or None for every load of the content."""
     for stmt in sql_statements("ingest/forget_file.sql"):
-        con.execute(stmt, [sha])
+        con.execute(stmt, [sha, scope])
 
 
-def file_rows(con: duckdb.DuckDBPyConnection, sha: str) -> tuple[int, int, list[str]]:
+def dedupe_file(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> None:
+    """Keep one row per job key after a load's rows were appended (sql/ingest/dedupe_jobs.sql)."""
+    for stmt in sql_statements("ingest/dedupe_jobs.sql"):
+        con.execute(stmt, [sha, scope])
+
+
+def file_rows(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> tuple[int, int, list[str]]:
     """(job rows, lines they came from, clusters) that a file's load left in `jobs`."""
-    return con.execute(sql_text("ingest/file_rows.sql"), [sha]).fetchall()[0]
+    return con.execute(sql_text("ingest/file_rows.sql"), [sha, scope]).fetchall()[0]

@@ -23,10 +23,10 @@ from metapilot.transforms.privacy import keyed_hash, pseudonymise
 from metapilot.transforms.prometheus import is_exposition, is_query_range_json, parse_exposition, parse_query_range
 from metapilot.transforms.validation import validate_jobs
 
-from metapilot.ground.paths import sql_statements, sql_text
+from metapilot.ground.paths import sql_text
 from metapilot.warehouse.capacity import upsert_capacity
 from metapilot.warehouse.db import insert_frame
-from metapilot.warehouse.ingest_log import file_rows, record_failed, record_loaded, record_validation
+from metapilot.warehouse.ingest_log import dedupe_file, file_rows, record_failed, record_loaded, record_validation
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
 PLACEMENT_FORMATS = ("openb-nodes", "openb-pods", "prom-text", "prom-range")
@@ -48,10 +48,11 @@ def placement_format(path: Path, fmt: str = "auto") -> str | None:
     return found if fmt == "auto" or fmt == found else None
 
 
-def _quarantine(con, q: pl.DataFrame, sha: str, path: Path, now: datetime) -> None:
+def _quarantine(con, q: pl.DataFrame, sha: str, path: Path, cluster: str, now: datetime) -> None:
     if q.height:
         insert_frame(con, "quarantine", q.select(pl.lit(sha).alias("file_sha256"), pl.lit(str(path)).alias("path"), "line_no",
-                                            "raw", "reason", pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("quarantined_at")))
+                                            "raw", "reason", pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("quarantined_at"),
+                                            pl.lit(cluster).alias("cluster")))
 
 
 def _hide_pod_names(q: pl.DataFrame, key: bytes, keep_names: bool) -> pl.DataFrame:
@@ -109,9 +110,8 @@ def _load_pods(con, path: Path, cluster: str, sha: str, now: datetime, key: byte
             pl.lit(sha).alias("source_file_id"), pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("ingested_at"),
         ).join(extras, on="source_line", how="left")
         insert_frame(con, "jobs", rows)
-        for stmt in sql_statements("ingest/dedupe_jobs.sql"):
-            con.execute(stmt, [sha])
-        written = file_rows(con, sha)[0]
+        dedupe_file(con, sha, cluster)  # a pod list names no cluster: this load's rows only
+        written = file_rows(con, sha, cluster)[0]
     return res, written, written, []  # a row that lost to an earlier ended record counts as merged
 
 
@@ -165,7 +165,7 @@ def load_placement_file(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, op
             res, loaded_lines, written, warnings = _load_pods(con, path, cluster, sha, now, key, opts.keep_names)
         else:
             res, loaded_lines, written, warnings = _load_metrics(con, path, fmt, cluster, sha, now)
-        _quarantine(con, res.quarantine, sha, path, now)
+        _quarantine(con, res.quarantine, sha, path, cluster, now)
         rep.lines_read, rep.rows_loaded, rep.jobs_written = res.lines_read, loaded_lines, written
         rep.rows_merged = res.lines_read - loaded_lines - res.quarantine.height - res.skipped
         rep.rows_quarantined, rep.lines_skipped = res.quarantine.height, res.skipped
@@ -175,7 +175,7 @@ def load_placement_file(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, op
                                f"{rep.rows_quarantined} quarantined, {rep.lines_skipped} skipped): a MetaPilot bug")
         rep.seconds = time.perf_counter() - t0
         record_loaded(con, rep, now)
-        record_validation(con, sha, f"metapilot_{fmt}", rep.rows_quarantined == 0, rep.lines_read, rep.rows_quarantined, [])
+        record_validation(con, sha, cluster, f"metapilot_{fmt}", rep.rows_quarantined == 0, rep.lines_read, rep.rows_quarantined, [])
         con.execute("COMMIT")
     except SiteKeyError:
         con.execute("ROLLBACK")

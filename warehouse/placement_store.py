@@ -22,6 +22,28 @@ def load_pods(con: duckdb.DuckDBPyConnection, cluster: str) -> pl.DataFrame:
     return query_frame(con, sql_text("placement/pods.sql"), [cluster])
 
 
+def missing_node_list(con: duckdb.DuckDBPyConnection, cluster: str) -> str | None:
+    """What to tell a user whose cluster has no nodes, from the node lists ingested: its own load
+    that failed or had no usable line, or lists loaded for other clusters (issue 33: never
+    suggest again the ingest the user just ran). None when the cluster has nodes, or nothing is known."""
+    rows = con.execute(sql_text("placement/node_list_loads.sql"), [cluster]).fetchall()
+    if not rows or rows[0][7] > 0:
+        return None
+    own = [r for r in rows if r[0] == cluster]
+    if own:
+        _, path, outcome, read, loaded, quarantined, message, _ = own[0]
+        if outcome == "failed":
+            return f"cluster {cluster!r} has no node list: loading {path} failed ({message}); fix the file and ingest it again"
+        return (f"cluster {cluster!r} has no node list: {path} was loaded for it but none of its {read} lines is a usable "
+                f"node ({quarantined} quarantined; see why: metapilot sql \"select line_no, reason from quarantine "
+                f"where cluster = '{cluster}'\"); ingest a node list with sn,cpu_milli,memory_mib,gpu,model lines")
+    others = sorted({r[0] for r in rows if r[2] == "loaded"})
+    if not others:
+        return None
+    return (f"cluster {cluster!r} has no node list; the warehouse has node lists for {', '.join(others)}: "
+            f"ingest one for this cluster with --cluster {cluster} (the same file may serve several clusters)")
+
+
 def store_run(con: duckdb.DuckDBPyConnection, cluster: str, result: dict) -> str:
     """Record one replay's result; returns its run id."""
     run_id = str(uuid.uuid4())

@@ -40,12 +40,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     -- no index constraint, so that multi-million-row merges stay within bounded memory
 );
 
+-- A file is known by its content and, for formats whose lines name no cluster (SWF, PBS, openb
+-- lists, ...), the cluster it was loaded for: the same node list can serve two clusters
+-- (warehouse/ingest_log.py). `cluster` is the cluster(s) the load went to.
 CREATE TABLE IF NOT EXISTS ingest_files (
-    sha256           VARCHAR PRIMARY KEY,
+    sha256           VARCHAR NOT NULL,
     path             VARCHAR NOT NULL,
     bytes            BIGINT NOT NULL,
     format           VARCHAR,
-    cluster          VARCHAR,
+    cluster          VARCHAR NOT NULL,
     lines_read       BIGINT,
     rows_loaded      BIGINT,   -- lines that became job rows
     jobs_written     BIGINT,   -- job rows written (a pending array range line gives several)
@@ -55,7 +58,8 @@ CREATE TABLE IF NOT EXISTS ingest_files (
     started_at       TIMESTAMPTZ NOT NULL,
     finished_at      TIMESTAMPTZ,
     outcome          VARCHAR NOT NULL,  -- loaded | failed
-    message          VARCHAR
+    message          VARCHAR,
+    PRIMARY KEY (sha256, cluster)
 );
 
 CREATE TABLE IF NOT EXISTS quarantine (

@@ -27,12 +27,14 @@ def replay_cmd(
     from metapilot.cli.console import console
     from metapilot.models.placement.run import replay_cluster
     from metapilot.warehouse.db import connect, writer_lock
-    from metapilot.warehouse.placement_store import store_run
+    from metapilot.warehouse.placement_store import missing_node_list, store_run
 
     if mode not in ("time", "inflate"):
         raise typer.BadParameter(f"--mode {mode!r}: use time or inflate")
     con = connect(db, read_only=True)
     try:
+        if (why := missing_node_list(con, cluster)) is not None:
+            raise ValueError(why)
         result = replay_cluster(con, cluster, policy, mode, seed, db)
     finally:
         con.close()
