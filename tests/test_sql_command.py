@@ -177,3 +177,31 @@ def test_out_needs_a_csv_or_parquet_name(warehouse, tmp_path):
     r = run("SELECT 1", "--db", str(warehouse), "--out", str(tmp_path / "out.xlsx"))
     assert r.exit_code == 2 and ".csv or .parquet" in r.stderr
     assert not (tmp_path / "out.xlsx").exists()
+
+
+# --- a query DuckDB cannot bind or parse is not a permission problem (issue 33) -----------------
+
+
+def test_a_missing_column_shows_duckdbs_message_and_the_nearest_names(warehouse):
+    r = run("select cores from jobs", "--db", str(warehouse))
+    assert r.exit_code == 2
+    assert "read-only" not in r.stderr and "only queries are allowed" not in r.stderr
+    assert r.stderr.startswith('error: Binder Error: Referenced column "cores" not found')
+    nearest = next(ln for ln in r.stderr.splitlines() if ln.startswith("nearest names: "))
+    assert "req_cpus" in nearest or "alloc_cpus" in nearest
+    assert 'metapilot sql "describe jobs"' in r.stderr
+
+
+def test_a_missing_table_shows_the_nearest_table_and_how_to_list_columns(warehouse):
+    r = run("select * from job", "--db", str(warehouse))
+    assert r.exit_code == 2
+    assert "read-only" not in r.stderr
+    assert "Table with name job does not exist" in r.stderr
+    assert "nearest names: jobs" in r.stderr and 'metapilot sql "describe jobs"' in r.stderr
+
+
+def test_a_syntax_error_shows_duckdbs_message_only(warehouse):
+    r = run("selec 1", "--db", str(warehouse))
+    assert r.exit_code == 2
+    assert r.stderr.startswith("error: Parser Error: syntax error at or near")
+    assert "read-only" not in r.stderr

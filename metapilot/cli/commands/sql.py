@@ -7,6 +7,7 @@ extensions or settings (`warehouse.db.connect_sandboxed`). Tables and marts are 
 
 from __future__ import annotations
 
+import re
 import sys
 from enum import Enum
 from pathlib import Path
@@ -34,6 +35,40 @@ def _out_kind(out: str) -> str:
     raise typer.Exit(2)
 
 
+READ_ONLY_NOTE = "the warehouse is opened read-only: only queries are allowed"
+_CANDIDATES = re.compile(r'(?:Candidate bindings|Did you mean)[: ]*(.*)')
+_FROM = re.compile(r"\bfrom\s+([A-Za-z_][\w]*)", re.IGNORECASE)
+
+
+def explain_sql_error(e: Exception, query: str) -> str:
+    """The lines a user sees for a failed statement. Only a statement that tried to write is
+    told the warehouse is read-only; a query DuckDB could not parse or bind gets DuckDB's own
+    message, and a missing column or table the nearest names and how to list them (issue 33)."""
+    import duckdb
+
+    lines = [ln.rstrip() for ln in str(e).splitlines() if ln.strip()]
+    first = lines[0] if lines else type(e).__name__
+    if isinstance(e, duckdb.PermissionException):
+        return f"error: refused: {first}\n({SANDBOX_NOTE})"
+    if "read-only mode" in first:  # a statement that tried to write
+        return f"error: refused: {first}\n({READ_ONLY_NOTE}; {SANDBOX_NOTE})"
+    if "locked" in first or "lock_configuration" in first:  # a setting
+        return f"error: refused: {first}\n({SANDBOX_NOTE})"
+    if not isinstance(e, (duckdb.BinderException, duckdb.CatalogException)):
+        return "error: " + "\n".join(lines)
+    names = [m.group(1).strip().rstrip("?") for ln in lines if (m := _CANDIDATES.search(ln))]
+    shown = [ln for ln in lines if not _CANDIDATES.search(ln)]
+    out = ["error: " + "\n".join(shown)]
+    if names and names[0]:
+        out.append(f"nearest names: {names[0].replace(chr(34), '')}")
+    if "column" in first.lower():
+        table = next(iter(_FROM.findall(query)), "jobs")
+        out.append(f'to list the columns: metapilot sql "describe {table}"')
+    elif "table" in first.lower():
+        out.append('to list the tables: metapilot sql "show tables" (and the columns: metapilot sql "describe jobs")')
+    return "\n".join(out)
+
+
 def sql_cmd(
     query: Annotated[str, typer.Argument(help="A read-only SQL query, e.g. \"SELECT * FROM mart_daily LIMIT 5\".")],
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
@@ -58,16 +93,8 @@ def sql_cmd(
             typer.echo("(statement returned no rows)")
             return
         df = rel.pl()
-    except duckdb.PermissionException as e:
-        typer.echo(f"error: refused: {str(e).splitlines()[0]}\n({SANDBOX_NOTE})", err=True)
-        raise typer.Exit(2)
     except duckdb.Error as e:
-        msg = str(e).splitlines()[0]
-        if "read-only" in msg or "locked" in msg or "lock_configuration" in msg:
-            typer.echo(f"error: refused: {msg}\n(the warehouse is opened read-only: only queries are allowed; "
-                       f"{SANDBOX_NOTE})", err=True)
-        else:
-            typer.echo(f"error: {msg}\n(the warehouse is opened read-only: only queries are allowed)", err=True)
+        typer.echo(explain_sql_error(e, query), err=True)
         raise typer.Exit(2)
     finally:
         con.close()
