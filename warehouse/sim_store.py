@@ -13,7 +13,7 @@ from metapilot.warehouse.db import query_frame
 from metapilot.warehouse.jobs_store import clusters_with_jobs
 
 from metapilot.ground.paths import sql_text
-from metapilot.ground.version import code_version
+from metapilot.ground.version import code_version, dependency_versions_json
 from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
 from metapilot.transforms.workload import Workload, normalise
 
@@ -84,12 +84,12 @@ def store_run(con: duckdb.DuckDBPyConnection, *, cluster: str, partition: str | 
         con.execute(
             "INSERT INTO sim_runs (run_id, cluster, partition, window_from, window_to, policy, backfill, "
             "objective_schedule, seed, code_version, wall_s, jobs_replayed, jobs_left_out, runs_clamped, "
-            "estimates_filled, cannot_fit, created_at, engine_s) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "estimates_filled, cannot_fit, created_at, engine_s, versions) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [run_id, cluster, partition, window_from, window_to, policy, backfill,
              json.dumps(objective_schedule) if objective_schedule is not None else None, seed, code_version(),
              wall_s, int(o["jobs"] or 0), int(counters.get("left_out", 0)), int(counters.get("clamped", 0)),
              int(counters.get("estimates_filled", 0)), int(counters.get("cannot_fit", 0)), datetime.now(timezone.utc),
-             engine_s],
+             engine_s, dependency_versions_json()],
         )
         rows = [("overall", "all", None, o)] + [("week", w["week"], w["week_start"], w) for w in weekly.iter_rows(named=True)]
         for scope, label, start, r in rows:

@@ -32,9 +32,9 @@ app = _GuardedTyper(no_args_is_help=True, add_completion=False, pretty_exception
 
 def _version(value: bool) -> None:
     if value:
-        from metapilot.ground.version import code_version
+        from metapilot.ground.version import version_report
 
-        typer.echo(f"metapilot {code_version()}")
+        typer.echo(version_report())
         raise typer.Exit()
 
 
@@ -42,7 +42,8 @@ def _version(value: bool) -> None:
 def main(
     debug: Annotated[bool, typer.Option("--debug", help="Show the full traceback of an error (also METAPILOT_DEBUG=1).")] = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                          help="Print the version (and git commit) and exit.")] = False,
+                                          help="Print the version (and git commit), and those of Python, duckdb, polars, prefect, "
+                                               "great-expectations, d3rlpy and torch, and exit.")] = False,
 ) -> None:
     """MetaPilot: learn from your HPC job logs."""
     set_debug(debug)

@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS sim_runs (
     engine_s           DOUBLE              -- the replay's event loop alone (wall_s: the whole call)
 );
 ALTER TABLE sim_runs ADD COLUMN IF NOT EXISTS engine_s DOUBLE;  -- warehouses created before it
+-- JSON {python, duckdb, polars, prefect, great-expectations, d3rlpy, torch: version} of the run
+ALTER TABLE sim_runs ADD COLUMN IF NOT EXISTS versions VARCHAR;
 
 CREATE TABLE IF NOT EXISTS sim_metrics (
     run_id          VARCHAR NOT NULL,
