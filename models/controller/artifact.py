@@ -285,16 +285,11 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
 
 
 def _runtime() -> dict:
-    import torch
+    """Python, the machine, and the libraries `metapilot --version` names (duckdb, polars, prefect,
+    great-expectations, d3rlpy, torch): what the policy was trained with."""
+    from metapilot.ground.version import dependency_versions
 
-    out = {"python": platform.python_version(), "torch": torch.__version__, "machine": platform.machine()}
-    try:
-        from importlib.metadata import version
-
-        out["d3rlpy"] = version("d3rlpy")
-    except Exception:  # noqa: BLE001
-        pass
-    return out
+    return {"python": platform.python_version(), "machine": platform.machine(), **dependency_versions()}
 
 
 def publish(
