@@ -36,12 +36,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import polars as pl
 
-from metapilot.ground.paths import REPO_ROOT
+from metapilot.ground.paths import expectations_file
 
 if TYPE_CHECKING:  # importing GX costs ~2.5 s: only when validation actually runs
     import great_expectations as gx
 
-SUITE_PATH = REPO_ROOT / "warehouse" / "expectations" / "jobs.json"
+SUITE_PATH = expectations_file()
 SUITE_NAME = "metapilot_jobs"
 FAILED_SCHEMA: dict[str, pl.DataType] = {"source_line": pl.Int64, "reason": pl.Utf8}
 

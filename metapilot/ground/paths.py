@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import os
+from importlib.resources import files
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SQL_DIR = REPO_ROOT / "sql"
+REPO_ROOT = Path(__file__).resolve().parents[2]  # a checkout's top; in an installed wheel, nothing of ours
 DEFAULT_DB = Path("warehouse") / "metapilot.duckdb"
+
+
+def package_dir(package: str, checkout_folder: str) -> Path:
+    """The folder of a package of the `metapilot` distribution that holds data read at run time
+    (`metapilot.sql` = the checkout's `sql/`, `metapilot.samples`, ...), found through
+    importlib.resources so that a wheel installed anywhere works, not only a checkout. An
+    editable install made before the package existed falls back to the checkout's folder."""
+    try:
+        return Path(str(files(package)))
+    except ModuleNotFoundError:
+        return REPO_ROOT / checkout_folder
+
+
+SQL_DIR = package_dir("metapilot.sql", "sql")
 
 
 def db_path(db: str | Path | None = None) -> Path:
@@ -19,6 +33,16 @@ def db_path(db: str | Path | None = None) -> Path:
 def beside_db(db: str | Path | None, name: str) -> Path:
     """A folder next to the database file: `policies`, `reports`, ..."""
     return db_path(db).resolve().parent / name
+
+
+def samples_dir() -> Path:
+    """The bundled real logs (`samples/logs`, package data `metapilot.samples`): `pipeline`'s default."""
+    return package_dir("metapilot.samples", "samples") / "logs"
+
+
+def expectations_file() -> Path:
+    """The great-expectations suite every loaded row is checked against (`warehouse/expectations/jobs.json`)."""
+    return package_dir("metapilot.warehouse", "warehouse") / "expectations" / "jobs.json"
 
 
 def sql_text(relpath: str) -> str:

@@ -6,9 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from metapilot.ground.paths import REPO_ROOT
+from metapilot.ground.paths import samples_dir
 
-DEFAULT_SAMPLES = REPO_ROOT / "samples" / "logs"
+SAMPLES_SOURCE = "the samples/logs folder of the MetaPilot repository (provenance in its samples/README.md)"
 
 
 def pipeline_cmd(
@@ -32,7 +32,7 @@ def pipeline_cmd(
     from metapilot.warehouse.secret import load_site_key
 
     t0 = time.perf_counter()
-    logs = [str(p) for p in (paths or [DEFAULT_SAMPLES])]
+    logs = [str(p) for p in (paths or [_bundled_samples()])]
     expand_paths_checked(logs)
     load_site_key(db, log=lambda m: typer.echo(m, err=True))
     with prefect_session(db, meanwhile=_preload):
@@ -54,6 +54,16 @@ def pipeline_cmd(
     console.print(f"  validation {out['validation_id']}   (metapilot roi --validation {out['validation_id']})")
     files = out["report"]["files"]
     console.print(f"  report     {files['html']}")
+
+
+def _bundled_samples() -> str:
+    """The bundled sample logs (package data of the wheel); when they are missing, say where
+    to get them rather than fail on an empty path."""
+    folder = samples_dir()
+    if not folder.is_dir() or not any(folder.rglob("*.*")):
+        raise FileNotFoundError(f"no bundled sample logs at {folder}: name your logs (metapilot pipeline LOGS...), "
+                                f"or copy {SAMPLES_SOURCE} there")
+    return str(folder)
 
 
 def _preload() -> None:
