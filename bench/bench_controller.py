@@ -124,7 +124,7 @@ def main() -> None:
     splits = build_dataset(con, CLUSTER, *TRAIN, *VALID, config=dcfg)
     t_dataset = time.perf_counter() - t0
     asrun = splits.train.filter(pl.col("source") == "as-run")
-    n_epochs = asrun.height + splits.validation.filter(pl.col("source") == "as-run").height
+    n_epochs = asrun.height + splits.checkpoint.filter(pl.col("source") == "as-run").height
     acts = asrun["action"].value_counts().sort("action")["count"].to_list()
 
     t0 = time.perf_counter()
@@ -134,16 +134,16 @@ def main() -> None:
     from metapilot.models.controller.dataset import TupleRequest
     from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
-    evaluator = make_replay_evaluator(con, TupleRequest(CLUSTER, None, splits.valid_window[0], splits.valid_window[1],
+    evaluator = make_replay_evaluator(con, TupleRequest(CLUSTER, None, splits.checkpoint_window[0], splits.checkpoint_window[1],
                                                         dcfg.state, dcfg.reward, 0, dcfg.planner))
     cfg = TrainConfig(n_steps=steps, n_steps_per_epoch=max(1, steps // 10), show_progress=True)
     t0 = time.perf_counter()
-    result = train_policy(splits.train, splits.validation, cfg, replay_evaluator=evaluator,
+    result = train_policy(splits.train, splits.checkpoint, cfg, replay_evaluator=evaluator,
                           log=lambda m: print(m, flush=True), menu=Menu.of(dcfg.state))
     t_train = time.perf_counter() - t0
     art = publish(result, splits, db=db, cluster=CLUSTER, con=con)
 
-    states = observations(splits.validation)
+    states = observations(splits.checkpoint)
     lat = decision_latency(art.folder, states)
     d3 = d3rlpy_latency(result.algo, states)
 
@@ -178,11 +178,11 @@ uses one torch thread; load average {load_start[0]:.1f} at the start, {os.getloa
 p99 figures move with it), {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Data: KTH-SP2 normalised
 ({n_jobs:,} jobs, 100 processors), train {TRAIN[0][:10]}..{TRAIN[1][:10]}, validation {VALID[0][:10]}..{VALID[1][:10]},
 hourly epochs; tuples from the as-run history and from replay rollouts (7 behaviour policies x 2 seeds);
-checkpoint chosen by replay on the validation window (score: mean reward per epoch).
+checkpoint chosen by replay on the checkpoint window (score: mean reward per epoch).
 
 | stage | figure |
 |---|---|
-| dataset build, train + validation: as-run ({n_epochs:,} epochs: aggregates, queues, action inference) + replay rollouts; {splits.train.height + splits.validation.height:,} tuples | {t_dataset:.2f} s |
+| dataset build, train + checkpoint: as-run ({n_epochs:,} epochs: aggregates, queues, action inference) + replay rollouts; {splits.train.height + splits.checkpoint.height:,} tuples | {t_dataset:.2f} s |
 | inferred as-run actions in training (first two objectives) | {acts[0]:,} / {acts[1] if len(acts) > 1 else 0:,} |
 | d3rlpy MDPDataset of {splits.train.height:,} training tuples | {t_mdp:.2f} s |
 | `train_policy`, CLI defaults ({steps:,} steps, FQE {cfg.fqe_steps:,} steps x {len(result.candidates)} checkpoints + 3 baselines) | {t_train:.0f} s |
@@ -194,7 +194,7 @@ checkpoint chosen by replay on the validation window (score: mean reward per epo
 | advice for a timestamp, warm process (state from DuckDB + decision), 200 times: p50 / p99 | {pct(adv_ms, 50):.1f} / {pct(adv_ms, 99):.1f} ms |
 | `metapilot advise --at ...` as a fresh process (Python start-up and imports included; no torch) | {t_cli:.2f} s |
 
-Off-policy evaluation on the validation window ({result.n_valid:,} tuples; DiscreteFQE, reward units per
+Off-policy evaluation on the checkpoint window ({result.n_checkpoint:,} tuples; DiscreteFQE, reward units per
 epoch discounted with gamma {cfg.gamma}; higher is better). Logged behaviour's discounted return per state:
 {result.behaviour_mc_return:,.1f}.
 

@@ -114,9 +114,9 @@ def run(name: str, steps: int, tmp: Path, extra: tuple[str, ...] = ()) -> dict:
     import duckdb
 
     con = duckdb.connect(str(db), read_only=True)
-    vid, pid = con.execute("SELECT validation_id, policy_id FROM validations ORDER BY created_at DESC LIMIT 1").fetchone()
-    rows = con.execute(f"SELECT contender, kind, {', '.join(COLS)}, window_from, window_to FROM validations "
-                       "WHERE validation_id = ? AND status = 'ok'", [vid]).fetchall()
+    vid, pid = con.execute("SELECT heldout_id, policy_id FROM heldout_replays ORDER BY created_at DESC LIMIT 1").fetchone()
+    rows = con.execute(f"SELECT contender, kind, {', '.join(COLS)}, window_from, window_to FROM heldout_replays "
+                       "WHERE heldout_id = ? AND status = 'ok'", [vid]).fetchall()
     decision = con.execute("SELECT kind, recommendation, message FROM published_policies ORDER BY published_at DESC "
                            "LIMIT 1").fetchone()
     card = json.loads(Path(con.execute("SELECT path FROM policies WHERE policy_id = ?", [pid]).fetchone()[0],

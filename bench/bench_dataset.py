@@ -1,6 +1,6 @@
 """Dataset build time on a large real trace (issue: controller): CEA-Curie, 312,826 jobs on
 93,312 cores, ingested without Prefect, then the MDP tuples of a one-year training window and a
-three-month validation window: as-run (DuckDB over `jobs`) and replay rollouts (the simulator's
+three-month checkpoint window: as-run (DuckDB over `jobs`) and replay rollouts (the simulator's
 objective-switching env, default behaviours x seeds), hourly epochs.
 
     .venv/bin/python bench/bench_dataset.py [--no-write]
@@ -43,9 +43,9 @@ def main() -> None:
         for sources in (("as-run",), ("replay",), ("as-run", "replay")):
             t0 = time.perf_counter()
             splits = build_dataset(con, rep.cluster, *train, *valid, config=DatasetConfig(sources=sources), store=False)
-            rows.append((" + ".join(sources), splits.train.height + splits.validation.height, time.perf_counter() - t0))
+            rows.append((" + ".join(sources), splits.train.height + splits.checkpoint.height, time.perf_counter() - t0))
         con.close()
-    table = ["| tuple sources | tuples (train + validation) | build s |", "|---|---:|---:|"]
+    table = ["| tuple sources | tuples (train + checkpoint) | build s |", "|---|---:|---:|"]
     table += [f"| {s} | {n:,} | {t:.1f} |" for s, n, t in rows]
     text = "\n".join([
         "## Dataset (CEA-Curie)", "",

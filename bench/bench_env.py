@@ -6,7 +6,7 @@ Measures, on this machine (one process, 2 shared cores):
   the engine slice alone, and the reset;
 - the replay rollouts of the training window (the 'replay' tuple source, default behaviours x
   seeds) and the as-run tuples of the same window, for comparison;
-- one replay evaluation of a checkpoint (validation window, a 2x64 MLP in torch, one thread);
+- one replay evaluation of a checkpoint (checkpoint window, a 2x64 MLP in torch, one thread);
 - what the menu spans (SPEC §6): fixed U vs fixed W over the whole trace, with the EASY baselines
   and a few switching rules for context, and the first U (fit-first LAF) it replaced, replayed
   through `replay_objectives(..., settings=...)` without changing the objectives.
@@ -271,7 +271,7 @@ def main() -> None:
         f"tuples ({roll['tuples'] / roll['seconds']:,.0f} tuples/s; actions {roll['actions']}). The as-run tuples of "
         f"the same window: {roll['asrun_seconds']:.2f} s for {roll['asrun_tuples']:,}.",
         "",
-        f"Replay evaluation of one checkpoint on the validation window {VALID[0][:10]}..{VALID[1][:10]} (a 2x64 MLP "
+        f"Replay evaluation of one checkpoint on the checkpoint window {VALID[0][:10]}..{VALID[1][:10]} (a 2x64 MLP "
         f"in torch, one thread, one decision per epoch; {ev['epochs']:,} epochs): {ev['eval_s']:.2f} s "
         f"(window load {ev['load_s']:.2f} s, once per training run).",
         "",

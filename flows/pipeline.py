@@ -14,7 +14,7 @@ from metapilot.flows.stages import (
     publish_flow,
     train_flow,
     tune_flow,
-    validate_flow,
+    heldout_flow,
     weekly_report_flow,
     with_runner,
 )
@@ -73,9 +73,9 @@ def learn_flow(cluster: str, windows: LearningWindows, db: str | None = None, se
     dataset = build_dataset_flow(cluster, train, checkpoint, db=db, sources=tuple(sources), tuning=tuning)
     policy_id = with_runner(train_flow, dask)(cluster, train, checkpoint, db=db, seeds=tuple(seeds), steps=steps,
                                               baselines=tuple(baselines), sources=tuple(sources), tuning=tuning)
-    validation_id = validate_flow(policy_id, db=db, start=held_out[0], end=held_out[1])
-    decision = publish_flow(policy_id, validation_id, db=db)
-    return {"cluster": cluster, "dataset": dataset, "policy_id": policy_id, "validation_id": validation_id,
+    heldout_id = heldout_flow(policy_id, db=db, start=held_out[0], end=held_out[1])
+    decision = publish_flow(policy_id, heldout_id, db=db)
+    return {"cluster": cluster, "dataset": dataset, "policy_id": policy_id, "heldout_id": heldout_id,
             "published": decision, "windows": windows.to_dict()}
 
 

@@ -52,7 +52,7 @@ def tune_task(db: str | None, cluster: str, train: tuple[datetime, datetime], fi
 
 @flow(name="tune")
 def tune_flow(cluster: str, train: tuple[datetime, datetime], db: str | None = None) -> dict:
-    """Tune the lookahead planner (the teacher and a validation contender) on the training window."""
+    """Tune the lookahead planner (the teacher and a held-out contender) on the training window."""
     return tune_task(db, cluster, train, _fingerprint(db, cluster))
 
 
@@ -84,7 +84,7 @@ def _key_dataset(ctx, p) -> str:
       retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def build_dataset_task(db: str | None, cluster: str, train: tuple[datetime, datetime], valid: tuple[datetime, datetime],
                        sources: tuple[str, ...], fingerprint: str, tuning: dict | None = None) -> dict:
-    """Tuples of the train and validation windows, stored in `mdp_transitions`; returns a summary."""
+    """Tuples of the train and checkpoint windows, stored in `mdp_transitions`; returns a summary."""
     from metapilot.models.controller.dataset import build_dataset
     from metapilot.warehouse.db import connect
 
@@ -103,8 +103,8 @@ def build_dataset_flow(cluster: str, train: tuple[datetime, datetime], valid: tu
                        db: str | None = None, sources: tuple[str, ...] = DEFAULT_SOURCES,
                        tuning: dict | None = None) -> dict:
     summary = build_dataset_task(db, cluster, train, valid, tuple(sources), _fingerprint(db, cluster), tuning)
-    get_run_logger().info("dataset for %s: %s train / %s validation tuples", cluster,
-                          summary["train"].get("tuples"), summary["validation"].get("tuples"))
+    get_run_logger().info("dataset for %s: %s train / %s checkpoint tuples", cluster,
+                          summary["train"].get("tuples"), summary["checkpoint"].get("tuples"))
     return summary
 
 
@@ -120,7 +120,7 @@ def train_seed_task(splits, config, evaluator):
     from metapilot.models.controller.train import train_policy
 
     with _SEEDED_FIT:
-        return train_policy(splits.train, splits.validation, config, replay_evaluator=evaluator,
+        return train_policy(splits.train, splits.checkpoint, config, replay_evaluator=evaluator,
                             menu=Menu.of(splits.state))
 
 
@@ -206,26 +206,26 @@ def train_flow(cluster: str, train: tuple[datetime, datetime], valid: tuple[date
     return policy_id
 
 
-def _key_validate(ctx, p) -> str:
-    return f"validate|{p['policy_id']}|{p['start']}|{p['end']}|{p['fingerprint']}|{code_version()}"
+def _key_heldout(ctx, p) -> str:
+    return f"heldout|{p['policy_id']}|{p['start']}|{p['end']}|{p['fingerprint']}|{code_version()}"
 
 
-@task(name="validate-policy", cache_key_fn=_key_validate, persist_result=True, result_serializer="json",
+@task(name="heldout-replay", cache_key_fn=_key_heldout, persist_result=True, result_serializer="json",
       retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
-def validate_task(db: str | None, policy_id: str, start: datetime | None, end: datetime | None, fingerprint: str) -> str:
-    from metapilot.models.evaluation.heldout import run_validation
+def heldout_task(db: str | None, policy_id: str, start: datetime | None, end: datetime | None, fingerprint: str) -> str:
+    from metapilot.models.evaluation.heldout import run_heldout
     from metapilot.warehouse.db import connect
 
     with warehouse_writer(db, log=get_run_logger().info):
         con = connect(db)
         try:
-            return run_validation(con, policy_id, start, end, db=db, log=get_run_logger().info)
+            return run_heldout(con, policy_id, start, end, db=db, log=get_run_logger().info)
         finally:
             con.close()
 
 
-@flow(name="validate")
-def validate_flow(policy_id: str, db: str | None = None, start: datetime | None = None,
+@flow(name="heldout")
+def heldout_flow(policy_id: str, db: str | None = None, start: datetime | None = None,
                   end: datetime | None = None) -> str:
     """Replay the held-out window under the controller, fixed U/W, the 21 baselines and as-run."""
     from metapilot.warehouse.db import connect
@@ -236,11 +236,11 @@ def validate_flow(policy_id: str, db: str | None = None, start: datetime | None 
         fp = data_fingerprint(con, policy_row(con, policy_id)["cluster"])
     finally:
         con.close()
-    return validate_task(db, policy_id, start, end, fp)
+    return heldout_task(db, policy_id, start, end, fp)
 
 
 @task(name="promote-policy", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
-def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> dict:
+def promote_task(db: str | None, policy_id: str, heldout_id: str | None) -> dict:
     """The publish gate (SPEC §7): the controller is published only when it passed on its
     checkpoint window (and on its last training weeks, and FQE ranks it above the logged
     behaviour); otherwise the best fixed contender of the checkpoint window is recommended."""
@@ -250,19 +250,19 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import promote
     from metapilot.warehouse.policy_store import policy_row
-    from metapilot.warehouse.validation_store import load_validation
+    from metapilot.warehouse.heldout_store import load_heldout
 
     log = get_run_logger()
     with warehouse_writer(db, log=log.info):
         con = connect(db)
         try:
             verdict = None
-            if validation_id:  # the held-out verdict in words, as `metapilot validate` prints it first
-                held_out = load_validation(con, validation_id)
+            if heldout_id:  # the held-out verdict in words, as `metapilot heldout` prints it first
+                held_out = load_heldout(con, heldout_id)
                 verdict = verdict_summary(held_out.table, held_out.diffs)
             card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
             kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"), card.get("ope"))
-            pointer = promote(con, policy_id, validation_id, verdict, db, kind=kind, recommendation=recommendation,
+            pointer = promote(con, policy_id, heldout_id, verdict, db, kind=kind, recommendation=recommendation,
                               message=message, gate=card.get("gate"), gate_training=card.get("gate_training"),
                               ope_passes=ope_says_better(card.get("ope"))[0])
         finally:
@@ -272,9 +272,9 @@ def promote_task(db: str | None, policy_id: str, validation_id: str | None) -> d
 
 
 @flow(name="publish")
-def publish_flow(policy_id: str, validation_id: str | None = None, db: str | None = None) -> dict:
+def publish_flow(policy_id: str, heldout_id: str | None = None, db: str | None = None) -> dict:
     """Apply the publish gate: publish the controller, or recommend the best fixed contender."""
-    return promote_task(db, policy_id, validation_id)
+    return promote_task(db, policy_id, heldout_id)
 
 
 @task(name="weekly-report", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)

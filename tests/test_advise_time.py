@@ -26,7 +26,7 @@ def published(tmp_path_factory):
     con = connect(db)
     load_warehouse(con)
     splits = build_dataset(con, CLUSTER, *TRAIN, store=False)
-    result = train_policy(splits.train, splits.validation,
+    result = train_policy(splits.train, splits.checkpoint,
                           TrainConfig(n_steps=200, n_steps_per_epoch=100, fqe_steps=100, show_progress=False,
                                       max_candidates=2, baselines=()))
     art = publish(result, splits, db=db, cluster=CLUSTER, con=con)

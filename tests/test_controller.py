@@ -25,7 +25,7 @@ from metapilot.models.controller.dataset import (
 )
 from metapilot.models.controller.objectives import Menu, menu_names
 from metapilot.models.simulator.objectives import queue_order
-from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.reward import ControllerRewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.transforms.asrun_state import to_epoch_s
 from metapilot.transforms.state import state_from_frame
@@ -122,13 +122,13 @@ def test_asrun_tuples_reconcile_with_epochs(warehouse):
     nxt, cur = agg.tail(n), agg.head(n)
     seen = np.maximum(nxt["wait_max_s"].to_numpy(), cur["wait_started_max_s"].to_numpy())  # largest wait seen in the epoch
     record = np.maximum.accumulate(np.r_[cur["wait_max_s"][0], seen])[:n]  # the largest seen before it
-    lam = RewardConfig().lam
+    lam = ControllerRewardConfig().lam
     hand = -(cur["wait_accrued_s"].to_numpy() + lam * np.maximum(seen - record, 0)) / (10 * 3600)
     np.testing.assert_allclose(tup["reward"].to_numpy(), hand)
     # the accrued wait of a window is the waiting of its jobs: queued at some epoch boundary or not
     assert (cur["wait_accrued_s"].to_numpy() >= 0).all() and cur["wait_accrued_s"].sum() > 0
     # the seed's reward: the queue at the epoch's end, the epoch's utilisation (100 cores, no GPU, no memory)
-    paper = asrun_tuples(warehouse, CLUSTER, *TRAIN, state_config=UW, reward_config=RewardConfig(kind="paper"))
+    paper = asrun_tuples(warehouse, CLUSTER, *TRAIN, state_config=UW, reward_config=ControllerRewardConfig(kind="paper"))
     hand = np.where(nxt["queue_len"].to_numpy() == 0, 4.0,
                     -nxt["wait_mean_s"].to_numpy() / 1e3 + cur["used_cpu_s"].to_numpy() / (100 * 3600))
     np.testing.assert_allclose(paper["reward"].to_numpy(), hand)
@@ -176,9 +176,9 @@ def test_dataset_store_split_and_mix(warehouse):
         assert sp.older_mixed == round(0.1 / 0.9 * new.height) == sp.train.height - new.height
         assert sp.train.filter(pl.col("epoch_start") < pl.lit(sp.train_window[0]))["epoch_start"].max() < sp.train_window[0]
         # validation: after training, never overlapping, cut at the last submitted job
-        assert sp.valid_window[0] == sp.train_window[1]
-        assert sp.validation["epoch_start"].min() >= sp.train_window[1]
-        assert sp.validation.height == 2 * ((to_epoch_s(sp.valid_window[1]) - to_epoch_s(sp.valid_window[0])) // 3600)
+        assert sp.checkpoint_window[0] == sp.train_window[1]
+        assert sp.checkpoint["epoch_start"].min() >= sp.train_window[1]
+        assert sp.checkpoint.height == 2 * ((to_epoch_s(sp.checkpoint_window[1]) - to_epoch_s(sp.checkpoint_window[0])) // 3600)
         with pytest.raises(ValueError, match="by time"):
             build_dataset(warehouse, CLUSTER, *TRAIN, "1996-10-17T00:00:00", "1996-10-18T06:00:00", config=cfg)
     finally:
@@ -224,7 +224,7 @@ def trained(warehouse, tmp_path_factory):
     from metapilot.models.controller.train import TrainConfig, train_policy
 
     splits = build_dataset(warehouse, CLUSTER, *TRAIN)
-    result = train_policy(splits.train, splits.validation, TrainConfig(**FAST, baselines=("bc", "dqn", "bcq")))
+    result = train_policy(splits.train, splits.checkpoint, TrainConfig(**FAST, baselines=("bc", "dqn", "bcq")))
     db = tmp_path_factory.mktemp("wh") / "w.duckdb"
     art = publish(result, splits, db=db, cluster=CLUSTER, con=warehouse)
     return splits, result, art, db
@@ -238,7 +238,7 @@ def test_training_reports_ope_and_baselines(trained):
     for sc in [result.chosen, *result.baselines.values()]:
         assert np.isfinite(sc.fqe_value) and sum(sc.action_shares.values()) == pytest.approx(1.0)
         assert set(sc.action_shares) == set(DEFAULT_NAMES)
-    assert result.validation_source == "validation window" and result.n_valid == splits.validation.height
+    assert result.checkpoint_source == "checkpoint window" and result.n_checkpoint == splits.checkpoint.height
 
 
 def test_artifact_round_trip(trained, warehouse):
@@ -250,7 +250,7 @@ def test_artifact_round_trip(trained, warehouse):
     splits, result, art, _ = trained
     files = sorted(p.name for p in art.folder.iterdir())
     assert files == sorted(["policy.pt", "policy.npz", "model.pt", "d3rlpy_config.json", "model_card.json", SUMS])
-    obs = observations(splits.validation)
+    obs = observations(splits.checkpoint)
     expected = q_values(result.algo, obs, result.q_scale)  # d3rlpy predict_value, in reward units
     pol = load_policy(art.folder, art.sums_sha256)
     scripted = load_policy(art.folder, art.sums_sha256, torchscript=True)
@@ -337,13 +337,13 @@ def test_same_seed_same_policy(warehouse):
 
     splits = build_dataset(warehouse, CLUSTER, *TRAIN, store=False)
     cfg = TrainConfig(**(FAST | {"n_steps": 200, "max_candidates": 2}), baselines=())
-    a = train_policy(splits.train, splits.validation, cfg)
-    b = train_policy(splits.train, splits.validation, cfg)
+    a = train_policy(splits.train, splits.checkpoint, cfg)
+    b = train_policy(splits.train, splits.checkpoint, cfg)
     assert weights_digest(module_states(a.algo)) == weights_digest(module_states(b.algo))
     assert a.chosen.fqe_value == b.chosen.fqe_value
-    obs = splits.validation.select(S_COLS).to_numpy().astype(np.float32)
+    obs = splits.checkpoint.select(S_COLS).to_numpy().astype(np.float32)
     np.testing.assert_array_equal(a.algo.predict(obs), b.algo.predict(obs))
-    c = train_policy(splits.train, splits.validation, TrainConfig(**(FAST | {"n_steps": 200, "max_candidates": 2}), baselines=(), seed=1))
+    c = train_policy(splits.train, splits.checkpoint, TrainConfig(**(FAST | {"n_steps": 200, "max_candidates": 2}), baselines=(), seed=1))
     assert weights_digest(module_states(c.algo)) != weights_digest(module_states(a.algo))
 
 
@@ -354,7 +354,7 @@ def test_advise_for_a_time_and_a_state(trained, warehouse):
     adv = Advisor(art.policy_id, db, art.sums_sha256)
     at = "1996-10-18T03:00:00"
     a = adv.advise_at(warehouse, at)
-    row = splits.validation.filter(pl.col("epoch_start") == pl.lit(splits.valid_window[0]).dt.offset_by("3h"))
+    row = splits.checkpoint.filter(pl.col("epoch_start") == pl.lit(splits.checkpoint_window[0]).dt.offset_by("3h"))
     state = row.select(S_COLS).to_numpy().astype(np.float32)
     np.testing.assert_array_equal(np.array([list(a.state.values())], dtype=np.float32), state)
     q = adv.policy.q_values(state)[0]

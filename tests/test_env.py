@@ -27,7 +27,7 @@ from metapilot.models.simulator.epoch_replay import (
     epoch_reward,
     fast_reward_ok,
 )
-from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.reward import ControllerRewardConfig
 from metapilot.transforms.state import (
     AGGREGATES,
     N_FEATURES,
@@ -157,8 +157,8 @@ def test_fast_observation_and_reward_are_the_definitions(workload):
     env = ObjectiveSwitchingEnv(workload, CAP)
     ep = run_episode(env, lambda k: k % 2)
     np.testing.assert_array_equal(np.stack(ep["obs"]), _definition_state(np.stack(ep["agg"]), env.state_config))
-    for rc in (RewardConfig(), RewardConfig(lam=0.0, mu=0.5, scale_jobs=3.0),
-               RewardConfig(kind="paper", alpha=5e3, use_mem=True, empty_queue_reward=1.0)):
+    for rc in (ControllerRewardConfig(), ControllerRewardConfig(lam=0.0, mu=0.5, scale_jobs=3.0),
+               ControllerRewardConfig(kind="paper", alpha=5e3, use_mem=True, empty_queue_reward=1.0)):
         assert fast_reward_ok(rc, 3600)
         rng = np.random.default_rng(3)
         start, end = _probe_aggregates(rng, 200, 0, 3600), _probe_aggregates(rng, 200, 3600, 3600)
@@ -204,7 +204,7 @@ def test_boundary_zero_and_arrivals_by_hand():
     _, r1, _, _, i1 = env.step(W)
     assert (i1["queue_len"], i1["used_cpu"], i1["wait_mean_s"], i1["arrivals"]) == (1, 4.0, 1800.0, 2)
     # aligned reward: j1 queued 1800 s of the epoch (A), the largest wait grew from 0 to 1800 s (G)
-    lam = RewardConfig().lam
+    lam = ControllerRewardConfig().lam
     assert i1["u_cpu"] == 1.0 and i1["wait_accrued_s"] == 1800.0
     assert r1 == pytest.approx(-(1800 + lam * 1800) / (10 * 3600))
     _, r2, term, _, i2 = env.step(U)
@@ -216,7 +216,7 @@ def test_boundary_zero_and_arrivals_by_hand():
     *_, term, _, i3 = env.step(U)
     assert term and i3["used_cpu"] == 0.0 and i3["u_cpu"] == 1.0
     # the seed's reward on the same epochs: -mean wait at the end / 1e3 + utilisation; 4 for an empty queue
-    paper = ObjectiveSwitchingEnv(w, Capacity.single(4), state_config=UW, reward_config=RewardConfig(kind="paper"))
+    paper = ObjectiveSwitchingEnv(w, Capacity.single(4), state_config=UW, reward_config=ControllerRewardConfig(kind="paper"))
     paper.reset()
     assert paper.step(W)[1] == pytest.approx(-1800 / 1e3 + 1.0) and paper.step(U)[1] == 4.0
 

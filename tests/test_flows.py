@@ -149,8 +149,8 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     assert out["cluster"] == "kth-quarter"
     con = connect(db, read_only=True)
     assert con.execute("SELECT count(*) FROM policies").fetchall()[0][0] == 1
-    assert con.execute("SELECT count(DISTINCT contender) FROM validations WHERE validation_id = ?",
-                       [out["validation_id"]]).fetchall()[0][0] >= 22
+    assert con.execute("SELECT count(DISTINCT contender) FROM heldout_replays WHERE heldout_id = ?",
+                       [out["heldout_id"]]).fetchall()[0][0] >= 22
     # the publish gate decided, on the checkpoint window, and said so in words
     (pid, kind, rec, msg, gate_ck, gate_tr, ope_ok, held_out), = con.execute(
         "SELECT policy_id, kind, recommendation, message, gate, gate_training, ope_passes, verdict FROM published_policies").fetchall()
@@ -165,7 +165,7 @@ def test_pipeline_end_to_end_on_a_small_history(tmp_path):
     assert pointer["gate"] == {"checkpoint_window": json.loads(gate_ck)["passes"],
                                "training_weeks": json.loads(gate_tr)["passes"], "off_policy_evaluation": ope_ok}
     assert isinstance(ope_ok, bool) and (kind == "controller") == all(pointer["gate"].values())
-    # with the held-out verdict in words, as `metapilot validate` prints it
+    # with the held-out verdict in words, as `metapilot heldout` prints it
     assert pointer["verdict"] == held_out and held_out.startswith("MetaPilot is significantly better than every fixed rule on ")
     md = Path(out["report"]["files"]["md"]).read_text()
     assert md.splitlines()[0] == f"**What to run:** {msg}"
@@ -269,7 +269,7 @@ def test_learn_flow_learns_only_from_the_windows_it_is_handed(monkeypatch, prefe
     monkeypatch.setattr(pipeline, "tune_flow", record("tune", {"tuned": True}))
     monkeypatch.setattr(pipeline, "build_dataset_flow", record("dataset", {"rows": 1}))
     monkeypatch.setattr(pipeline, "with_runner", lambda f, dask: record("train", "pol-1"))
-    monkeypatch.setattr(pipeline, "validate_flow", record("held_out", "val-1"))
+    monkeypatch.setattr(pipeline, "heldout_flow", record("held_out", "val-1"))
     monkeypatch.setattr(pipeline, "publish_flow", record("publish", {"kind": "rule"}))
     out = pipeline.learn_flow("KTH-SP2", windows, db="w.duckdb")
     assert seen["tune"][0] == ("KTH-SP2", windows.train)

@@ -86,7 +86,7 @@ def test_tuples_carry_the_lookahead_into_the_dataset(warehouse):  # noqa: F811
     cfg = DatasetConfig(state=LA, sources=("as-run", "replay", "planner"), planner=PlannerConfig(6.0, 0.0, 24.0))
     splits = build_dataset(warehouse, CLUSTER, FROM, TO, TO, datetime(1996, 10, 19, tzinfo=timezone.utc), config=cfg,
                            store=True)
-    for frame in (splits.train, splits.validation):
+    for frame in (splits.train, splits.checkpoint):
         s = observations(frame)
         assert s.shape == (frame.height, 22)
         assert set(frame["s_lookahead"].list.len().to_list()) == {6}
@@ -102,11 +102,11 @@ def test_tuples_carry_the_lookahead_into_the_dataset(warehouse):  # noqa: F811
     assert (la[m].max(axis=1) > 0).any()  # and somewhere the objectives' costs differ
     # stored and loaded back: the same tuples (what the pipeline's training reads instead of rebuilding them)
     stored = warehouse.execute("SELECT count(*) FROM mdp_transitions WHERE len(s_lookahead) = 6").fetchall()[0][0]
-    assert stored == splits.train.height + splits.validation.height
+    assert stored == splits.train.height + splits.checkpoint.height
     again = build_dataset(warehouse, CLUSTER, FROM, TO, TO, datetime(1996, 10, 19, tzinfo=timezone.utc), config=cfg,
                           store=False, reuse=True)
     assert dataset_hash(again.train) == dataset_hash(splits.train)
-    assert dataset_hash(again.validation) == dataset_hash(splits.validation)
+    assert dataset_hash(again.checkpoint) == dataset_hash(splits.checkpoint)
 
 
 def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path):  # noqa: F811
@@ -117,14 +117,14 @@ def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path): 
     cfg = DatasetConfig(state=LA, sources=("as-run", "planner"), planner=PlannerConfig(6.0, 0.0, 24.0))
     splits = build_dataset(warehouse, CLUSTER, FROM, TO, TO, datetime(1996, 10, 19, tzinfo=timezone.utc), config=cfg,
                            store=False)
-    result = train_policy(splits.train, splits.validation,
+    result = train_policy(splits.train, splits.checkpoint,
                           TrainConfig(n_steps=100, n_steps_per_epoch=50, fqe_steps=20, baselines=(), show_progress=False))
     art = publish(result, splits, db=tmp_path / "w.duckdb", cluster=CLUSTER, con=warehouse)
     adv = Advisor(art.policy_id, tmp_path / "w.duckdb", art.sums_sha256)
     assert adv.policy.n_features == 22 and adv.card["feature_names"][-1] == "la_min"
     a = adv.advise_at(warehouse, "1996-10-18T03:00:00")
     assert list(a.state)[16:] == [f"la_{n}" for n in LA.menu] + ["la_min"]
-    row = splits.validation.filter((pl.col("epoch_start") == pl.lit(splits.valid_window[0]).dt.offset_by("3h"))
+    row = splits.checkpoint.filter((pl.col("epoch_start") == pl.lit(splits.checkpoint_window[0]).dt.offset_by("3h"))
                                    & (pl.col("source") == "as-run"))
     got = np.array([list(a.state.values())], dtype=np.float32)
     np.testing.assert_array_equal(got[:, :16], state_matrix(row)[:, :16])

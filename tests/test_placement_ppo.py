@@ -15,7 +15,7 @@ from placement_fixtures import openb_warehouse
 from metapilot.models.placement import kernels as K
 from metapilot.models.placement.engine import build_cluster, build_workload, typical_pods
 from metapilot.models.placement.ppo import NumpyScorer, PPOConfig, build_scorer, numpy_state
-from metapilot.models.placement.rollout import PlacementEnv, RewardConfig, sub_cluster, unique_rows
+from metapilot.models.placement.rollout import PlacementEnv, PlacementRewardConfig, sub_cluster, unique_rows
 from metapilot.models.placement.train import train
 from metapilot.transforms.openb import POD_HEADER, parse_node_list, parse_pod_list, placement_pods
 
@@ -105,10 +105,10 @@ def test_sub_cluster_and_reward_terms(small):
     c, w, typ = small
     sub = sub_cluster(c, np.array([5, 1, 3]))
     assert sub.names == [c.names[1], c.names[3], c.names[5]] and sub.models == c.models
-    r = RewardConfig()
+    r = PlacementRewardConfig()
     assert r.pod_term(0.1, 0, 1.0) == pytest.approx(-10 * 0.1 - 1 + 2)
     assert r.pod_term(0.0, 100, 0.0) == pytest.approx(-(1.5 ** 20))
-    sizes = RewardConfig(success_unit="gpu").sizes(w)
+    sizes = PlacementRewardConfig(success_unit="gpu").sizes(w)
     gpu = w.ng * w.gm > 0
     assert sizes[gpu].mean() == pytest.approx(1.0)
 
@@ -125,7 +125,7 @@ def test_training_is_deterministic_from_its_seed(small):
 
 
 def test_config_round_trips_and_schedule():
-    cfg = PPOConfig(seed=3, reward=RewardConfig(w_load=2.0))
+    cfg = PPOConfig(seed=3, reward=PlacementRewardConfig(w_load=2.0))
     again = PPOConfig.from_dict(json.loads(json.dumps(cfg.to_dict())))
     assert again == cfg
     d = PPOConfig()

@@ -231,7 +231,7 @@ def test_cli_train_with_replay_tuples_and_replay_checkpoints(tmp_path):
     (path,) = con.execute("SELECT path FROM policies").fetchone()
     by_source = dict(con.execute("SELECT source, count(*) FROM mdp_transitions GROUP BY 1").fetchall())
     con.close()
-    assert by_source["as-run"] == 72 + 18 and by_source["replay"] == 8 * 2 * (72 + 18)  # train + validation windows
+    assert by_source["as-run"] == 72 + 18 and by_source["replay"] == 8 * 2 * (72 + 18)  # train + checkpoint windows
     card = json.loads((Path(path) / "model_card.json").read_text())
     assert np.isfinite(card["replay"]["score"]) and 0 <= card["replay"]["share_SJF"] <= 1
     assert card["gate"]["candidate"]["mean_wait_s"] == pytest.approx(card["replay"]["mean_wait_s"])

@@ -26,9 +26,9 @@ from metapilot.ground.weeks import parse_week
 from metapilot.models.reporting.data import last_complete_week
 from metapilot.models.reporting.render import SECTIONS, fmt_duration, fmt_int, fmt_pct
 from metapilot.models.evaluation.roi import RoiConfig
-from metapilot.models.evaluation.heldout import run_validation
+from metapilot.models.evaluation.heldout import run_heldout
 from metapilot.warehouse.db import query_frame
-from metapilot.warehouse.validation_store import load_validation, store_recommendations
+from metapilot.warehouse.heldout_store import load_heldout, store_recommendations
 
 UTC = timezone.utc
 WEEK = "1996-W44"
@@ -48,7 +48,7 @@ def vid(wh):
     """A validation (controller replayed) and a week of recommendations, stored before the report."""
     insert_policy(wh)
     replay, _ = objective_replay()
-    vid = run_validation(wh, POLICY_ID, replay=replay, controller_fn=stub_controller)
+    vid = run_heldout(wh, POLICY_ID, replay=replay, controller_fn=stub_controller)
     hours = [WS + timedelta(hours=h) for h in range(168)]
     store_recommendations(wh, pl.DataFrame({
         "cluster": CLUSTER, "partition": "*", "epoch_start": hours, "epoch_s": 3600, "policy_id": POLICY_ID,
@@ -167,9 +167,9 @@ def test_wait_by_size_equals_independent_sql(wh, built):
 
 def test_validation_recommendations_and_roi_sections(wh, vid, built):
     report, _ = built
-    v = report["validation"]
-    stored = load_validation(wh, vid)
-    assert v["status"] == "ok" and v["validation_id"] == vid
+    v = report["heldout"]
+    stored = load_heldout(wh, vid)
+    assert v["status"] == "ok" and v["heldout_id"] == vid
     assert [r["contender"] for r in v["rows"]] == stored.table["contender"].to_list()
     for r, s in zip(v["rows"], stored.table.iter_rows(named=True), strict=True):
         assert r["wait_mean_s"] == s["wait_mean_s"] and r["util_cpu"] == s["util_cpu"]
@@ -180,7 +180,7 @@ def test_validation_recommendations_and_roi_sections(wh, vid, built):
     assert rec["status"] == "ok" and rec["epochs"] == 168 and rec["policy_id"] == POLICY_ID
     assert rec["share"]["W"] == pytest.approx(w_share) and rec["switches"] == 14
     roi = report["roi"]
-    assert roi["status"] == "ok" and roi["validation_id"] == vid
+    assert roi["status"] == "ok" and roi["heldout_id"] == vid
     assert [r["reference_kind"] for r in roi["results"]] == ["best-fixed", "as-run"]
     assert roi["config"]["value_per_wait_hour"] == 2.0
     assert any("value of a researcher's wait-hour: 2 USD" in a for a in roi["assumptions"])
@@ -235,7 +235,7 @@ def test_html_is_self_contained_with_every_section(built):
     body = " ".join(doc.text)
     c = next(r for r in report["glance"] if r["scope"] == "cluster")
     for needle in (fmt_duration(c["wait_mean_s"]), fmt_duration(c["wait_max_s"]), fmt_pct(c["utilisation_cpu"]),
-                   fmt_int(c["jobs_submitted"]), fmt_int(c["cpu_hours"]), report["validation"]["validation_id"],
+                   fmt_int(c["jobs_submitted"]), fmt_int(c["cpu_hours"]), report["heldout"]["heldout_id"],
                    "payback", "Assumptions"):
         assert needle in body, needle
 
@@ -260,9 +260,9 @@ def test_empty_sections_say_so_plainly(tmp_path):
     assert report["week"] == "1997-W34"  # last complete week: the log ends on Friday 1997-08-29
     assert report["recommendations"]["status"] == "no-policy"
     assert "No controller policy exists yet" in report["recommendations"]["message"]
-    assert report["validation"]["status"] == "none" and report["roi"]["status"] == "unavailable"
+    assert report["heldout"]["status"] == "none" and report["roi"]["status"] == "unavailable"
     html = (tmp_path / CLUSTER / "1997-W34" / "report.html").read_text()
-    assert "No controller policy exists yet" in html and "No replay validation has been run" in html
+    assert "No controller policy exists yet" in html and "No held-out replay has been run" in html
     doc = _Doc()
     doc.feed(html)
     assert doc.h2 == [t for _, t in SECTIONS] and len(doc.imgs) == 3

@@ -13,7 +13,7 @@ from metapilot.models.evaluation.roi import (
     assumptions,
     compute_roi,
     load_roi_config,
-    roi_from_validation,
+    roi_from_heldout,
     roi_rows,
 )
 from metapilot.models.evaluation.heldout import Contender, comparison_table
@@ -115,7 +115,7 @@ def _table(controller: bool = True) -> pl.DataFrame:
 
 
 def test_references_from_a_validation_table():
-    best, asrun = roi_from_validation(_table(), CFG)
+    best, asrun = roi_from_heldout(_table(), CFG)
     assert best.reference_kind == "best-fixed" and asrun.reference_kind == "as-run"
     # each measure against the fixed contender best on it
     assert best.references == {"util_cpu": "fixed-U", "util_cpu_backlog": "fixed-U", "wait_mean_s": "SJF+easy",
@@ -138,7 +138,7 @@ def test_references_from_a_validation_table():
 
 def test_no_roi_without_the_controller():
     with pytest.raises(ValueError, match="not replayed.*no replay"):
-        roi_from_validation(_table(controller=False), CFG)
+        roi_from_heldout(_table(controller=False), CFG)
 
 
 def test_config_from_toml_and_options(tmp_path):
@@ -160,7 +160,7 @@ def test_config_from_toml_and_options(tmp_path):
 
 
 def test_roi_command(tmp_path):
-    """`metapilot roi --validation ID` on a stored validation with the controller replayed."""
+    """`metapilot roi --heldout ID` on a stored held-out replay with the controller replayed."""
     from evidence_fixtures import (
         POLICY_ID,
         insert_policy,
@@ -168,7 +168,7 @@ def test_roi_command(tmp_path):
         objective_replay,
         stub_controller,
     )
-    from metapilot.models.evaluation.heldout import run_validation
+    from metapilot.models.evaluation.heldout import run_heldout
     from typer.testing import CliRunner
 
     from metapilot.cli import app
@@ -177,11 +177,11 @@ def test_roi_command(tmp_path):
     con = kth_warehouse(db)
     insert_policy(con)
     replay, _ = objective_replay()
-    vid = run_validation(con, POLICY_ID, datetime(1996, 10, 21, tzinfo=UTC), datetime(1996, 11, 4, tzinfo=UTC),
+    vid = run_heldout(con, POLICY_ID, datetime(1996, 10, 21, tzinfo=UTC), datetime(1996, 11, 4, tzinfo=UTC),
                          replay=replay, controller_fn=stub_controller)
     con.close()
     (tmp_path / "roi.toml").write_text("[roi]\ndeployment_cost = 2500\n")
-    res = CliRunner().invoke(app, ["roi", "--validation", vid, "--db", str(db), "--cost-per-core-hour", "0.04"])
+    res = CliRunner().invoke(app, ["roi", "--heldout", vid, "--db", str(db), "--cost-per-core-hour", "0.04"])
     assert res.exit_code == 0, res.output
     for needle in ("vs best-fixed", "vs as-run", "recovered core-hours / week", "wait per week", "payback",
                    "Assumptions", "cost of a core-hour: 0.04 USD", "deployment cost: 2,500 USD"):
@@ -195,7 +195,7 @@ def test_roi_command(tmp_path):
     con = connect(db)
     promote(con, POLICY_ID, vid, None, db=db)  # published: no such warning
     con.close()
-    res = CliRunner().invoke(app, ["roi", "--validation", vid, "--db", str(db)])
+    res = CliRunner().invoke(app, ["roi", "--validation", vid, "--db", str(db)])  # the old option name still works
     assert res.exit_code == 0 and "not the published one" not in res.output
     res = CliRunner().invoke(app, ["roi", "--validation", "val-missing", "--db", str(db)])
     assert res.exit_code == 2 and "no validation" in res.output

@@ -115,7 +115,7 @@ def test_dataset_with_both_sources_chains_into_episodes(warehouse):
     assert by == {"as-run": N, "replay": 16 * N}
     ep = to_episodes(splits.train)
     assert ep.n_episodes == 1 + 16  # one per trajectory: each is unbroken
-    assert splits.validation.filter(pl.col("source") == "replay").height == 16 * 24
+    assert splits.checkpoint.filter(pl.col("source") == "replay").height == 16 * 24
     # a source that leaked outside the window would be refused by build_tuples
     assert build_tuples(warehouse, REQ, ("replay",))["epoch_start"].max() < REQ.window_to
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from metapilot.transforms.asrun_state import capacity_at, to_epoch_s
 from metapilot.transforms.reward import (
-    RewardConfig,
+    ControllerRewardConfig,
     reward_from_aggregates,
     utilisation,
 )
@@ -115,12 +115,12 @@ def test_state_is_finite_and_bounded(used, cap, q, w, share, arr, t):
 # --- reward ------------------------------------------------------------------------------------------
 
 
-PAPER = RewardConfig(kind="paper")
+PAPER = ControllerRewardConfig(kind="paper")
 
 
 def test_aligned_reward_by_hand():
     """-(A + lam * G) / (scale_jobs * epoch_s), + mu * utilisation only when the epoch opens with a backlog."""
-    rc = RewardConfig(lam=10.0, mu=2.0, scale_jobs=5.0)
+    rc = ControllerRewardConfig(lam=10.0, mu=2.0, scale_jobs=5.0)
     r = reward_from_aggregates(
         queue_len_end=np.array([0, 3, 3, 0]), wait_mean_end_s=np.zeros(4), u_cpu=np.array([0.5, 0.5, 0.5, 0.9]),
         u_gpu=np.array([0.2, 0.2, 0.2, 0.2]), u_mem=np.zeros(4), cap_gpu=np.array([0, 0, 4, 0]), cap_mem=np.zeros(4),
@@ -135,7 +135,7 @@ def test_aligned_reward_by_hand():
     ]
     np.testing.assert_allclose(r, expected)
     with pytest.raises(ValueError):
-        RewardConfig(kind="nope")
+        ControllerRewardConfig(kind="nope")
 
 
 def test_reward_by_hand():
@@ -161,7 +161,7 @@ def test_reward_by_hand():
 
 def test_reward_config_overrides():
     kw = dict(queue_len_end=3, wait_mean_end_s=5000, u_cpu=0.5, u_gpu=0.5, u_mem=0.5, cap_gpu=4, cap_mem=100)
-    paper = lambda **k: RewardConfig(kind="paper", **k)  # noqa: E731
+    paper = lambda **k: ControllerRewardConfig(kind="paper", **k)  # noqa: E731
     assert reward_from_aggregates(**kw, config=paper(alpha=100))[0] == pytest.approx(-50 + 1.5)
     assert reward_from_aggregates(**kw, config=paper(use_gpu=False, use_mem=False))[0] == pytest.approx(-0.5 + 0.5)
     assert reward_from_aggregates(**(kw | {"queue_len_end": 0}), config=paper(empty_queue_reward=1.0))[0] == 1.0

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class RewardConfig:
+class ControllerRewardConfig:
     """Reward constants (SPEC §7); every one is recorded in the model card."""
 
     kind: str = "aligned"  # aligned | paper
@@ -99,7 +99,7 @@ def reward_from_aggregates(
     wait_accrued_s: np.ndarray | float = 0.0,
     wait_started_max_s: np.ndarray | float = 0.0,
     epoch_s: float = 3600.0,
-    config: RewardConfig = RewardConfig(),
+    config: ControllerRewardConfig = ControllerRewardConfig(),
 ) -> np.ndarray:
     """Reward of each epoch (float64 array), from the aggregates at its two boundaries and what
     accrued in it (see the module docstring for both kinds).
@@ -131,7 +131,7 @@ def reward_from_aggregates(
     return np.where(q <= 0, config.empty_queue_reward, busy)
 
 
-def reward_from_frame(aggregates: "pl.DataFrame", config: RewardConfig = RewardConfig()) -> np.ndarray:
+def reward_from_frame(aggregates: "pl.DataFrame", config: ControllerRewardConfig = ControllerRewardConfig()) -> np.ndarray:
     """Rewards of the n epochs between n + 1 consecutive boundaries of an aggregates frame (the
     `transforms.state` aggregates plus the epoch's `u_*` and `wait_accrued_s` on the boundary that
     opens it; one trajectory, in order: the record of the largest wait starts at its first

@@ -97,7 +97,10 @@ def _open(path: Path, read_only: bool, config: dict | None, wait_s: float | None
 
 def apply_ddl(con: duckdb.DuckDBPyConnection) -> None:
     """Create every table and view the project defines (idempotent), migrating an older
-    warehouse's tables first where a key changed."""
+    warehouse's tables first where a key or a name changed."""
+    from metapilot.warehouse.renames import rename_legacy
+
+    rename_legacy(con)
     legacy = _ingest_files_keyed_by_hash(con)
     if legacy:
         con.execute("ALTER TABLE ingest_files RENAME TO ingest_files_v1")

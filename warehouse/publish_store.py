@@ -15,7 +15,7 @@ from metapilot.warehouse.db import has_table
 from metapilot.warehouse.policy_store import policy_row
 
 
-def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str | None, verdict: str | None,
+def promote(con: duckdb.DuckDBPyConnection, policy_id: str, heldout_id: str | None, verdict: str | None,
             db: str | Path | None = None, *, kind: str = "controller", recommendation: str | None = None,
             message: str | None = None, gate: dict | None = None, gate_training: dict | None = None,
             ope_passes: bool | None = None) -> Path:
@@ -35,7 +35,7 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
     recommendation = recommendation or (f"MetaPilot controller {policy_id}" if kind == "controller"
                                         else "the scheduler's current policy")
     con.execute(sql_text("publish/record_decision.sql"), {
-        "cluster": cluster, "partition": partition, "policy_id": policy_id, "validation_id": validation_id,
+        "cluster": cluster, "partition": partition, "policy_id": policy_id, "heldout_id": heldout_id,
         "published_at": now, "verdict": verdict, "kind": kind, "recommendation": recommendation, "message": message,
         "gate": json.dumps(gate) if gate is not None else None,
         "gate_training": json.dumps(gate_training) if gate_training is not None else None, "ope_passes": ope_passes})
@@ -45,7 +45,7 @@ def promote(con: duckdb.DuckDBPyConnection, policy_id: str, validation_id: str |
                                    "recommendation": recommendation, "message": message,
                                    "policy_id": policy_id if kind == "controller" else None,
                                    "path": path if kind == "controller" else None, "evaluated_policy_id": policy_id,
-                                   "validation_id": validation_id, "published_at": now.isoformat(),
+                                   "heldout_id": heldout_id, "published_at": now.isoformat(),
                                    "verdict": verdict, "gate": {"checkpoint_window": _passed(gate),
                                                                 "training_weeks": _passed(gate_training),
                                                                 "off_policy_evaluation": ope_passes}},

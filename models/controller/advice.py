@@ -128,7 +128,7 @@ def score_recommendations(con: duckdb.DuckDBPyConnection, policy_id: str, week: 
     from metapilot.ground.weeks import parse_week
     from metapilot.warehouse.asrun_queries import asrun_aggregates
     from metapilot.warehouse.policy_store import policy_row
-    from metapilot.warehouse.validation_store import store_recommendations
+    from metapilot.warehouse.heldout_store import store_recommendations
 
     row = policy_row(con, policy_id)
     folder = Path(row["path"]) if row.get("path") and Path(row["path"]).is_dir() else find_policy(policy_id, db)

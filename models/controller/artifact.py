@@ -218,16 +218,16 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
         "partition": partition or "*",
         "training_window": {"from": splits.train_window[0].isoformat(), "to": splits.train_window[1].isoformat(),
                             "days": round(window_days(splits.train_window), 3)},
-        "validation_window": (
-            {"from": splits.valid_window[0].isoformat(), "to": splits.valid_window[1].isoformat(),
-             "days": round(window_days(splits.valid_window), 3)} if splits.valid_window else None
+        "checkpoint_window": (
+            {"from": splits.checkpoint_window[0].isoformat(), "to": splits.checkpoint_window[1].isoformat(),
+             "days": round(window_days(splits.checkpoint_window), 3)} if splits.checkpoint_window else None
         ),
-        "validation_source": result.validation_source,
+        "checkpoint_source": result.checkpoint_source,
         "dataset": {
             "sha256": dataset_sha256,
             "state_spec": splits.spec,
             "n_train_tuples": result.n_train,
-            "n_validation_tuples": result.n_valid,
+            "n_checkpoint_tuples": result.n_checkpoint,
             "older_tuples_mixed_in": splits.older_mixed,
             "sources": sorted(set(st["source"].to_list())) if st.height else [],
             "summary": splits.summary(),
@@ -259,7 +259,7 @@ def build_card(result, splits, *, policy_id: str, cluster: str, partition: str |
         "hyper_parameters": cfg.to_dict(),
         "q_values": {"units": "reward units (d3rlpy Q x q_scale)", "q_scale": result.q_scale, "gamma": cfg.gamma},
         "ope": {
-            "method": "DiscreteFQE on the validation tuples; value = mean over states of Q_fqe(s, pi(s))",
+            "method": "DiscreteFQE on the checkpoint tuples; value = mean over states of Q_fqe(s, pi(s))",
             "chosen": result.chosen.to_dict(),
             "candidates": [c.to_dict() for c in result.candidates],
             "baselines": {k: v.to_dict() for k, v in result.baselines.items()},
@@ -362,7 +362,7 @@ def json_default(o: Any) -> Any:
 
 def register(con, card: dict, folder: Path, sums_sha: str, result) -> None:
     """Insert (or replace) the policy's row in `policies`."""
-    vw = card["validation_window"] or {}
+    vw = card.get("checkpoint_window", card.get("validation_window")) or {}  # older cards: its old name
     replay = card.get("replay") or {}
     row = {
         "policy_id": card["policy_id"], "cluster": card["cluster"], "partition": card["partition"],

@@ -21,7 +21,7 @@ from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator.objectives import sort_keys
 from metapilot.models.controller.tuples import tuples_from_aggregates
 from metapilot.transforms.asrun_state import TimeLike, epoch_grid, to_epoch_s
-from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.reward import ControllerRewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.warehouse.asrun_queries import asrun_aggregates, asrun_queues
 
@@ -124,7 +124,7 @@ def asrun_tuples(
     *,
     partition: str | None = None,
     state_config: StateConfig = StateConfig(),
-    reward_config: RewardConfig = RewardConfig(),
+    reward_config: ControllerRewardConfig = ControllerRewardConfig(),
     inference: InferenceConfig = InferenceConfig(),
     capacity: pl.DataFrame | None = None,
 ) -> pl.DataFrame:

@@ -38,7 +38,7 @@ from metapilot.models.controller.tuples import (  # noqa: F401  (re-exported: th
     tuples_from_aggregates,
 )
 from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
-from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.reward import ControllerRewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.warehouse.jobs_store import last_submit
 from metapilot.warehouse.mdp_store import load_transitions, replace_transitions
@@ -55,7 +55,7 @@ class TupleRequest:
     window_from: datetime
     window_to: datetime
     state: StateConfig = StateConfig()
-    reward: RewardConfig = RewardConfig()
+    reward: ControllerRewardConfig = ControllerRewardConfig()
     seed: int = 0
     planner: PlannerConfig = PlannerConfig()  # the teacher of the 'planner' source
 
@@ -132,28 +132,28 @@ class DatasetConfig:
     """Which sources, how the time split is made, and how much of the past is replayed."""
 
     state: StateConfig = StateConfig()
-    reward: RewardConfig = RewardConfig()
+    reward: ControllerRewardConfig = ControllerRewardConfig()
     sources: tuple[str, ...] = ("as-run",)
     planner: PlannerConfig = PlannerConfig()  # the teacher of the 'planner' source (tuned on the training window)
     lookahead: bool = True  # with a tuning: the state gains the tuned planner's lookahead features
     older_fraction: float = 0.1  # share of the training set drawn from windows older than train_from
-    validation_share: float = 0.25  # default validation window length, as a share of the train window
+    checkpoint_share: float = 0.25  # default checkpoint window length, as a share of the train window
     seed: int = 0
 
 
 @dataclass
 class DatasetSplits:
-    """Train (new window + older mix-in) and validation tuples, never overlapping in time."""
+    """Train (new window + older mix-in) and checkpoint tuples, never overlapping in time."""
 
     train: pl.DataFrame
-    validation: pl.DataFrame
+    checkpoint: pl.DataFrame
     train_window: tuple[datetime, datetime]
-    valid_window: tuple[datetime, datetime] | None
+    checkpoint_window: tuple[datetime, datetime] | None
     older_mixed: int = 0
     spec: str = ""
     notes: list[str] = field(default_factory=list)
     state: StateConfig = StateConfig()
-    reward: RewardConfig = RewardConfig()
+    reward: ControllerRewardConfig = ControllerRewardConfig()
     planner: PlannerConfig = PlannerConfig()
 
     def summary(self) -> dict:
@@ -170,16 +170,16 @@ class DatasetSplits:
 
         return {
             "train_window": [t.isoformat() for t in self.train_window],
-            "valid_window": [t.isoformat() for t in self.valid_window] if self.valid_window else None,
+            "checkpoint_window": [t.isoformat() for t in self.checkpoint_window] if self.checkpoint_window else None,
             "train": counts(self.train),
-            "validation": counts(self.validation),
+            "checkpoint": counts(self.checkpoint),
             "older_mixed": self.older_mixed,
             "state_spec": self.spec,
             "notes": self.notes,
         }
 
 
-def default_validation_window(
+def default_checkpoint_window(
     con: duckdb.DuckDBPyConnection, cluster: str, train_from: TimeLike, train_to: TimeLike, share: float, epoch_s: int
 ) -> tuple[datetime, datetime] | None:
     """The window right after training, `share` of its length, cut at the last submitted job."""
@@ -206,10 +206,10 @@ def build_dataset(
     store: bool = True,
     reuse: bool = False,
 ) -> DatasetSplits:
-    """Build (and store) the tuples of the train and validation windows; mix in older tuples.
+    """Build (and store) the tuples of the train and checkpoint windows; mix in older tuples.
 
-    The validation window must start at or after the end of training (strict time split); by
-    default it follows training for `validation_share` of its length. With `reuse`, a window whose
+    The checkpoint window must start at or after the end of training (strict time split); by
+    default it follows training for `checkpoint_share` of its length. With `reuse`, a window whose
     tuples of every source are already stored (same spec) is read back instead of rebuilt (tuples
     are deterministic: training right after `metapilot dataset` does not pay for them twice).
     """
@@ -217,15 +217,15 @@ def build_dataset(
     notes: list[str] = []
     train_w = (as_utc(train_from), as_utc(train_to))
     if valid_from is None and valid_to is None:
-        valid_w = default_validation_window(con, cluster, train_from, train_to, config.validation_share, config.state.epoch_s)
+        valid_w = default_checkpoint_window(con, cluster, train_from, train_to, config.checkpoint_share, config.state.epoch_s)
         if valid_w is None:
-            notes.append("no data after the training window: validation falls back to the training tuples")
+            notes.append("no data after the training window: the checkpoint falls back to the training tuples")
     else:
         if valid_from is None or valid_to is None:
             raise ValueError("give both --valid-from and --valid-to, or neither")
         valid_w = (as_utc(valid_from), as_utc(valid_to))
         if valid_w[0] < train_w[1]:
-            raise ValueError(f"validation window starts {valid_w[0]} before training ends {train_w[1]}: the split must be by time")
+            raise ValueError(f"checkpoint window starts {valid_w[0]} before training ends {train_w[1]}: the split must be by time")
 
     def window(w: tuple[datetime, datetime]) -> pl.DataFrame:
         if reuse:
@@ -253,11 +253,11 @@ def build_dataset(
 
 
 def export_parquet(splits: DatasetSplits, folder: str | Path) -> dict[str, Path]:
-    """Write train/validation tuples (with a `split` column) and a JSON summary to `folder`."""
+    """Write train/checkpoint tuples (with a `split` column) and a JSON summary to `folder`."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, df in (("train", splits.train), ("validation", splits.validation)):
+    for name, df in (("train", splits.train), ("checkpoint", splits.checkpoint)):
         p = folder / f"{name}.parquet"
         df.with_columns(pl.lit(name).alias("split")).write_parquet(p)
         out[name] = p

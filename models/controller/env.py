@@ -25,7 +25,7 @@ from metapilot.models.simulator.epoch_replay import (
     epoch_reward,
     fast_reward_ok,
 )
-from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.reward import ControllerRewardConfig
 from metapilot.transforms.state import (
     LOG_COUNT_SCALE,
     LOG_TIME_SCALE,
@@ -62,7 +62,7 @@ class ObjectiveSwitchingEnv(gym.Env):
 
     - action: index into the menu of `state_config` (`models.controller.objectives.Menu`);
     - observation: `transforms.state` features at the boundary after the epoch (float32);
-    - reward: SPEC §7 for the epoch (`RewardConfig`: aligned by default);
+    - reward: SPEC §7 for the epoch (`ControllerRewardConfig`: aligned by default);
     - terminated: every job of the workload has finished; truncated: `max_epochs` reached;
     - info: the raw aggregates of the boundary, `u_*` of the epoch, the epoch index and objective.
 
@@ -71,13 +71,13 @@ class ObjectiveSwitchingEnv(gym.Env):
     metadata = {"render_modes": []}
 
     def __init__(self, workload: Workload, capacity: Capacity, *, epoch_s: int | None = None,
-                 state_config: StateConfig | None = None, reward_config: RewardConfig | None = None,
+                 state_config: StateConfig | None = None, reward_config: ControllerRewardConfig | None = None,
                  partition: str | None = None, max_epochs: int | None = None) -> None:
         sc = state_config or StateConfig()
         if epoch_s is not None:
             sc = replace(sc, epoch_s=int(epoch_s))
         self.state_config = sc
-        self.reward_config = reward_config or RewardConfig()
+        self.reward_config = reward_config or ControllerRewardConfig()
         self.max_epochs = max_epochs
         self.menu = Menu.of(sc)
         self.replay = EpochReplay(workload, capacity, epoch_s=sc.epoch_s, long_tail_s=sc.long_tail_s,

@@ -2,7 +2,7 @@
 cost over the next hours, from the scheduler's view at a boundary.
 
 The same probe serves the replay (`LookaheadProbe`, reading the engine at a boundary: rollouts,
-the planner's own trajectories, validation, the gym env) and the as-run history
+the planner's own trajectories, the held-out replay, the gym env) and the as-run history
 (`asrun_lookahead_costs`, building that view from the warehouse's real start times: the as-run
 tuples and the advice), so a feature means the same in every tuple and at decision time. The
 view holds the jobs submitted in the window that are queued or running at the boundary

@@ -19,7 +19,7 @@ ties) then follows what tuning found best held fixed rather than whatever was ch
 many hours earlier, arriving again): still only what the scheduler has seen; tuning decides
 whether it helps. The oracle variant rolls the true future forward (the
 real engine copied, future arrivals and true run times included): a reference bound for
-validation, never published.
+the held-out replay, never published.
 
 """
 

@@ -1,6 +1,6 @@
 """Replay of a workload with the scheduler's objective chosen per decision epoch (SPEC §6).
 
-`replay_objectives` is what validation (`models.evaluation.heldout`), the checkpoint choice of training
+`replay_objectives` is what the held-out replay (`models.evaluation.heldout`), the checkpoint choice of training
 (`models.evaluation.checkpoint`) and the benchmarks call: an objective of the menu held for
 the whole window (fixed-SJF replays exactly as SJF+EASY, ...) or a controller that sees the §7
 state at every boundary and picks the next epoch's objective.
@@ -24,7 +24,7 @@ from metapilot.models.simulator import SimResult
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.engine import Engine
 from metapilot.models.simulator.epoch_replay import N_SUMS, EpochReplay, StateEncoder, aggregates_frame
-from metapilot.transforms.reward import RewardConfig, reward_from_frame
+from metapilot.transforms.reward import ControllerRewardConfig, reward_from_frame
 from metapilot.transforms.state import StateConfig, lookahead_features
 from metapilot.transforms.workload import Workload
 
@@ -55,14 +55,14 @@ class ObjectiveReplayResult(SimResult):
     boundary_aggregates: np.ndarray = field(default_factory=lambda: np.zeros((0, 16)))
     epoch_sums: np.ndarray = field(default_factory=lambda: np.zeros((0, N_SUMS)))
     state_config: StateConfig = StateConfig()
-    reward_config: RewardConfig = RewardConfig()
+    reward_config: ControllerRewardConfig = ControllerRewardConfig()
     lookahead_costs: np.ndarray | None = None  # (n + 1, menu size) at the boundaries, when the state has them
 
     def aggregates(self) -> pl.DataFrame:
         """The boundaries as a frame (AGGREGATES + the epoch sums + u_* of the epoch each opens)."""
         return aggregates_frame(self.boundary_aggregates, self.epoch_sums, self.epoch_s)
 
-    def epoch_rewards(self, config: RewardConfig | None = None) -> np.ndarray:
+    def epoch_rewards(self, config: ControllerRewardConfig | None = None) -> np.ndarray:
         """SPEC §7 reward of every epoch (the definition, vectorised), under the replay's reward
         or another one (`config`)."""
         return reward_from_frame(self.aggregates(), config or self.reward_config)
@@ -84,7 +84,7 @@ def replay_objectives(
     objective: int | StatePolicy | EnginePolicy,
     epoch_s: int = 3600,
     state_config: StateConfig | None = None,
-    reward_config: RewardConfig | None = None,
+    reward_config: ControllerRewardConfig | None = None,
     *,
     partition: str | None = None,
     horizon_s: float | None = None,
@@ -95,12 +95,12 @@ def replay_objectives(
     throughout, or `state -> action` called at every boundary with the state (float32,
     (n_features,)) of `transforms.state` (lookahead features included when the state config has
     them), or an `EnginePolicy` (the planner) asked at every boundary. `horizon_s`: keep deciding
-    at least this long after the window start (e.g. to score a whole validation window even after
+    at least this long after the window start (e.g. to score a whole checkpoint window even after
     the last job ends). `settings`: raw engine settings per action instead of the menu's (what-if
     benchmarks; see `models.simulator.epoch_replay.EpochReplay`). `lookahead`: record the lookahead costs
     of every boundary (default: when a state policy needs them; tuple sources ask for them)."""
     sc = replace(state_config or StateConfig(), epoch_s=int(epoch_s))
-    rc = reward_config or RewardConfig()
+    rc = reward_config or ControllerRewardConfig()
     menu = Menu.of(sc)
     names = menu.names
     planner = hasattr(objective, "plan")

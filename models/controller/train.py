@@ -1,7 +1,7 @@
 """Offline training of the objective controller (SPEC §7): DiscreteCQL, with baselines and OPE.
 
 `train_policy` fits DiscreteCQL on the training tuples, keeps a checkpoint per d3rlpy epoch,
-and picks the checkpoint with the best DiscreteFQE estimate on the validation window (or, when a
+and picks the checkpoint with the best DiscreteFQE estimate on the checkpoint window (or, when a
 `replay_evaluator` is given, the best replay score). DiscreteBC, offline DQN and DiscreteBCQ are
 trained on the same data and scored the same way, for the model card. Every fit is seeded
 (`d3rlpy.seed`, deterministic torch), so the same data and config give the same weights.
@@ -79,10 +79,10 @@ class PolicyScore:
 
     name: str
     step: int
-    fqe_value: float | None  # mean over validation states of Q_fqe(s, pi(s)), reward units (None: not estimated)
+    fqe_value: float | None  # mean over checkpoint states of Q_fqe(s, pi(s)), reward units (None: not estimated)
     fqe_initial_value: float | None  # the same over the episodes' first states
-    action_shares: dict[str, float]  # share of validation states where the policy picks each objective
-    behaviour_match: float  # share of validation states where it picks the logged action
+    action_shares: dict[str, float]  # share of checkpoint states where the policy picks each objective
+    behaviour_match: float  # share of checkpoint states where it picks the logged action
     replay: dict[str, float] | None = None
 
     def to_dict(self) -> dict:
@@ -103,8 +103,8 @@ class TrainResult:
     scaler_mean: np.ndarray
     scaler_std: np.ndarray
     n_train: int
-    n_valid: int
-    validation_source: str  # "validation window" | "training tuples (no validation data)"
+    n_checkpoint: int
+    checkpoint_source: str  # "checkpoint window" | "training tuples (no checkpoint data)"
     seconds: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -209,7 +209,7 @@ def greedy(algo) -> PolicyFn:
 def score_policy(algo, name: str, step: int, valid_ds, valid_obs, valid_first, valid_actions,
                  config: TrainConfig, replay_evaluator: ReplayEvaluator | None, menu: Menu = Menu(),
                  fqe: bool = True) -> PolicyScore:
-    """DiscreteFQE estimate of `algo` on the validation tuples (+ replay metrics if hooked); with
+    """DiscreteFQE estimate of `algo` on the checkpoint tuples (+ replay metrics if hooked); with
     `fqe=False` the replay alone (no FQE values: the replay chooses, FQE is for the chosen one)."""
     acts = algo.predict(valid_obs)
     if not fqe:
@@ -276,7 +276,7 @@ def _better(a: PolicyScore, b: PolicyScore | None) -> bool:
 
 def train_policy(
     train: pl.DataFrame,
-    validation: pl.DataFrame,
+    checkpoint: pl.DataFrame,
     config: TrainConfig = TrainConfig(),
     replay_evaluator: ReplayEvaluator | None = None,
     log: Callable[[str], None] | None = None,
@@ -298,10 +298,10 @@ def train_policy(
         torch.set_num_threads(config.num_threads)
     train_ds = to_mdp_dataset(train, len(menu))
     train_obs = observations(train)
-    if validation.height:
-        valid, vsource = validation, "validation window"
+    if checkpoint.height:
+        valid, vsource = checkpoint, "checkpoint window"
     else:
-        valid, vsource = train, "training tuples (no validation data)"
+        valid, vsource = train, "training tuples (no checkpoint data)"
     valid_ds = to_mdp_dataset(valid, len(menu))
     valid_obs = observations(valid)
     valid_actions = valid["action"].to_numpy()
@@ -367,8 +367,8 @@ def train_policy(
     return TrainResult(
         algo=algo, algorithm=config.algorithm, config=config, chosen=best, candidates=candidates,
         baselines=baselines, behaviour_mc_return=discounted_return(valid, config.gamma),
-        scaler_mean=mean, scaler_std=std, n_train=train.height, n_valid=valid.height,
-        validation_source=vsource, seconds=timings,
+        scaler_mean=mean, scaler_std=std, n_train=train.height, n_checkpoint=valid.height,
+        checkpoint_source=vsource, seconds=timings,
     )
 
 

@@ -22,7 +22,7 @@ from metapilot.models.controller.objectives import Menu
 from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
 from metapilot.models.controller.replay import replay_objectives
 from metapilot.models.simulator import BASELINES, Capacity, simulate
-from metapilot.transforms.reward import RewardConfig
+from metapilot.transforms.reward import ControllerRewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.transforms.workload import Workload
 
@@ -220,7 +220,7 @@ def choose_reward_lam(workload: Workload, capacity: Capacity, state: StateConfig
     gate_rank = _ranks([gate(Outcome.of(n, m), fixed).score for n, m in zip(menu.names, metrics, strict=True)])
     candidates = []
     for lam in lams:
-        rc = RewardConfig(lam=float(lam))
+        rc = ControllerRewardConfig(lam=float(lam))
         returns = [float(r.epoch_rewards(rc).sum()) for r in runs]
         tau = _kendall(_ranks([-x for x in returns]), gate_rank)
         candidates.append((tau, float(lam) == prefer, -float(lam), float(lam), returns))

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 import numpy as np
 import polars as pl
 from metapilot.transforms.asrun_state import TimeLike, to_epoch_s
-from metapilot.transforms.reward import RewardConfig, reward_from_frame
+from metapilot.transforms.reward import ControllerRewardConfig, reward_from_frame
 from metapilot.transforms.state import (
     FEATURE_NAMES,
     StateConfig,
@@ -39,7 +39,7 @@ TUPLE_COLUMNS: tuple[str, ...] = tuple(TUPLE_SCHEMA)
 TRAJECTORY_KEYS: tuple[str, ...] = ("cluster", "partition", "window_from", "source", "behaviour_policy", "seed")
 
 
-def state_spec(state_config: StateConfig, reward_config: RewardConfig) -> str:
+def state_spec(state_config: StateConfig, reward_config: ControllerRewardConfig) -> str:
     """Short hash of what a tuple's numbers mean: features, their normalisation, configs, actions."""
     doc = {
         "features": [[f.name, f.normalisation] for f in state_features(state_config)],
@@ -67,7 +67,7 @@ def tuples_from_aggregates(
     behaviour_policy: str,
     seed: int | None,
     state_config: StateConfig = StateConfig(),
-    reward_config: RewardConfig = RewardConfig(),
+    reward_config: ControllerRewardConfig = ControllerRewardConfig(),
     terminal_last: bool = False,
     lookahead_costs: np.ndarray | None = None,
 ) -> pl.DataFrame:

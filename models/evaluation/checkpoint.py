@@ -1,6 +1,6 @@
 """Replay score of a candidate controller, for choosing the checkpoint in `metapilot train`.
 
-`make_replay_evaluator(con, request)` loads the validation window once (jobs submitted in it,
+`make_replay_evaluator(con, request)` loads the checkpoint window once (jobs submitted in it,
 capacity at its start) and returns `evaluate(policy) -> {"score": ..., ...}` where `policy` maps
 states `(n, N_FEATURES)` to actions `(n,)` (`models.controller.train.greedy`). The window is
 replayed from an empty cluster with the policy choosing the objective at every boundary
@@ -143,7 +143,7 @@ class CheckpointEvaluator:
 def make_replay_evaluator(con: duckdb.DuckDBPyConnection, request: TupleRequest,
                           training: tuple[datetime, datetime] | None = None,
                           tuning: dict | None = None) -> CheckpointEvaluator:
-    """An evaluator of candidate policies on the request's (validation) window that can also
+    """An evaluator of candidate policies on the request's (checkpoint) window that can also
     check the chosen one on the `training` weeks (with the fixed contenders' outcomes there from
     `tuning`, a `Tuning.to_dict()`, when it was tuned on the same weeks)."""
     fixed = None if training is None else fixed_of(tuning, training, request.partition)

@@ -1,4 +1,4 @@
-"""Replay validation of a controller on a held-out window: the evidence an operator reads.
+"""Held-out replay of a controller on a held-out window: the evidence an operator reads.
 
 Contenders (SPEC §6, §7, §9): the controller (objective switched per epoch), each objective of its
 menu held fixed, the lookahead planner and the guarded rule it was taught by, the oracle planner
@@ -7,7 +7,7 @@ the same jobs). Every contender's figures come from `models.simulator.metrics` (
 is wrapped in a `SimResult` with the logged starts), so no metric is computed two ways.
 
 The pure part (contender results -> table, winners, bootstrap intervals, verdict) needs no
-warehouse; `run_validation` at the bottom is the entry point a command or a flow calls.
+warehouse; `run_heldout` at the bottom is the entry point a command or a flow calls.
 
 The differences of the controller are measured against, per metric, the fixed contender that is
 *best on that metric* (so the controller is never credited for beating a weak rule), and against
@@ -50,7 +50,7 @@ StatePolicy = Callable[[np.ndarray], int]
 class Metric:
     """One column of the comparison: where it comes from and which way is better."""
 
-    column: str  # validations / validation_weeks column
+    column: str  # heldout_replays / heldout_weeks column
     label: str
     better: str  # "min" | "max"
     unit: str  # "s" | "fraction" | "1"
@@ -82,12 +82,12 @@ TIE_REL = 1e-9  # values within this relative distance of the best also win
 
 @dataclass(frozen=True)
 class Contender:
-    """One contender's outcome on the window: overall figures (validations columns) and weeks."""
+    """One contender's outcome on the window: overall figures (heldout_replays columns) and weeks."""
 
     name: str
     kind: str
     overall: dict[str, Any] | None  # METRIC_COLUMNS + jobs, jobs_not_run, first_submit, last_end; None = unavailable
-    weekly: pl.DataFrame | None = None  # validation_weeks columns (without ids)
+    weekly: pl.DataFrame | None = None  # heldout_weeks columns (without ids)
     note: str | None = None
 
     @property
@@ -96,7 +96,7 @@ class Contender:
 
 
 def contender_from_result(name: str, kind: str, result: SimResult, note: str | None = None) -> Contender:
-    """Figures of a replay (or of the wrapped as-run history) in the validations' column names."""
+    """Figures of a replay (or of the wrapped as-run history) in the heldout_replays' column names."""
     if kind not in KINDS:
         raise ValueError(f"unknown contender kind {kind!r}; known: {KINDS}")
     o = result.metrics().row(0, named=True)
@@ -194,7 +194,7 @@ def asrun_result(workload: Workload, capacity: Capacity, jobs: pl.DataFrame) -> 
 
 
 def comparison_table(contenders: Sequence[Contender]) -> pl.DataFrame:
-    """One row per contender (validations' metric columns, then kind, status, note, counts)."""
+    """One row per contender (heldout_replays' metric columns, then kind, status, note, counts)."""
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
         raise ValueError(f"duplicate contender names: {names}")
@@ -287,7 +287,7 @@ def paired_weeks(weekly: pl.DataFrame, a: str, b: str, metric: str) -> pl.DataFr
 def controller_differences(table: pl.DataFrame, weekly: pl.DataFrame, controller: str = CONTROLLER,
                            n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> pl.DataFrame:
     """Controller minus reference, per metric, against the best fixed contender on that metric and
-    against the as-run history, with a paired bootstrap interval over weeks (validation_diffs rows).
+    against the as-run history, with a paired bootstrap interval over weeks (heldout_diffs rows).
     Empty when the controller is unavailable."""
     rows: list[dict] = []
     ok = table.filter(pl.col("status") == "ok")
@@ -357,7 +357,7 @@ def _verdict_parts(table: pl.DataFrame, diffs: pl.DataFrame, controller: str) ->
     """The verdict as (headline: wins and losses, details: one line per measure with its interval)."""
     row = table.filter(pl.col("contender") == controller)
     if row.height == 0 or row["status"][0] != "ok":
-        reason = row["note"][0] if row.height and row["note"][0] else "it was not part of this validation"
+        reason = row["note"][0] if row.height and row["note"][0] else "it was not part of this held-out replay"
         return [f"The controller ({controller}) was not replayed: {reason}. "
                 "The table compares the other contenders only; it is no evidence for or against the controller."], []
     won = winners(table)
@@ -445,11 +445,11 @@ def _num(v: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-# --- running a validation (warehouse in, validation id out) -------------------------------------------
+# --- running a held-out replay (warehouse in, its id out) ---------------------------------------------
 
 
 @dataclass
-class ValidationWindow:
+class HeldOutWindow:
     """The window to replay and why it was chosen."""
 
     cluster: str
@@ -466,7 +466,7 @@ def _utc(d: datetime | None) -> datetime | None:
 
 
 def choose_window(con: duckdb.DuckDBPyConnection, policy: dict, start: datetime | None = None,
-                  end: datetime | None = None) -> ValidationWindow:
+                  end: datetime | None = None) -> HeldOutWindow:
     """The held-out window: by default it starts where the policy stopped looking at data (the end
     of its checkpoint-selection window when that lies after training, else the end of training)
     and is as long as the training window, cut at the cluster's last submitted job."""
@@ -495,12 +495,12 @@ def choose_window(con: duckdb.DuckDBPyConnection, policy: dict, start: datetime 
     if end is None:
         end = min(start + (train_to - train_from), last + timedelta(microseconds=1))
     if end <= start:
-        raise ValueError(f"empty validation window {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M}: no jobs after "
+        raise ValueError(f"empty checkpoint window {start:%Y-%m-%d %H:%M} .. {end:%Y-%m-%d %H:%M}: no jobs after "
                          f"{start:%Y-%m-%d}; give --from/--to")
     if start < train_to and end > train_from:
         notes.append(f"the window overlaps the training window ({train_from:%Y-%m-%d} .. {train_to:%Y-%m-%d}): "
                      "this is not a held-out test")
-    return ValidationWindow(cluster, partition, start, end, notes)
+    return HeldOutWindow(cluster, partition, start, end, notes)
 
 
 def policy_state_fn(policy: Any) -> StatePolicy:
@@ -555,7 +555,7 @@ def teachers(card: dict | None, menu) -> list[tuple[str, str, Any]]:
             ("oracle (bound)", "bound", oracle_of(planner))]
 
 
-def run_validation(
+def run_heldout(
     con: duckdb.DuckDBPyConnection,
     policy_id: str,
     start: datetime | None = None,
@@ -570,18 +570,18 @@ def run_validation(
     log: Callable[[str], None] | None = None,
     state_config: Any = None,
 ) -> str:
-    """Replay the held-out window under every contender, store `validations`, `validation_weeks`
-    and `validation_diffs`, and return the validation id.
+    """Replay the held-out window under every contender, store `heldout_replays`, `heldout_weeks`
+    and `heldout_diffs`, and return the held-out replay id.
 
     `replay` (default: models.controller.replay.replay_objectives) and `controller_fn` (default:
     the published policy, checksums verified) can be injected (with the `state_config`, menu
     included, it decides in; default: the default one); a missing one makes the contenders that
-    need it `unavailable`, with the reason, instead of failing the validation."""
+    need it `unavailable`, with the reason, instead of failing the replay."""
     from metapilot.models.simulator import BASELINES, Capacity, simulate
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.sim_store import load_capacity, load_window
     from metapilot.warehouse.policy_store import policy_row
-    from metapilot.warehouse.validation_store import store_validation
+    from metapilot.warehouse.heldout_store import store_heldout
 
     say = log or (lambda _msg: None)
     policy = policy_row(con, policy_id)
@@ -640,14 +640,14 @@ def run_validation(
     table = comparison_table(contenders)
     weekly = weekly_table(contenders)
     diffs = controller_differences(table, weekly, CONTROLLER, n_boot=n_boot, seed=seed)
-    validation_id = f"val-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
+    heldout_id = f"val-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
     cap = capacity.matrix
-    store_validation(con, validation_id, policy_id=policy_id, table=table, weekly=weekly, diffs=diffs, meta={
+    store_heldout(con, heldout_id, policy_id=policy_id, table=table, weekly=weekly, diffs=diffs, meta={
         "cluster": win.cluster, "partition": win.partition, "window_from": win.start, "window_to": win.end,
         "epoch_s": epoch, "capacity_cores": float(cap[:, 0].sum()), "capacity_gpus": float(cap[:, 1].sum()),
         "capacity_mem_mib": float(cap[:, 2].sum()) if np.isfinite(cap[:, 2]).all() else None,
     })
-    return validation_id
+    return heldout_id
 
 
 def objective_meaning(name: str) -> str | None:

@@ -1,9 +1,9 @@
-"""Return on investment of the controller, from a stored replay validation (SPEC §9).
+"""Return on investment of the controller, from a stored held-out replay (SPEC §9).
 
 A deliberately small model, every input printed with the result:
 
 - **Recovered core-hours** = (controller's core utilisation while jobs wait - the reference's) x
-  core capacity x hours of the validation window; likewise **recovered GPU-hours** where the
+  core capacity x hours of the checkpoint window; likewise **recovered GPU-hours** where the
   cluster has GPUs. Only utilisation while jobs wait counts (SPEC §6: over a whole window arrivals
   fix utilisation; a policy recovers capacity only by filling the machine while work is queued),
   so a gain means machine time that sat idle with work waiting.
@@ -87,7 +87,7 @@ def load_roi_config(path: str | Path | None = None, **overrides: Any) -> RoiConf
 
 @dataclass(frozen=True)
 class RoiInputs:
-    """What the model needs from a validation: the controller's figures, the reference figure per
+    """What the model needs from a held-out replay: the controller's figures, the reference figure per
     measure (and who it comes from), capacity, window length and job count."""
 
     controller: dict[str, float | None]  # util_cpu, util_gpu, wait_mean_s, wait_max_s, makespan_s
@@ -183,9 +183,9 @@ def compute_roi(inputs: RoiInputs, config: RoiConfig, reference_kind: str) -> Ro
 MEASURES: tuple[str, ...] = ("util_cpu", "util_cpu_backlog", "util_gpu", "wait_mean_s", "wait_max_s", "makespan_s")
 
 
-def roi_from_validation(table: pl.DataFrame, config: RoiConfig, controller: str = "MetaPilot") -> list[RoiResult]:
+def roi_from_heldout(table: pl.DataFrame, config: RoiConfig, controller: str = "MetaPilot") -> list[RoiResult]:
     """ROI against the best fixed contender (per measure) and against the as-run history, from a
-    validation's contender table (the `validations` rows). Raises ValueError when the controller
+    held-out replay's contender table (the `heldout_replays` rows). Raises ValueError when the controller
     has no figures (not replayed)."""
     from metapilot.models.evaluation.heldout import AS_RUN, best_fixed_on
 
@@ -193,7 +193,7 @@ def roi_from_validation(table: pl.DataFrame, config: RoiConfig, controller: str 
     rows = {r["contender"]: r for r in ok.iter_rows(named=True)}
     if controller not in rows:
         note = table.filter(pl.col("contender") == controller)["note"].to_list()
-        raise ValueError("the controller was not replayed in this validation"
+        raise ValueError("the controller was not replayed in this held-out replay"
                          + (f" ({note[0]})" if note and note[0] else ""))
     c = rows[controller]
     first = table.row(0, named=True)
@@ -223,7 +223,7 @@ def assumptions(config: RoiConfig, window_hours: float | None = None) -> list[st
         + (" (wait time is not priced: set value_per_wait_hour in roi.toml to price it)" if config.value_per_wait_hour == 0
            else " (default: a fifth of a fully loaded researcher-hour; set value_per_wait_hour in roi.toml)"),
         f"deployment cost: {config.deployment_cost:,.0f} {cur}; horizon: {config.horizon_weeks:g} weeks",
-        "recovered hours = gain in utilisation while jobs wait x capacity x hours of the validation window"
+        "recovered hours = gain in utilisation while jobs wait x capacity x hours of the checkpoint window"
         + (f" ({window_hours:,.1f} h)" if window_hours is not None else ""),
         "wait-hours saved = mean-wait difference per job x jobs of the window; per week = / weeks of the window",
         "the replay's gains are assumed to repeat every week of the horizon (same workload, same capacity)",

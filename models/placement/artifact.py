@@ -89,7 +89,7 @@ def build_card(policy_id: str, cluster: str, cfg: PPOConfig, *, created_at: date
                    "size": "1 (success_unit 'pod', the seed's) or the pod's GPUs over the list's mean "
                            "GPU pod ('gpu')",
                    "constants": cfg.reward.__dict__,
-                   "defined_in": "models/placement/rollout.py (RewardConfig)"},
+                   "defined_in": "models/placement/rollout.py (PlacementRewardConfig)"},
         "hyper_parameters": cfg.to_dict(),
         "training": training,
         "evaluation": evaluation,

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from metapilot.models.placement import kernels as K
-from metapilot.models.placement.rollout import GLOBAL_FEATURES, N_GLOBAL, RewardConfig
+from metapilot.models.placement.rollout import GLOBAL_FEATURES, N_GLOBAL, PlacementRewardConfig
 
 DEFAULT_PRIOR = {"fgd": 10.0, "dvar": -3.0}
 # FGD's score with less weight on the spread: multi-GPU lists need it to pack (see docs/benchmarks.md)
@@ -57,7 +57,7 @@ class PPOConfig:
     # learning rate x lr_decay when the mean reward per decision moves by more than reward_jump (relative)
     lr_decay: float = 0.8
     reward_jump: float = 0.3
-    reward: RewardConfig = field(default_factory=RewardConfig)
+    reward: PlacementRewardConfig = field(default_factory=PlacementRewardConfig)
     hidden: int = 64
     prior: dict = field(default_factory=lambda: dict(DEFAULT_PRIOR))
     # starting points to choose `prior` from on the cluster's own list before training (the same for
@@ -83,7 +83,7 @@ class PPOConfig:
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
         if isinstance(d.get("reward"), dict):
-            d["reward"] = RewardConfig(**d["reward"])
+            d["reward"] = PlacementRewardConfig(**d["reward"])
         return cls(**d)
 
     def epsilon(self, step: int) -> float:

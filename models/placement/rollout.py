@@ -43,7 +43,7 @@ class Obs:
 
 
 @dataclass(frozen=True)
-class RewardConfig:
+class PlacementRewardConfig:
     """The seed's reward, configurable (SPEC §11)."""
 
     w_load: float = 10.0
@@ -93,9 +93,9 @@ class PlacementEnv:
     """Steps a `Replay` one decision at a time for an external chooser."""
 
     def __init__(self, cluster: Cluster, w: Workload, mode: str, seed: int, typical: tuple,
-                 reward: RewardConfig | None = None, order: np.ndarray | None = None) -> None:
+                 reward: PlacementRewardConfig | None = None, order: np.ndarray | None = None) -> None:
         self.cluster, self.w, self.mode = cluster, w, mode
-        self.reward = reward or RewardConfig()
+        self.reward = reward or PlacementRewardConfig()
         self.rp = Replay(cluster, w, mode, seed, typical)
         if order is not None:  # a stretch of the list (time replay of a sample)
             self.rp.order = order.astype(np.int64)
@@ -154,7 +154,7 @@ class PlacementEnv:
 
 
 def sample_env(cluster: Cluster, w: Workload, typical: tuple, rng: np.random.Generator, *, episode_nodes: int,
-               time_share: float, time_pods: int, reward: RewardConfig, inflate_to: float = 1.0) -> PlacementEnv:
+               time_share: float, time_pods: int, reward: PlacementRewardConfig, inflate_to: float = 1.0) -> PlacementEnv:
     """A training episode: a random subset of the nodes, and an inflation of the list on it until the
     drawn GPUs reach `inflate_to` x the subset's (or, with probability `time_share` when the list has
     times, a random stretch of it in time order)."""
@@ -183,5 +183,5 @@ def play(env: PlacementEnv, choose: Chooser, policy: str) -> dict:
     return env.result(policy)
 
 
-__all__ = ["Obs", "PlacementEnv", "RewardConfig", "GLOBAL_FEATURES", "N_GLOBAL", "sample_env", "sub_cluster",
+__all__ = ["Obs", "PlacementEnv", "PlacementRewardConfig", "GLOBAL_FEATURES", "N_GLOBAL", "sample_env", "sub_cluster",
            "unique_rows", "play"]

@@ -82,16 +82,16 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
         "wait_by_size": rows(report_sql(con, "wait_by_size", **p)),
         "recommendations": _recommendations(con, cluster, week_start, decision),
     }
-    report["validation"] = _validation(con, cluster)
+    report["heldout"] = _heldout(con, cluster)
     report["decision"] = decision
     from metapilot.warehouse.data_docs import data_quality
 
     report["data_quality"] = data_quality(con, cluster)  # ingest quarantine, validation, GX data docs
-    report["roi"] = _roi(report["validation"], roi_config)
+    report["roi"] = _roi(report["heldout"], roi_config)
     if report["roi"]["status"] == "ok":
         from metapilot.warehouse.publish_store import not_published_note, publication
 
-        pub = publication(con, cluster, report["validation"]["policy_id"])
+        pub = publication(con, cluster, report["heldout"]["policy_id"])
         if not pub["published"]:  # a refused controller's ROI is no case for deploying it
             report["roi"]["note"] = not_published_note(pub["decision"])
     placement = _placement(con, cluster)
@@ -154,47 +154,47 @@ def _recommendations(con: duckdb.DuckDBPyConnection, cluster: str, week_start: d
             "switches": switches, "epochs": recs.height, "published": published}
 
 
-def _validation(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
+def _heldout(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
     from metapilot.models.evaluation.heldout import shown_metrics, verdict, winners
 
-    table = report_sql(con, "latest_validation", cluster=cluster) if has_table(con, "validations") else pl.DataFrame()
+    table = report_sql(con, "latest_heldout", cluster=cluster) if has_table(con, "heldout_replays") else pl.DataFrame()
     if table.height == 0:
-        return {"status": "none", "message": f"No replay validation has been run for {cluster} yet: "
-                                             "`metapilot validate --policy ID`.", "rows": []}
-    vid = table["validation_id"][0]
-    diffs = report_sql(con, "validation_diffs", validation_id=vid)
+        return {"status": "none", "message": f"No held-out replay has been run for {cluster} yet: "
+                                             "`metapilot heldout --policy ID`.", "rows": []}
+    vid = table["heldout_id"][0]
+    diffs = report_sql(con, "heldout_diffs", heldout_id=vid)
     first = table.row(0, named=True)
     return {
         "status": "ok",
-        "validation_id": vid,
+        "heldout_id": vid,
         "policy_id": first["policy_id"],
         "window_from": _json(first["window_from"]),
         "window_to": _json(first["window_to"]),
         "created_at": _json(first["created_at"]),
         "metrics": [m.column for m in shown_metrics(table)],
-        "rows": rows(table.drop("validation_id")),
+        "rows": rows(table.drop("heldout_id")),
         "winners": winners(table),
-        "diffs": rows(diffs.drop("validation_id")),
-        "weeks": rows(report_sql(con, "validation_weeks", validation_id=vid).drop("validation_id")),
+        "diffs": rows(diffs.drop("heldout_id")),
+        "weeks": rows(report_sql(con, "heldout_weeks", heldout_id=vid).drop("heldout_id")),
         "verdict": verdict(table, diffs),
         "_table": table,  # for the ROI; dropped before writing JSON
     }
 
 
-def _roi(validation: dict, roi_config) -> dict:
-    from metapilot.models.evaluation.roi import RoiConfig, assumptions, roi_from_validation
+def _roi(heldout: dict, roi_config) -> dict:
+    from metapilot.models.evaluation.roi import RoiConfig, assumptions, roi_from_heldout
 
     cfg = roi_config or RoiConfig()
     out = {"config": cfg.to_dict()}
-    table = validation.pop("_table", None)
-    if validation["status"] != "ok":
-        return {**out, "status": "unavailable", "message": "No ROI: no replay validation has been run yet.",
+    table = heldout.pop("_table", None)
+    if heldout["status"] != "ok":
+        return {**out, "status": "unavailable", "message": "No ROI: no held-out replay has been run yet.",
                 "results": [], "assumptions": assumptions(cfg)}
     try:
-        results = roi_from_validation(table, cfg)
+        results = roi_from_heldout(table, cfg)
     except ValueError as e:
-        return {**out, "status": "unavailable", "message": f"No ROI for validation {validation['validation_id']}: {e}",
+        return {**out, "status": "unavailable", "message": f"No ROI for held-out replay {heldout['heldout_id']}: {e}",
                 "results": [], "assumptions": assumptions(cfg)}
-    return {**out, "status": "ok", "message": None, "validation_id": validation["validation_id"],
+    return {**out, "status": "ok", "message": None, "heldout_id": heldout["heldout_id"],
             "results": [_json(r.to_dict()) for r in results],
             "assumptions": assumptions(cfg, results[0].window_hours)}

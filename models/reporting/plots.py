@@ -166,9 +166,9 @@ def objective_label(name: str) -> str:
     return f"{name}: {meaning.split(':')[0]}" if meaning else name
 
 
-def validation_weeks(report: dict) -> str | None:
+def heldout_weeks(report: dict) -> str | None:
     """Weekly mean wait of the controller, its planner, the best fixed contender and the as-run history."""
-    v = report["validation"]
+    v = report["heldout"]
     weekly = v.get("weeks") or []
     if v["status"] != "ok" or not weekly:
         return None
@@ -192,7 +192,7 @@ def validation_weeks(report: dict) -> str | None:
         return None
     ax.set_ylabel("mean wait (h)")
     ax.legend(fontsize=7, frameon=False)
-    ax.set_title("Replay validation: mean wait per week (jobs submitted that week)", fontsize=10, loc="left")
+    ax.set_title("Held-out replay: mean wait per week (jobs submitted that week)", fontsize=10, loc="left")
     _style(ax)
     return _uri(fig)
 

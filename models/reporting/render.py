@@ -18,7 +18,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("queue", "Queue length"),
     ("waits", "Wait by job size"),
     ("recommendations", "Recommended objective"),
-    ("validation", "Replay validation"),
+    ("heldout", "Held-out replay"),
     ("roi", "Return on investment"),
     ("data_quality", "Data quality"),
 )
@@ -137,11 +137,11 @@ def size_table(report: dict) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
-def validation_table(report: dict) -> tuple[list[str], list[list[tuple[str, bool]]]]:
+def heldout_table(report: dict) -> tuple[list[str], list[list[tuple[str, bool]]]]:
     """Contender rows; each cell is (text, is_winner_of_its_column)."""
     from metapilot.models.evaluation.heldout import METRIC_BY_COLUMN
 
-    v = report["validation"]
+    v = report["heldout"]
     metrics = [METRIC_BY_COLUMN[c] for c in v["metrics"]]
     head = ["contender", "kind", *[m.label for m in metrics], "jobs"]
     body = []
@@ -163,7 +163,7 @@ def diffs_table(report: dict) -> tuple[list[str], list[list[str]]]:
 
     head = ["measure", "compared with", "MetaPilot", "reference", "difference", "weekly 95% CI", "weeks", "reading"]
     body = []
-    for d in report["validation"]["diffs"]:
+    for d in report["heldout"]["diffs"]:
         m = METRIC_BY_COLUMN[d["metric"]]
         f = _metric_fmt(m.unit)
         diff = (fmt_pct(d["diff"], 2).replace("%", " pp") if m.unit == "fraction" else
@@ -351,7 +351,7 @@ def render_html(report: dict) -> str:
     sec["recommendations"] = ((_img(plots.recommendations(report), "recommended objective") +
                                f"<p class='note'>{_e(recommendation_summary(report))}</p>") if rec["status"] == "ok"
                               else f"<p class='empty'>{_e(rec['message'])}</p>")
-    sec["validation"] = _validation_html(report)
+    sec["heldout"] = _heldout_html(report)
     sec["roi"] = _roi_html(report)
     sec["data_quality"] = _data_quality_html(report)
 
@@ -361,7 +361,7 @@ def render_html(report: dict) -> str:
         sec["placement"] = _html_table(head, body) + f"<p class='note'>{_e(PLACEMENT_NOTE)}</p>"
         shown = SECTIONS[:-1] + (PLACEMENT, SECTIONS[-1])
     nav = "".join(f"<a href='#{k}'>{_e(t)}</a>" for k, t in shown)
-    sections = "".join(f"<section id='{k}'{' class=long' if k == 'validation' else ''}><h2>{_e(t)}</h2>{sec[k]}</section>"
+    sections = "".join(f"<section id='{k}'{' class=long' if k == 'heldout' else ''}><h2>{_e(t)}</h2>{sec[k]}</section>"
                        for k, t in shown)
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
@@ -406,14 +406,14 @@ def _data_quality_html(report: dict) -> str:
     return out
 
 
-def _validation_html(report: dict) -> str:
-    v = report["validation"]
+def _heldout_html(report: dict) -> str:
+    v = report["heldout"]
     if v["status"] != "ok":
         return f"<p class='empty'>{_e(v['message'])}</p>"
     loses = not any("MetaPilot" in w for w in v["winners"].values()) or any(
         "does NOT win" in line or "was not replayed" in line for line in v["verdict"])
-    head, body = validation_table(report)
-    out = [f"<p class='note'>Validation {_e(v['validation_id'])} of policy {_e(v['policy_id'])}: held-out window "
+    head, body = heldout_table(report)
+    out = [f"<p class='note'>Validation {_e(v['heldout_id'])} of policy {_e(v['policy_id'])}: held-out window "
            f"{_e(v['window_from'][:16].replace('T', ' '))} to {_e(v['window_to'][:16].replace('T', ' '))} UTC, replayed "
            "under every contender. Highlighted: best in its column (ties all marked).</p>",
            f"<div class='verdict{' loses' if loses else ''}'>" + "".join(f"<p>{_e(x)}</p>" for x in v["verdict"]) + "</div>",
@@ -427,7 +427,7 @@ def _validation_html(report: dict) -> str:
         head, body = diffs_table(report)
         out.append("<p class='note'>The controller against the best fixed contender on each measure and against the "
                    "as-run history; intervals: paired bootstrap over weeks (95%).</p>" + _html_table(head, body))
-    out.append(_img(plots.validation_weeks(report), "weekly mean wait of the contenders"))
+    out.append(_img(plots.heldout_weeks(report), "weekly mean wait of the contenders"))
     return "".join(out)
 
 
@@ -474,15 +474,15 @@ def render_markdown(report: dict) -> str:
                f"{fmt_num(qs['queued_jobs_mean'])} on average; queue empty at {qs['hours_queue_empty']} of {qs['hours']} hours.")
     out.append(f"\n## {TITLES['waits']}\n\n" + (_md_table(*size_table(report)) if report["wait_by_size"] else "No job started this week."))
     out.append(f"\n## {TITLES['recommendations']}\n\n" + recommendation_summary(report))
-    v = report["validation"]
-    out.append(f"\n## {TITLES['validation']}\n")
+    v = report["heldout"]
+    out.append(f"\n## {TITLES['heldout']}\n")
     if v["status"] != "ok":
         out.append(v["message"])
     else:
-        out.append(f"Validation {v['validation_id']} of policy {v['policy_id']}, window {v['window_from'][:10]} to "
+        out.append(f"Validation {v['heldout_id']} of policy {v['policy_id']}, window {v['window_from'][:10]} to "
                    f"{v['window_to'][:10]}. Bold: best in its column.\n")
         out.append("\n".join(f"> {line}" for line in v["verdict"]))
-        out.append("\n" + _md_table(*validation_table(report)))
+        out.append("\n" + _md_table(*heldout_table(report)))
         if v["diffs"]:
             out.append("\n" + _md_table(*diffs_table(report)))
     roi = report["roi"]

@@ -51,7 +51,7 @@ from metapilot.models.simulator.engine import EXCLUDED, Engine
 from metapilot.models.simulator.objectives import DEFAULT_OBJECTIVES, Objective, Setting, user_first_index
 from metapilot.transforms.asrun_state import to_epoch_s
 from metapilot.transforms.reward import (
-    RewardConfig,
+    ControllerRewardConfig,
     reward_from_aggregates,
     utilisation,
 )
@@ -435,7 +435,7 @@ class StateEncoder:
 
 
 def epoch_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarray, epoch_s: float,
-                 config: RewardConfig, record: float) -> tuple[float, np.ndarray]:
+                 config: ControllerRewardConfig, record: float) -> tuple[float, np.ndarray]:
     """Reward of one epoch (`transforms.reward.reward_from_aggregates`, same arithmetic, scalar)
     from the aggregates at its two boundaries, what it added up (`EPOCH_SUMS`) and the record of
     the largest wait up to its start; also its utilisation. For the engine's finite values (the
@@ -457,7 +457,7 @@ def epoch_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarray, e
 
 
 def definition_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarray, epoch_s: float,
-                      config: RewardConfig, record: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+                      config: ControllerRewardConfig, record: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
     """Rewards and utilisation of epochs through the definitions (`utilisation`,
     `reward_from_aggregates`); rows of start and end aggregates, epoch sums and wait records."""
     agg_start, agg_end, sums = np.atleast_2d(agg_start), np.atleast_2d(agg_end), np.atleast_2d(sums)
@@ -473,7 +473,7 @@ def definition_reward(agg_start: np.ndarray, agg_end: np.ndarray, sums: np.ndarr
 _REWARD_CHECKED: dict[tuple, bool] = {}
 
 
-def fast_reward_ok(config: RewardConfig, epoch_s: int) -> bool:
+def fast_reward_ok(config: ControllerRewardConfig, epoch_s: int) -> bool:
     """Whether `epoch_reward` equals the definition bit for bit on probe epochs (once per
     configuration and process; a mismatch is warned about and the env uses the definition)."""
     key = (config, int(epoch_s))

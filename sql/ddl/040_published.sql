@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS published_policies (
     cluster        VARCHAR NOT NULL,
     partition      VARCHAR NOT NULL,
     policy_id      VARCHAR NOT NULL,
-    validation_id  VARCHAR,
+    heldout_id  VARCHAR,
     published_at   TIMESTAMPTZ NOT NULL,
     verdict        VARCHAR,           -- the held-out validation's plain-language verdict
     kind           VARCHAR,

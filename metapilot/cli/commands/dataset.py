@@ -36,7 +36,7 @@ def dataset_cmd(
         dataset_hash,
         export_parquet,
     )
-    from metapilot.transforms.reward import RewardConfig
+    from metapilot.transforms.reward import ControllerRewardConfig
     from metapilot.transforms.state import StateConfig
     from metapilot.warehouse.db import connect
 
@@ -45,7 +45,7 @@ def dataset_cmd(
 
     cfg = DatasetConfig(
         state=StateConfig(epoch_s=epoch, long_tail_s=long_tail, timezone=timezone_name, menu=menu_names(menu)),
-        reward=RewardConfig(kind=reward),
+        reward=ControllerRewardConfig(kind=reward),
         sources=tuple(s.strip() for s in sources.split(",") if s.strip()),
         older_fraction=older_fraction,
         seed=seed,
@@ -64,7 +64,7 @@ def dataset_cmd(
     paths = export_parquet(splits, folder)
     summary = splits.summary()
     console.print_json(json.dumps(summary | {"dataset_sha256": dataset_hash(splits.train)}))
-    console.print(f"tuples stored in mdp_transitions; Parquet: {paths['train']}, {paths['validation']}")
+    console.print(f"tuples stored in mdp_transitions; Parquet: {paths['train']}, {paths['checkpoint']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ def pipeline_cmd(
     baselines: Annotated[str, typer.Option(help="Offline-RL baselines trained beside CQL for the model card (bc, dqn, bcq; empty: none).")] = "bc",
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
-    """Ingest, build the dataset, train, validate, publish and report: prints where everything is."""
+    """Ingest, build the dataset, train, replay on held-out weeks, publish and report: prints where everything is."""
     import time
 
     from metapilot.cli.batch import prefect_session
@@ -43,7 +43,7 @@ def pipeline_cmd(
                             sources=tuple(s.strip() for s in sources.split(",") if s.strip()),
                             baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()))
     print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
-    _print_validation(db, out["validation_id"])
+    _print_heldout(db, out["heldout_id"])
     console.print(f"\n[bold]MetaPilot pipeline done in {time.perf_counter() - t0:.0f} s[/bold] (cluster {out['cluster']})")
     console.print(f"  warehouse  {db_path(db).resolve()}   (query: metapilot sql \"SELECT * FROM mart_weekly_cluster\")")
     decision = out["published"]
@@ -51,7 +51,7 @@ def pipeline_cmd(
     console.print(f"\n[{style}]{'published' if decision['kind'] == 'controller' else 'warning'}:[/{style}] {decision['message']}")
     console.print(f"  policy     {beside_db(db, 'policies') / out['policy_id']}   (id {out['policy_id']}; "
                   f"{'published' if decision['kind'] == 'controller' else 'not published'}; pointer {decision['pointer']})")
-    console.print(f"  validation {out['validation_id']}   (metapilot roi --validation {out['validation_id']})")
+    console.print(f"  held-out replay {out['heldout_id']}   (metapilot roi --heldout {out['heldout_id']})")
     files = out["report"]["files"]
     console.print(f"  report     {files['html']}")
 
@@ -76,15 +76,15 @@ def _preload() -> None:
     import_d3rlpy()
 
 
-def _print_validation(db, validation_id: str) -> None:
-    """The held-out comparison, as `metapilot validate` prints it (winners and verdict)."""
-    from metapilot.cli.commands.validate import print_validation
+def _print_heldout(db, heldout_id: str) -> None:
+    """The held-out comparison, as `metapilot heldout` prints it (winners and verdict)."""
+    from metapilot.cli.commands.heldout import print_heldout
     from metapilot.warehouse.db import connect
-    from metapilot.warehouse.validation_store import load_validation
+    from metapilot.warehouse.heldout_store import load_heldout
 
     con = connect(db, read_only=True)
     try:
-        print_validation(load_validation(con, validation_id))
+        print_heldout(load_heldout(con, heldout_id))
     finally:
         con.close()
 

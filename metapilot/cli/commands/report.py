@@ -47,10 +47,10 @@ def _summary(report: dict) -> None:
                   f"({report['week_start'][:10]} .. {report['week_end'][:10]})")
     for label, value, prev in headline(report):
         console.print(f"  {label:<18} {value:>12}   {prev}")
-    rec, val, roi = report["recommendations"], report["validation"], report["roi"]
+    rec, val, roi = report["recommendations"], report["heldout"], report["roi"]
     console.print(f"  recommendations: {rec['status'] if rec['status'] != 'ok' else rec['policy_id']}"
                   f"{' - ' + rec['message'] if rec['message'] else ''}")
-    console.print(f"  validation: {val.get('validation_id') or val['message']}")
+    console.print(f"  held-out replay: {val.get('heldout_id') or val['message']}")
     if val["status"] == "ok":
         for line in val["verdict"][:2]:
             console.print(f"    {line}")

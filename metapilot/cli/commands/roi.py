@@ -1,4 +1,4 @@
-"""`metapilot roi --validation ID`: what the controller's replay gains are worth, and its payback."""
+"""`metapilot roi --heldout ID`: what the controller's held-out replay gains are worth, and its payback."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import typer
 
 
 def roi_cmd(
-    validation: Annotated[str, typer.Option(help="Validation id (`metapilot validate` prints it).")],
+    heldout: Annotated[str, typer.Option("--heldout", "--validation",
+                                         help="Held-out replay id (`metapilot heldout` and `pipeline` print it; "
+                                              "--validation is its old name).")],
     config: Annotated[Optional[str], typer.Option(help="ROI settings (TOML). Default: roi.toml beside the database.")] = None,
     cost_per_core_hour: Annotated[Optional[float], typer.Option(help="Cost of a core-hour.")] = None,
     cost_per_gpu_hour: Annotated[Optional[float], typer.Option(help="Cost of a GPU-hour.")] = None,
@@ -21,10 +23,10 @@ def roi_cmd(
     """Recovered core/GPU-hours, wait-hours saved, max-wait reduction, earlier completion, and payback."""
     from metapilot.cli.console import console
     from metapilot.ground.paths import beside_db
-    from metapilot.models.evaluation.roi import load_roi_config, roi_from_validation
+    from metapilot.models.evaluation.roi import load_roi_config, roi_from_heldout
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import not_published_note, publication
-    from metapilot.warehouse.validation_store import load_validation
+    from metapilot.warehouse.heldout_store import load_heldout
 
     try:
         cfg = load_roi_config(config or beside_db(db, "roi.toml"), cost_per_core_hour=cost_per_core_hour,
@@ -32,8 +34,8 @@ def roi_cmd(
                               deployment_cost=deployment_cost, horizon_weeks=horizon_weeks, currency=currency)
         con = connect(db, read_only=True)
         try:
-            v = load_validation(con, validation)
-            results = roi_from_validation(v.table, cfg)
+            v = load_heldout(con, heldout)
+            results = roi_from_heldout(v.table, cfg)
             pub = publication(con, v.meta["cluster"], v.meta["policy_id"])
         finally:
             con.close()
@@ -51,7 +53,7 @@ def print_roi(results, meta: dict) -> None:
     from metapilot.cli.console import console
     from metapilot.models.evaluation.roi import assumptions, roi_rows
 
-    table = Table(title=f"ROI of the controller: {meta['cluster']}, validation window "
+    table = Table(title=f"ROI of the controller: {meta['cluster']}, checkpoint window "
                         f"{meta['window_from']:%Y-%m-%d} .. {meta['window_to']:%Y-%m-%d}")
     table.add_column("")
     for r in results:

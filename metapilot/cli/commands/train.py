@@ -43,7 +43,7 @@ def train_cmd(
         build_dataset,
     )
     from metapilot.models.controller.train import TrainConfig, train_policy
-    from metapilot.transforms.reward import RewardConfig
+    from metapilot.transforms.reward import ControllerRewardConfig
     from metapilot.transforms.state import StateConfig
     from metapilot.warehouse.db import connect
 
@@ -52,7 +52,7 @@ def train_cmd(
     from metapilot.models.evaluation.checkpoint import make_replay_evaluator
 
     dcfg = DatasetConfig(state=StateConfig(epoch_s=epoch, timezone=timezone_name, menu=menu_names(menu)),
-                         reward=RewardConfig(kind=reward),
+                         reward=ControllerRewardConfig(kind=reward),
                          sources=tuple(s.strip() for s in sources.split(",") if s.strip()), seed=seed)
     tcfg = TrainConfig(
         algorithm=algorithm, baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
@@ -66,13 +66,13 @@ def train_cmd(
                                         log=lambda m: console.print(f"[dim]{m}[/dim]"))
             splits = build_dataset(con, cluster, train_from, train_to, valid_from, valid_to, partition=partition, config=dcfg)
         evaluator = None
-        if replay and splits.valid_window:
-            evaluator = make_replay_evaluator(con, TupleRequest(cluster, partition, splits.valid_window[0], splits.valid_window[1],
+        if replay and splits.checkpoint_window:
+            evaluator = make_replay_evaluator(con, TupleRequest(cluster, partition, splits.checkpoint_window[0], splits.checkpoint_window[1],
                                                             dcfg.state, dcfg.reward, seed, dcfg.planner),
                                           tuning_weeks(train_from, train_to), tuning)
         for note in splits.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
-        result = train_policy(splits.train, splits.validation, tcfg, replay_evaluator=evaluator,
+        result = train_policy(splits.train, splits.checkpoint, tcfg, replay_evaluator=evaluator,
                               log=lambda m: console.print(f"[dim]{m}[/dim]"), menu=Menu.of(dcfg.state))
         art = publish(result, splits, db=db, cluster=cluster, partition=partition, con=con,
                       replay=result.chosen.replay, tuning=tuning)
@@ -90,7 +90,7 @@ def train_cmd(
         **{f"share_{n}": [r.action_shares.get(n) for r in rows] for n in dcfg.state.menu},
         "matches_logged": [r.behaviour_match for r in rows],
     })
-    print_frame(table, title=f"Off-policy evaluation on {result.validation_source} ({result.n_valid} tuples)")
+    print_frame(table, title=f"Off-policy evaluation on {result.checkpoint_source} ({result.n_checkpoint} tuples)")
     if result.behaviour_mc_return is not None:
         console.print(f"logged behaviour, discounted return per state: {result.behaviour_mc_return:,.4g}")
     ope_ok, ope_words = ope_says_better(art.card["ope"])

@@ -1,4 +1,4 @@
--- Recommended objectives (`_mp_rec`: the new rows, warehouse/validation_store.py), replacing those of
+-- Recommended objectives (`_mp_rec`: the new rows, warehouse/heldout_store.py), replacing those of
 -- the same cluster, partition, epoch and policy.
 DELETE FROM recommendations r
 USING _mp_rec n

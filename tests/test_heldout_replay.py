@@ -1,4 +1,4 @@
-"""Replay validation on a small real window (KTH-SP2, three held-out weeks): every contender is
+"""Held-out replay on a small real window (KTH-SP2, three held-out weeks): every contender is
 in the table, and the figures are consistent with the schedules they come from and with the raw
 log. The objective-switching replay is the real `models.controller.replay.replay_objectives` when
 it imports, else the stand-in of tests/evidence_fixtures.py (test ids say which)."""
@@ -30,14 +30,14 @@ from metapilot.models.evaluation.heldout import (
     baseline_name,
     bootstrap_mean_ci,
     controller_differences,
-    run_validation,
+    run_heldout,
     verdict,
     winners,
 )
 from metapilot.transforms.workload import normalise
 from metapilot.warehouse.sim_store import load_capacity, load_window
 from metapilot.transforms.state import StateConfig
-from metapilot.warehouse.validation_store import load_validation
+from metapilot.warehouse.heldout_store import load_heldout
 
 REPLAY, REAL_REPLAY = objective_replay()
 REPLAY_ID = "real-replay" if REAL_REPLAY else "stub-replay"
@@ -57,8 +57,8 @@ def wh():
 
 @pytest.fixture(scope="module")
 def val(wh):
-    vid = run_validation(wh, POLICY_ID, replay=REPLAY, controller_fn=stub_controller, seed=7)
-    return load_validation(wh, vid)
+    vid = run_heldout(wh, POLICY_ID, replay=REPLAY, controller_fn=stub_controller, seed=7)
+    return load_heldout(wh, vid)
 
 
 @pytest.fixture(scope="module")
@@ -84,9 +84,9 @@ def test_every_contender_is_in_the_table(val, replay_kind):
     assert meta["window_from"] == TRAIN_TO and meta["window_to"] == TRAIN_TO + (TRAIN_TO - TRAIN_FROM) == VALID_TO
     assert meta["policy_id"] == POLICY_ID and meta["cluster"] == CLUSTER
     assert meta["capacity_cores"] == 100 and meta["capacity_gpus"] == 0
-    # the validations columns start as the issue says
+    # the heldout_replays columns start as the issue says
     cols = val.table.columns
-    assert cols[:3] == ["validation_id", "policy_id", "contender"]
+    assert cols[:3] == ["heldout_id", "policy_id", "contender"]
     assert cols[3:3 + len(METRICS)] == [m.column for m in METRICS]
 
 
@@ -200,7 +200,7 @@ def test_differences_and_bootstrap_intervals(val):
         if m.weekly:
             assert r["weeks"] >= 3 and r["n_boot"] == 2000 and r["seed"] == 7
             assert r["ci_low"] <= r["weekly_mean_diff"] <= r["ci_high"]
-            # the weekly mean difference recomputed from validation_weeks
+            # the weekly mean difference recomputed from heldout_weeks
             wk = val.weekly.filter(pl.col("contender").is_in([CONTROLLER, r["reference"]])).pivot(
                 on="contender", index="week", values=m.column).drop_nulls()
             assert r["weeks"] == wk.height
@@ -274,8 +274,8 @@ def test_controller_unavailable_is_said_plainly(wh, monkeypatch):
     import metapilot.models.evaluation.heldout as mv
 
     monkeypatch.setattr(mv, "load_objective_replay", lambda: (None, "the objective-switching replay is not built"))
-    vid = run_validation(wh, POLICY_ID, TRAIN_TO, TRAIN_TO + timedelta(days=7))
-    v = load_validation(wh, vid)
+    vid = run_heldout(wh, POLICY_ID, TRAIN_TO, TRAIN_TO + timedelta(days=7))
+    v = load_heldout(wh, vid)
     status = dict(zip(v.table["contender"], v.table["status"], strict=True))
     assert status[CONTROLLER] == status[FIXED_U] == status[FIXED_W] == "unavailable"
     assert sum(s == "ok" for s in status.values()) == 22  # 21 baselines + as-run
@@ -294,8 +294,8 @@ def test_published_policy_drives_the_controller(wh, tmp_path):
     folder, sums = write_test_artifact(tmp_path, "kth-artifact")
     insert_policy(wh, "kth-artifact", path=str(folder), sums_sha256=sums)
     end = TRAIN_TO + timedelta(days=7)
-    loaded = load_validation(wh, run_validation(wh, "kth-artifact", TRAIN_TO, end, replay=REPLAY))
-    injected = load_validation(wh, run_validation(wh, POLICY_ID, TRAIN_TO, end, replay=REPLAY, controller_fn=stub_controller,
+    loaded = load_heldout(wh, run_heldout(wh, "kth-artifact", TRAIN_TO, end, replay=REPLAY))
+    injected = load_heldout(wh, run_heldout(wh, POLICY_ID, TRAIN_TO, end, replay=REPLAY, controller_fn=stub_controller,
                                                   state_config=StateConfig(menu=("U", "W"))))  # the artifact's menu
     a = loaded.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
     b = injected.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
@@ -303,7 +303,7 @@ def test_published_policy_drives_the_controller(wh, tmp_path):
     for m in METRICS:
         assert a[m.column] == b[m.column], m.column  # same decisions, same schedule
     (folder / "policy.pt").write_bytes((folder / "policy.pt").read_bytes() + b"x")
-    bad = load_validation(wh, run_validation(wh, "kth-artifact", TRAIN_TO, end, replay=REPLAY))
+    bad = load_heldout(wh, run_heldout(wh, "kth-artifact", TRAIN_TO, end, replay=REPLAY))
     row = bad.table.filter(pl.col("contender") == CONTROLLER).row(0, named=True)
     assert row["status"] == "unavailable" and "SHA-256 mismatch" in row["note"]
     assert bad.table.filter(pl.col("contender") == FIXED_W)["status"][0] == "ok"
@@ -322,8 +322,8 @@ def test_window_notes_and_errors(wh):
         policy_row(wh, "nope")
 
 
-def test_validate_command(tmp_path):
-    """`metapilot validate` end to end on a warehouse file (the controller is reported unavailable
+def test_heldout_command(tmp_path):
+    """`metapilot heldout` end to end on a warehouse file (the controller is reported unavailable
     unless a real policy artifact and replay exist)."""
     from typer.testing import CliRunner
 
@@ -333,15 +333,19 @@ def test_validate_command(tmp_path):
     con = kth_warehouse(db)
     insert_policy(con)
     con.close()
-    res = CliRunner().invoke(app, ["validate", "--policy", POLICY_ID, "--db", str(db), "--to", "1996-10-28"])
+    res = CliRunner().invoke(app, ["heldout", "--policy", POLICY_ID, "--db", str(db), "--to", "1996-10-28"])
     assert res.exit_code == 0, res.output
     out = res.output
     for name in ("MetaPilot", FIXED_U, FIXED_W, "FCFS+easy", "F1+conservative", "as-run", "planner"):
         assert name in out
     assert "was not replayed" in out  # no published artifact at /nonexistent/policy
-    assert "stored as validation val-" in out
-    res = CliRunner().invoke(app, ["validate", "--policy", "missing", "--db", str(db)])
+    assert "stored as held-out replay val-" in out and "heldout_replays" in out
+    res = CliRunner().invoke(app, ["heldout", "--policy", "missing", "--db", str(db)])
     assert res.exit_code == 2 and "no policy" in res.output
+    # the old name still works for a release, and says the new one
+    res = CliRunner().invoke(app, ["validate", "--policy", "missing", "--db", str(db)])
+    assert res.exit_code == 2 and "now `metapilot heldout`" in res.output and "no policy" in res.output
+    assert "validate" not in CliRunner().invoke(app, ["--help"]).output
 
 
 def test_a_warehouse_from_before_the_one_minute_figure_gains_its_column():
@@ -353,14 +357,14 @@ def test_a_warehouse_from_before_the_one_minute_figure_gains_its_column():
     from metapilot.warehouse.db import apply_ddl, query_frame
 
     con = duckdb.connect(":memory:")
-    old = (SQL_DIR / "ddl" / "030_validation.sql").read_text()
+    old = (SQL_DIR / "ddl" / "030_heldout.sql").read_text()
     old = "\n".join(line for line in old.splitlines() if "bsld_mean_1min" not in line)
     con.execute(old)
-    con.execute("INSERT INTO validations (validation_id, contender, wait_mean_s, bsld_mean, kind, status, cluster, "
+    con.execute("INSERT INTO heldout_replays (heldout_id, contender, wait_mean_s, bsld_mean, kind, status, cluster, "
                 "window_from, window_to, epoch_s, code_version, created_at) VALUES ('v1', 'MetaPilot', 10, 2.5, "
                 "'controller', 'ok', 'c', now(), now(), 3600, 'x', now())")
     apply_ddl(con)
-    table = query_frame(con, "SELECT * FROM validations")
+    table = query_frame(con, "SELECT * FROM heldout_replays")
     assert table["bsld_mean"][0] == 2.5 and table["bsld_mean_1min"][0] is None
-    assert "bsld_mean_1min" in [r[0] for r in con.execute("DESCRIBE validation_weeks").fetchall()]
+    assert "bsld_mean_1min" in [r[0] for r in con.execute("DESCRIBE heldout_weeks").fetchall()]
     assert "bsld_mean_1min" not in [m.column for m in shown_metrics(table)]

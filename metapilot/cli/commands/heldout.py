@@ -1,5 +1,6 @@
-"""`metapilot validate --policy ID`: replay a held-out window under the controller, fixed U and W,
-the 21 baselines and the as-run history; store and print the comparison."""
+"""`metapilot heldout --policy ID`: replay the held-out weeks under the controller, the 21 fixed
+rules, the planner, its oracle bound and the as-run history; store and print the comparison.
+`metapilot validate` is the old name, kept as a hidden alias for one release."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import typer
 from metapilot.transforms.windows import parse_utc as _ts
 
 
-def validate_cmd(
+def heldout_cmd(
     policy: Annotated[str, typer.Option(help="Policy id (the `policies` table).")],
     start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO, UTC), by submit time. Default: where the policy stopped seeing data.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive). Default: as long as the training window.")] = None,
@@ -19,23 +20,23 @@ def validate_cmd(
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
-    """Held-out replay validation of a controller policy against every fixed contender and the real history."""
+    """Replay a policy on held-out weeks it never saw, against every fixed rule and the real history."""
     from metapilot.cli.console import console
-    from metapilot.models.evaluation.heldout import run_validation
+    from metapilot.models.evaluation.heldout import run_heldout
     from metapilot.warehouse.db import connect
-    from metapilot.warehouse.validation_store import load_validation
+    from metapilot.warehouse.heldout_store import load_heldout
 
     con = connect(db)
     try:
-        vid = run_validation(con, policy, _ts(start), _ts(end), db=db, epoch_s=epoch_s, n_boot=n_boot, seed=seed,
+        vid = run_heldout(con, policy, _ts(start), _ts(end), db=db, epoch_s=epoch_s, n_boot=n_boot, seed=seed,
                              log=lambda m: console.print(m))
     except (LookupError, ValueError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2)
-    print_validation(load_validation(con, vid))
+    print_heldout(load_heldout(con, vid))
 
 
-def print_validation(v) -> None:
+def print_heldout(v) -> None:
     """The contender table with each column's winners in bold green, then the verdict in words."""
     import polars as pl
     from rich.table import Table
@@ -48,7 +49,7 @@ def print_validation(v) -> None:
     meta = v.meta
     metrics = shown_metrics(t)
     won = winners(t)
-    title = (f"Validation {v.validation_id}: {meta['cluster']}"
+    title = (f"Held-out replay {v.heldout_id}: {meta['cluster']}"
              f"{'/' + meta['partition'] if meta['partition'] else ''}, policy {meta['policy_id']}, "
              f"{meta['window_from']:%Y-%m-%d %H:%M} .. {meta['window_to']:%Y-%m-%d %H:%M} UTC")
     table = Table(title=title)
@@ -82,8 +83,21 @@ def print_validation(v) -> None:
     console.print()
     for line in verdict(t, v.diffs):
         console.print(line)
-    console.print(f"stored as validation {v.validation_id} (tables validations, validation_weeks, validation_diffs)")
+    console.print(f"stored as held-out replay {v.heldout_id} (tables heldout_replays, heldout_weeks, heldout_diffs)")
+
+
+def _validate_alias(**kwargs) -> None:
+    from metapilot.cli.console import console
+
+    console.print("[yellow]note:[/yellow] `metapilot validate` is now `metapilot heldout`; "
+                  "the old name goes in the next release")
+    heldout_cmd(**kwargs)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("validate")(validate_cmd)
+    import functools
+
+    app.command("heldout")(heldout_cmd)
+    # the old name, hidden from --help: same options, and one line saying the new one
+    app.command("validate", hidden=True, help="Old name of `metapilot heldout`.")(
+        functools.wraps(heldout_cmd)(_validate_alias))

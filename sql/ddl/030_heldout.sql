@@ -1,7 +1,7 @@
 -- Replay validation of a controller policy on a held-out window (issue: replay validation, weekly
--- reports and ROI). Written by warehouse/validation_store.py; read by the report and `metapilot roi`.
+-- reports and ROI). Written by warehouse/heldout_store.py; read by the report and `metapilot roi`.
 --
--- validations: one row per contender of one validation run.
+-- heldout_replays: one row per contender of one validation run.
 --   contender     'MetaPilot' (the controller, objective switched per epoch), 'fixed-U', 'fixed-W'
 --                 (the two engines it chooses between, held all window), the 21 baselines
 --                 ('FCFS+easy', ...), 'as-run' (the logged starts of the same jobs)
@@ -21,8 +21,8 @@
 --                 logged start (as-run), left out of the figures
 --   capacity_*    the capacity the window was replayed with (summed over pools): ROI prices against it
 --   window_from/to  the held-out window, by submit time ([from, to))
-CREATE TABLE IF NOT EXISTS validations (
-    validation_id    VARCHAR NOT NULL,
+CREATE TABLE IF NOT EXISTS heldout_replays (
+    heldout_id    VARCHAR NOT NULL,
     policy_id        VARCHAR,
     contender        VARCHAR NOT NULL,
     wait_mean_s      DOUBLE,
@@ -54,13 +54,13 @@ CREATE TABLE IF NOT EXISTS validations (
     capacity_mem_mib DOUBLE,
     code_version     VARCHAR NOT NULL,
     created_at       TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (validation_id, contender)
+    PRIMARY KEY (heldout_id, contender)
 );
 
 -- Per ISO week (Monday 00:00 UTC) figures of each available contender: waits of the jobs submitted
 -- that week, jobs completed that week, the week's utilisation (models/simulator/metrics.weekly).
-CREATE TABLE IF NOT EXISTS validation_weeks (
-    validation_id   VARCHAR NOT NULL,
+CREATE TABLE IF NOT EXISTS heldout_weeks (
+    heldout_id   VARCHAR NOT NULL,
     contender       VARCHAR NOT NULL,
     week            VARCHAR NOT NULL,    -- ISO '1996-W44'
     week_start      TIMESTAMPTZ NOT NULL,
@@ -76,11 +76,11 @@ CREATE TABLE IF NOT EXISTS validation_weeks (
     util_cpu        DOUBLE,
     util_gpu        DOUBLE,
     util_mem        DOUBLE,
-    PRIMARY KEY (validation_id, contender, week)
+    PRIMARY KEY (heldout_id, contender, week)
 );
 -- warehouses created before the column
-ALTER TABLE validations ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;
-ALTER TABLE validation_weeks ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;
+ALTER TABLE heldout_replays ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;
+ALTER TABLE heldout_weeks ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;
 
 -- The controller's differences (controller - reference) per metric, with a paired bootstrap 95%
 -- interval over weeks (models/evaluation/heldout.py). reference_kind 'best-fixed': the fixed contender
@@ -91,8 +91,8 @@ ALTER TABLE validation_weeks ADD COLUMN IF NOT EXISTS bsld_mean_1min DOUBLE;
 --   better          the controller is better on the overall figure (lower wait/slowdown/makespan,
 --                   higher utilisation); significant: the weekly interval excludes 0 (its sign says
 --                   whether the controller is significantly better or worse)
-CREATE TABLE IF NOT EXISTS validation_diffs (
-    validation_id     VARCHAR NOT NULL,
+CREATE TABLE IF NOT EXISTS heldout_diffs (
+    heldout_id     VARCHAR NOT NULL,
     metric            VARCHAR NOT NULL,
     reference_kind    VARCHAR NOT NULL,
     reference         VARCHAR NOT NULL,
@@ -108,7 +108,7 @@ CREATE TABLE IF NOT EXISTS validation_diffs (
     seed              BIGINT NOT NULL,
     better            BOOLEAN,
     significant       BOOLEAN,
-    PRIMARY KEY (validation_id, metric, reference_kind)
+    PRIMARY KEY (heldout_id, metric, reference_kind)
 );
 
 -- The controller's recommended objective per decision epoch, scored on the observed (as-run) state

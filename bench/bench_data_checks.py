@@ -3,7 +3,7 @@
 The ingest target is >= 100,000 jobs/s end to end (5M-row file, 2 cores), so validation must stay
 well under ~3 us/row at the batch sizes the loader uses (~100k-500k rows per 32 MiB chunk).
 
-Run: .venv/bin/python bench/bench_validation.py [--sizes 100000,500000] [--repeat 3] [--full]
+Run: .venv/bin/python bench/bench_data_checks.py [--sizes 100000,500000] [--repeat 3] [--full]
 Scenarios: clean batch; 0.1% of rows with one negative count; "dirty" batch where every row-level
 expectation of the suite has a few violators (the fast path's worst case per expectation).
 `--full` also times mode="full" (GX over every row), the reference the fast path is tested against.

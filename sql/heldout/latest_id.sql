@@ -1,6 +1,6 @@
 -- The most recent validation, of one cluster or ($cluster NULL) of any.
-SELECT validation_id
-FROM validations
+SELECT heldout_id
+FROM heldout_replays
 WHERE ($cluster::VARCHAR IS NULL OR cluster = $cluster)
-ORDER BY created_at DESC, validation_id DESC
+ORDER BY created_at DESC, heldout_id DESC
 LIMIT 1;
