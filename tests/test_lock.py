@@ -87,3 +87,22 @@ def test_setup_installs_the_lock_with_hashes_torch_first():
     lock_at = setup.index("--require-hashes --no-deps -r requirements.lock")
     assert torch_at < lock_at < setup.index("--no-deps --no-build-isolation -e .")
     assert "cat pyproject.toml requirements.lock" in setup  # the stamp: reinstall when either changes
+
+
+def test_lockfile_compares_names_across_spellings():
+    text = "# via x\nRuamel.Yaml==0.19.1 \\\n    --hash=sha256:aa\n    # via y\nfoo_bar==1.0 \\\n    --hash=sha256:bb\n"
+    pins = lockfile.parse_lock(text)
+    assert pins == {"ruamel-yaml": "0.19.1", "foo-bar": "1.0"}
+    assert lockfile.block(text, "foo_bar") == "foo_bar==1.0 \\\n    --hash=sha256:bb\n"
+    have = {"ruamel-yaml": "0.19.2", "baz": "2", "metapilot": "0.1.0", "pip": "26.3"}
+    assert lockfile.compare(pins, have) == {"missing": ["foo-bar"], "different": [("ruamel-yaml", "0.19.1", "0.19.2")],
+                                           "extra": ["baz"]}
+
+
+def test_the_upgrade_check_reads_the_failures_from_pytest_summary():
+    spec = importlib.util.spec_from_file_location("upgrade_check", ROOT / "scripts" / "upgrade_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    lines = ["....F\n", "FAILED tests/test_a.py::test_x[1 2] - AssertionError: no\n",
+             "ERROR tests/test_b.py::TestC::test_d\n", "FAILED tests/test_a.py::test_x[1 2] - again\n", "1 failed\n"]
+    assert mod.failed_ids(lines) == ["tests/test_a.py::test_x[1 2]", "tests/test_b.py::TestC::test_d"]
