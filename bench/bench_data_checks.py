@@ -1,4 +1,4 @@
-"""Per-row cost of `transforms.validation.validate_jobs` on synthetic canonical batches.
+"""Per-row cost of `transforms.data_checks.check_jobs` on synthetic canonical batches.
 
 The ingest target is >= 100,000 jobs/s end to end (5M-row file, 2 cores), so validation must stay
 well under ~3 us/row at the batch sizes the loader uses (~100k-500k rows per 32 MiB chunk).
@@ -22,7 +22,7 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from metapilot.transforms.canonical import conform  # noqa: E402
-from metapilot.transforms.validation import validate_jobs  # noqa: E402
+from metapilot.transforms.data_checks import check_jobs  # noqa: E402
 
 
 def synthetic(n: int, seed: int = 0) -> pl.DataFrame:
@@ -69,7 +69,7 @@ def time_it(df: pl.DataFrame, mode: str, repeat: int) -> tuple[float, dict]:
     best = float("inf")
     for _ in range(repeat):
         t = time.perf_counter()
-        out = validate_jobs(df, mode=mode)
+        out = check_jobs(df, mode=mode)
         best = min(best, time.perf_counter() - t)
     return best, out.summary
 
@@ -82,7 +82,7 @@ def main() -> None:
     a = ap.parse_args()
 
     t = time.perf_counter()
-    validate_jobs(synthetic(10))
+    check_jobs(synthetic(10))
     print(f"first call (GX import, context, suite): {time.perf_counter() - t:.2f} s, once per process")
     print(f"{'rows':>8} {'scenario':<10} {'mode':<5} {'seconds':>8} {'us/row':>7} {'failed':>7} {'gx_rows':>8}")
     for n in (int(s) for s in a.sizes.split(",")):

@@ -1,6 +1,6 @@
 """Schedules kept in the repo: daily ingest of a landing directory, hourly collection from sacct,
 the weekly report on Monday morning, a monthly retrain (`pipeline` without its ingest and report:
-tune, dataset, train, validate, publish). Served by `metapilot serve` (Prefect's `serve`: one
+tune, dataset, train, held-out replay, publish). Served by `metapilot serve` (Prefect's `serve`: one
 long-running process, local server or none) or, with a Prefect server and work pool, by
 `prefect deploy --all` from `prefect.yaml`."""
 
@@ -29,7 +29,7 @@ class Schedules:
 @flow(name="retrain")
 def retrain_flow(cluster: str | None = None, db: str | None = None, seeds: tuple[int, ...] = (0,), steps: int = 2000,
                  dask: str | None = None) -> dict:
-    """Monthly: learn on the latest history, validate on the newest held-out weeks, publish: what
+    """Monthly: learn on the latest history, replay on the newest held-out weeks, publish: what
     `pipeline` does after its ingest, with its defaults."""
     chosen, windows = plan_windows(db, cluster)
     return learn_flow(chosen, windows, db=db, seeds=tuple(seeds), steps=steps, dask=dask)

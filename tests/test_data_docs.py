@@ -71,8 +71,8 @@ def test_failed_expectations_show_on_the_page(tmp_path, site_key):
     log.write_text(line + "\n" + bad.replace(":1630912:", ":1630913:") + "\n")
     con = connect(tmp_path / "m.duckdb")
     rep = ingest_file(con, log, IngestOptions(), site_key)
-    assert rep.outcome == "loaded" and rep.rows_quarantined == 1 and not rep.validation["success"]
-    assert rep.validation["gx_rows"] >= 1
+    assert rep.outcome == "loaded" and rep.rows_quarantined == 1 and not rep.data_checks["success"]
+    assert rep.data_checks["gx_rows"] >= 1
     index = render_data_docs(con)
     con.close()
     page = _pages(index.parent)[0].read_text()
@@ -84,9 +84,9 @@ def test_after_ingest_only_when_gx_ran(file_db):
 
     db, con = file_db
     con.close()
-    clean = [{"outcome": "loaded", "validation": {"gx_rows": 0}}]
+    clean = [{"outcome": "loaded", "data_checks": {"gx_rows": 0}}]
     assert render_after_ingest(str(db), clean) is None and not (db.parent / "data_docs").exists()
-    ran = [{"outcome": "loaded", "validation": {"gx_rows": 3}}]
+    ran = [{"outcome": "loaded", "data_checks": {"gx_rows": 3}}]
     index = render_after_ingest(str(db), ran)
     assert index is not None and index.exists() and len(_pages(index.parent)) == 2
 
@@ -126,4 +126,4 @@ def test_data_docs_command(file_db):
     con.close()
     res = CliRunner().invoke(app, ["data-docs", "--db", str(db)])
     assert res.exit_code == 0, res.output
-    assert "index.html" in res.output and "2 new validation results" in res.output
+    assert "index.html" in res.output and "2 new data-check results" in res.output

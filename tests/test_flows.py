@@ -61,7 +61,7 @@ def test_transient_failure_is_retried_and_the_warehouse_stays_consistent(tmp_pat
         if calls["n"] == 1:
             con = connect(db)
             con.execute("BEGIN TRANSACTION")
-            con.execute("INSERT INTO quarantine VALUES ('x', 'x', 1, 'x', 'x', now())")
+            con.execute("INSERT INTO quarantine (file_sha256, path, line_no, raw, reason, quarantined_at) VALUES ('x', 'x', 1, 'x', 'x', now())")
             con.execute("ROLLBACK")
             con.close()
             raise OSError("IO Error: Could not set lock on file: Conflicting lock is held")

@@ -110,7 +110,7 @@ def test_truncated_gzip_leaves_warehouse_unchanged(mem_con, site_key, tmp_path):
 def test_crash_midway_rolls_back(mem_con, site_key, monkeypatch):
     import metapilot.warehouse.ingest_stage as stage
 
-    real = stage.validate_jobs
+    real = stage.check_jobs
     calls = {"n": 0}
 
     def flaky(df):
@@ -119,11 +119,11 @@ def test_crash_midway_rolls_back(mem_con, site_key, monkeypatch):
             raise RuntimeError("disk on fire")
         return real(df)
 
-    monkeypatch.setattr(stage, "validate_jobs", flaky)
+    monkeypatch.setattr(stage, "check_jobs", flaky)
     rep = ingest_file(mem_con, POZIDRIV, IngestOptions(chunk_bytes=256 * 1024), site_key)
     assert rep.outcome == "failed" and "disk on fire" in rep.message and "after line" in rep.message
     assert counts(mem_con) == (0, 0, 0)
-    monkeypatch.setattr(stage, "validate_jobs", real)
+    monkeypatch.setattr(stage, "check_jobs", real)
     assert ingest_file(mem_con, POZIDRIV, IngestOptions(), site_key).outcome == "loaded"
 
 
@@ -199,7 +199,7 @@ def test_real_sge_and_lsf_files_load_and_reconcile(mem_con, site_key, path):
     assert rep.outcome == "loaded" and rep.format in ("sge", "uge", "lsf"), rep.message
     assert rep.jobs_written > 0
     check_reconciles(mem_con, rep)
-    assert rep.validation["success"] and rep.validation["failed_rows"] == 0
+    assert rep.data_checks["success"] and rep.data_checks["failed_rows"] == 0
 
 
 def test_latin1_log_warns_then_loads_again_with_encoding(mem_con, site_key):

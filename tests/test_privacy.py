@@ -40,7 +40,7 @@ def write_logs(folder: Path) -> list[Path]:
     bad_submit = _named(rows[20], SECOND_USER)
     bad_submit[10] = "not-a-time"
     short = _named(rows[21])[:20]  # wrong field count: the layout cannot be read
-    end_before_start = _named(rows[22], SECOND_USER)  # fails the validation suite
+    end_before_start = _named(rows[22], SECOND_USER)  # fails the data-check suite
     end_before_start[12], end_before_start[13] = "2016-12-22T07:03:30", "2016-12-21T07:03:30"
     sacct = folder / "named.sacct"
     text = "\n".join("|".join(c) for c in [*good, bad_submit, short, end_before_start]) + "\n"

@@ -2,7 +2,7 @@
 warehouse (`data_docs/index.html`), one page per ingested file, linked from the weekly report.
 
 The ingest validates every chunk against the suite (`warehouse/expectations/jobs.json`) and keeps
-one merged result per file in `validation_runs`; the fast path runs GX itself only on suspect
+one merged result per file in `data_check_runs`; the fast path runs GX itself only on suspect
 rows, so a clean file never imports GX. The pages are therefore rendered from the stored results
 (each expectation of the suite with its success and unexpected count over the file's rows):
 right after an ingest in which GX ran (`render_after_ingest`), else when asked (`metapilot
@@ -50,7 +50,7 @@ def _rendered(site: Path) -> set[str]:
 def pending_runs(con, site: Path) -> list[str]:
     """Validation runs not yet on the site, oldest first."""
     done = _rendered(site)
-    ids = [r[0] for r in con.execute(sql_text("ingest/validation_run_ids.sql")).fetchall()]
+    ids = [r[0] for r in con.execute(sql_text("ingest/data_check_run_ids.sql")).fetchall()]
     return [i for i in ids if i not in done]
 
 
@@ -60,7 +60,7 @@ def _safe(text: str) -> str:
 
 def _context(site: Path) -> Any:
     """An ephemeral GX context whose stores and site live on disk under `site`."""
-    from metapilot.transforms.validation import _quiet
+    from metapilot.transforms.data_checks import _quiet
 
     with _quiet():
         import great_expectations as gx
@@ -106,7 +106,7 @@ def _result_for(cfg: Any, stored: dict | None, evaluated: int, columns: list[str
 
 
 def _validation_result(row: dict, suite: Any) -> tuple[Any, Any]:
-    """(identifier, ExpectationSuiteValidationResult) of one `validation_runs` row."""
+    """(identifier, ExpectationSuiteValidationResult) of one `data_check_runs` row."""
     from great_expectations.core import ExpectationSuiteValidationResult
     from great_expectations.core.run_identifier import RunIdentifier
     from great_expectations.data_context.types.resource_identifiers import (
@@ -114,7 +114,7 @@ def _validation_result(row: dict, suite: Any) -> tuple[Any, Any]:
         ValidationResultIdentifier,
     )
     from metapilot.transforms.canonical import PARSED_SCHEMA
-    from metapilot.transforms.validation import _column_label
+    from metapilot.transforms.data_checks import _column_label
 
     stored = {(r.get("expectation"), r.get("column")): r for r in json.loads(row["results_json"] or "[]")}
     evaluated = int(row["evaluated"] or 0)
@@ -125,7 +125,7 @@ def _validation_result(row: dict, suite: Any) -> tuple[Any, Any]:
                                    list(PARSED_SCHEMA)))
     ok = sum(1 for r in results if r.success)
     name = Path(row["path"] or "file").name
-    when = row["validated_at"]
+    when = row["checked_at"]
     when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
     run_id = RunIdentifier(run_name=f"ingest {name}", run_time=when)
     batch = f"{_safe(name)}-{row['file_sha256'][:12]}"
@@ -158,7 +158,7 @@ def render_data_docs(con, site: Path | None = None, run_ids: list[str] | None = 
     if not todo and index.exists():
         return index
     site.mkdir(parents=True, exist_ok=True)
-    from metapilot.transforms.validation import _quiet, load_suite
+    from metapilot.transforms.data_checks import _quiet, load_suite
 
     suite = load_suite()
     ctx = _context(site)
@@ -169,9 +169,9 @@ def render_data_docs(con, site: Path | None = None, run_ids: list[str] | None = 
             ctx.suites.add(suite)
     idents = []
     if todo:
-        rows = con.execute(sql_text("ingest/validation_rows.sql"), [todo]).fetchall()
+        rows = con.execute(sql_text("ingest/data_check_rows.sql"), [todo]).fetchall()
         cols = ["run_id", "file_sha256", "suite_name", "success", "evaluated", "failed_rows", "results_json",
-                "validated_at", "path", "format", "cluster"]
+                "checked_at", "path", "format", "cluster"]
         for r in rows:
             ident, vr = _validation_result(dict(zip(cols, r)), suite)
             with _quiet():
@@ -188,7 +188,7 @@ def render_after_ingest(db: str | Path | None, reports: list[dict], log=None) ->
     """After an ingest: render the new results when GX itself ran on some file (its import is
     paid already, or the file had rows to look at); otherwise leave them for later. Never fails
     the ingest: a rendering problem is only logged."""
-    ran = any((r.get("validation") or {}).get("gx_rows") for r in reports if r.get("outcome") == "loaded")
+    ran = any((r.get("data_checks") or {}).get("gx_rows") for r in reports if r.get("outcome") == "loaded")
     if not ran:
         return None
     from metapilot.warehouse.db import connect
@@ -218,12 +218,12 @@ def data_quality(con, cluster: str) -> dict:
     warned = [{"file": Path(f[0]).name, "warning": f[3]} for f in files
               if f[3] and "quarantined" in f[3]][:10]
     failed_runs = con.execute(
-        "SELECT count(*) FROM validation_runs v JOIN ingest_files f ON f.sha256 = v.file_sha256 "
+        "SELECT count(*) FROM data_check_runs v JOIN ingest_files f ON f.sha256 = v.file_sha256 "
         "WHERE NOT v.success AND (f.cluster = ? OR list_contains(string_split(f.cluster, ','), ?))",
         [cluster, cluster]).fetchall()[0][0]
     out: dict[str, Any] = {"files": len(files), "lines": lines, "quarantined": quarantined,
                            "quarantined_share": (quarantined / lines) if lines else None,
-                           "warnings": warned, "validation_failed_files": int(failed_runs),
+                           "warnings": warned, "data_check_failed_files": int(failed_runs),
                            "docs_index": None, "docs_message": None}
     site = docs_dir_for(con)
     if site is None:

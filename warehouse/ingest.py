@@ -36,7 +36,7 @@ from metapilot.warehouse.ingest_log import (
     load_scope,
     record_failed,
     record_loaded,
-    record_validation,
+    record_data_check,
     undecodable_lines,
 )
 from metapilot.warehouse.ingest_stage import (
@@ -76,7 +76,7 @@ class FileReport:
     seconds: float = 0.0
     message: str | None = None
     warnings: list[str] = field(default_factory=list)
-    validation: dict | None = None
+    data_checks: dict | None = None
 
     @property
     def reconciles(self) -> bool:
@@ -145,7 +145,7 @@ def _needs_dedupe(con: duckdb.DuckDBPyConnection, sha: str, tot: StageTotals) ->
     return n > 0
 
 
-def _merge_validation(parts: list[dict]) -> dict:
+def _merge_data_checks(parts: list[dict]) -> dict:
     """One suite result for the file from the per-chunk results."""
     if not parts:
         return {"suite_name": "metapilot_jobs", "success": True, "evaluated": 0, "failed_rows": 0, "results": []}
@@ -273,12 +273,12 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
                               "this is a MetaPilot bug: please report it with the file")
         for c in clusters or []:
             _store_capacity(con, c, tot.capacity, tot.first_submit)
-        rep.validation = _merge_validation(tot.validation)
+        rep.data_checks = _merge_data_checks(tot.data_checks)
         rep.warnings = tot.warnings + quarantine_warnings(con, rep, st.opts)
         rep.seconds = time.perf_counter() - st.t0
         record_loaded(con, rep, now)
-        v = rep.validation
-        record_validation(con, sha, rep.cluster, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"], v["results"])
+        v = rep.data_checks
+        record_data_check(con, sha, rep.cluster, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"], v["results"])
         con.execute("COMMIT")
     except SiteKeyError:
         con.execute("ROLLBACK")
@@ -480,5 +480,5 @@ def ingest_batch(paths: list[str], db: str | Path | None = None, opts: IngestOpt
         out.append({"path": "(all clusters)", "sha256": "", "bytes": 0, "outcome": "capacity", "format": None,
                     "cluster": None, "lines_read": 0, "rows_loaded": 0, "jobs_written": 0, "rows_merged": 0,
                     "rows_quarantined": 0, "lines_skipped": 0, "seconds": 0.0, "message": None,
-                    "warnings": warnings, "validation": None})
+                    "warnings": warnings, "data_checks": None})
     return out

@@ -1,5 +1,5 @@
 """What ingest records about each file, whatever its kind (job logs, node and pod lists, metrics):
-`ingest_files` (loaded or failed, with the line counts) and `validation_runs` (its data checks).
+`ingest_files` (loaded or failed, with the line counts) and `data_check_runs` (its data checks).
 
 A file is known by its content (SHA-256) and, when its lines name no cluster (SWF, PBS, SGE, LSF,
 openb node and pod lists, node metrics), by the cluster it was loaded for as well: one node list
@@ -70,13 +70,13 @@ def record_failed(con: duckdb.DuckDBPyConnection, rep: Any, fmt: str | None, clu
     })
 
 
-def record_validation(con: duckdb.DuckDBPyConnection, sha: str, cluster: str, suite: str, success: bool,
+def record_data_check(con: duckdb.DuckDBPyConnection, sha: str, cluster: str, suite: str, success: bool,
                       evaluated: int, failed_rows: int, results: list) -> None:
     """One load's data checks (`cluster`: the load's, as in `ingest_files`)."""
-    con.execute(sql_text("ingest/record_validation.sql"), {
+    con.execute(sql_text("ingest/record_data_check.sql"), {
         "run_id": str(uuid.uuid4()), "file_sha256": sha, "cluster": cluster, "suite_name": suite,
         "success": bool(success), "evaluated": int(evaluated), "failed_rows": int(failed_rows),
-        "results_json": json.dumps(results, default=str), "validated_at": datetime.now(timezone.utc),
+        "results_json": json.dumps(results, default=str), "checked_at": datetime.now(timezone.utc),
     })
 
 

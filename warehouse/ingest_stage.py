@@ -2,7 +2,7 @@
 
 Staging never touches the warehouse, so a long file is parsed while queries and other loads go on;
 `warehouse.ingest.commit_staged` then appends the parts in one short transaction. Parsing and
-validation run a couple of chunks ahead in a thread (polars releases the GIL) and every chunk's
+data checks run a couple of chunks ahead in a thread (polars releases the GIL) and every chunk's
 lines are counted here, so the commit can reconcile them.
 """
 
@@ -23,7 +23,7 @@ from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.lines import CHUNK_BYTES, read_head
 from metapilot.transforms.parsers import ParseOptions, iter_parse
 from metapilot.transforms.privacy import LineRedactor, NameCache, pseudonymise
-from metapilot.transforms.validation import validate_jobs
+from metapilot.transforms.data_checks import check_jobs
 
 from metapilot.ground.files import sha256_file
 
@@ -69,7 +69,7 @@ def _quarantine_frame(q: pl.DataFrame, sha: str, path: str, now: datetime) -> pl
 
 @dataclass
 class StageTotals:
-    """What staging counted and kept for the commit: line counts, key hashes, capacity, validation."""
+    """What staging counted and kept for the commit: line counts, key hashes, capacity, data checks."""
 
     lines_read: int = 0
     merged: int = 0
@@ -80,7 +80,7 @@ class StageTotals:
     format: str | None = None
     warnings: list[str] = field(default_factory=list)
     capacity: list[dict] = field(default_factory=list)
-    validation: list[dict] = field(default_factory=list)
+    data_checks: list[dict] = field(default_factory=list)
     last_line: int = 0
     key_hashes: list[pl.Series] = field(default_factory=list)
     first_submit: datetime | None = None
@@ -97,7 +97,7 @@ class _Prepared:
     res: ParseResult
     rows: pl.DataFrame | None
     quarantine: pl.DataFrame
-    validation: dict
+    data_checks: dict
     last_line: int
 
 
@@ -105,7 +105,7 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
              opts: IngestOptions, name_cache: dict, redact=None) -> _Prepared:
     """Validate and pseudonymise one parsed chunk, quarantined lines included (no warehouse
     access: runs ahead in a thread)."""
-    outcome = validate_jobs(res.jobs)
+    outcome = check_jobs(res.jobs)
     jobs = res.jobs
     q = res.quarantine
     if outcome.failed.height:
@@ -132,7 +132,7 @@ def _append(p: _Prepared, sha: str, path: str, now: datetime, tot: StageTotals, 
     bounded and the warehouse free while a file is parsed: one INSERT from the staged parts in the
     commit writes row groups straight to disk."""
     res, rows, q = p.res, p.rows, p.quarantine
-    tot.validation.append(p.validation)
+    tot.data_checks.append(p.data_checks)
     if rows is not None:
         rows.write_parquet(stage / f"part-{len(tot.key_hashes):06d}.parquet", compression="lz4", statistics=False)
         tot.rows_staged += rows.height
@@ -161,7 +161,7 @@ _DONE = object()
 
 
 def _read_ahead(items: Iterator, depth: int = 2) -> Iterator:
-    """Run a generator in a thread, `depth` items ahead: parsing and validation (polars, which
+    """Run a generator in a thread, `depth` items ahead: parsing and data checks (polars, which
     releases the GIL) overlap with DuckDB's appends. Exceptions re-raise in the consumer."""
     q: queue.Queue = queue.Queue(maxsize=depth)
     stop = threading.Event()

@@ -21,12 +21,12 @@ from metapilot.transforms.lines import iter_line_chunks, open_binary, read_head
 from metapilot.transforms.openb import TRACE_EPOCH, detect_openb, parse_node_list, parse_pod_list
 from metapilot.transforms.privacy import keyed_hash, pseudonymise
 from metapilot.transforms.prometheus import is_exposition, is_query_range_json, parse_exposition, parse_query_range
-from metapilot.transforms.validation import validate_jobs
+from metapilot.transforms.data_checks import check_jobs
 
 from metapilot.ground.paths import sql_text
 from metapilot.warehouse.capacity import upsert_capacity
 from metapilot.warehouse.db import insert_frame
-from metapilot.warehouse.ingest_log import dedupe_file, file_rows, record_failed, record_loaded, record_validation
+from metapilot.warehouse.ingest_log import dedupe_file, file_rows, record_failed, record_loaded, record_data_check
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
 PLACEMENT_FORMATS = ("openb-nodes", "openb-pods", "prom-text", "prom-range")
@@ -95,7 +95,7 @@ def _load_pods(con, path: Path, cluster: str, sha: str, now: datetime, key: byte
     lines = _lines(path)
     header = tuple(f.strip().lower() for f in (read_head(path, max_lines=1)[0].lstrip("\ufeff").strip().split(",")))
     res, extras = parse_pod_list(lines, header, cluster)
-    outcome = validate_jobs(res.jobs)
+    outcome = check_jobs(res.jobs)
     jobs, q = res.jobs, res.quarantine
     if outcome.failed.height:
         bad = outcome.failed.group_by("source_line", maintain_order=True).agg(pl.col("reason").unique().str.join("; "))
@@ -175,7 +175,7 @@ def load_placement_file(con: duckdb.DuckDBPyConnection, path: Path, fmt: str, op
                                f"{rep.rows_quarantined} quarantined, {rep.lines_skipped} skipped): a MetaPilot bug")
         rep.seconds = time.perf_counter() - t0
         record_loaded(con, rep, now)
-        record_validation(con, sha, cluster, f"metapilot_{fmt}", rep.rows_quarantined == 0, rep.lines_read, rep.rows_quarantined, [])
+        record_data_check(con, sha, cluster, f"metapilot_{fmt}", rep.rows_quarantined == 0, rep.lines_read, rep.rows_quarantined, [])
         con.execute("COMMIT")
     except SiteKeyError:
         con.execute("ROLLBACK")

@@ -7,10 +7,13 @@ import duckdb
 from metapilot.ground.paths import sql_statements, sql_text
 
 
+NEW_COLUMN = {"validation_id": "heldout_id", "validated_at": "checked_at"}
+
+
 def rename_legacy(con: duckdb.DuckDBPyConnection) -> None:
-    """Give an older warehouse's held-out replay tables and id column their current names (issue 36:
-    one meaning per name). Idempotent; runs before the DDL."""
+    """Give an older warehouse's held-out replay and data-check tables and columns their current
+    names (issue 36: one meaning per name). Idempotent; runs before the DDL."""
     for stmt in sql_statements("migrate/renamed_tables.sql"):
         con.execute(stmt)
-    for (table,) in con.execute(sql_text("migrate/renamed_columns.sql")).fetchall():
-        con.execute(f'ALTER TABLE "{table}" RENAME COLUMN validation_id TO heldout_id')
+    for table, column in con.execute(sql_text("migrate/renamed_columns.sql")).fetchall():
+        con.execute(f'ALTER TABLE "{table}" RENAME COLUMN "{column}" TO "{NEW_COLUMN[column]}"')

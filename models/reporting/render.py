@@ -388,7 +388,7 @@ def data_quality_lines(report: dict) -> tuple[list[str], list[str], str | None]:
     lines = [f"{fmt_int(dq.get('files'))} ingested files, {fmt_int(dq.get('lines'))} lines; "
              f"{fmt_int(dq.get('quarantined'))} quarantined ({fmt_pct(share, 2) if share is not None else '–'}), "
              "each with its reason in the quarantine table.",
-             f"Validation suite (great-expectations): {fmt_int(dq.get('validation_failed_files'))} file(s) with "
+             f"Data checks (great-expectations suite): {fmt_int(dq.get('data_check_failed_files'))} file(s) with "
              "rows that failed an expectation (those rows are quarantined)."]
     warnings = [f"{w['file']}: {w['warning']}" for w in dq.get("warnings") or []]
     if dq.get("docs_message"):

@@ -84,7 +84,7 @@ CREATE TABLE IF NOT EXISTS capacity (
     PRIMARY KEY (cluster, partition, valid_from)
 );
 
-CREATE TABLE IF NOT EXISTS validation_runs (
+CREATE TABLE IF NOT EXISTS data_check_runs (
     run_id        VARCHAR PRIMARY KEY,
     file_sha256   VARCHAR NOT NULL,
     suite_name    VARCHAR NOT NULL,
@@ -92,5 +92,5 @@ CREATE TABLE IF NOT EXISTS validation_runs (
     evaluated     BIGINT NOT NULL,
     failed_rows   BIGINT NOT NULL,
     results_json  VARCHAR NOT NULL,      -- per expectation: name, success, unexpected_count
-    validated_at  TIMESTAMPTZ NOT NULL
+    checked_at  TIMESTAMPTZ NOT NULL
 );

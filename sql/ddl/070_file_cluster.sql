@@ -2,4 +2,4 @@
 -- no cluster can be loaded for several clusters (the same `file_sha256`), told apart by `cluster`
 -- (= ingest_files.cluster of that load).
 ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS cluster VARCHAR;
-ALTER TABLE validation_runs ADD COLUMN IF NOT EXISTS cluster VARCHAR;
+ALTER TABLE data_check_runs ADD COLUMN IF NOT EXISTS cluster VARCHAR;

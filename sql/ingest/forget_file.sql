@@ -4,4 +4,4 @@
 -- the new load's.
 DELETE FROM jobs WHERE source_file_id = $1 AND ($2 IS NULL OR cluster = $2);
 DELETE FROM quarantine WHERE file_sha256 = $1 AND ($2 IS NULL OR cluster = $2);
-DELETE FROM validation_runs WHERE file_sha256 = $1 AND ($2 IS NULL OR cluster = $2);
+DELETE FROM data_check_runs WHERE file_sha256 = $1 AND ($2 IS NULL OR cluster = $2);

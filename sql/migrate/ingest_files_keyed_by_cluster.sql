@@ -5,5 +5,5 @@ INSERT INTO ingest_files BY NAME SELECT * REPLACE (coalesce(cluster, '') AS clus
 DROP TABLE ingest_files_v1;
 UPDATE quarantine AS q SET cluster = f.cluster FROM ingest_files AS f
 WHERE q.cluster IS NULL AND q.file_sha256 = f.sha256;
-UPDATE validation_runs AS v SET cluster = f.cluster FROM ingest_files AS f
+UPDATE data_check_runs AS v SET cluster = f.cluster FROM ingest_files AS f
 WHERE v.cluster IS NULL AND v.file_sha256 = f.sha256;

@@ -1,7 +1,9 @@
--- Tables that still carry the held-out replay's id under its old name, validation_id (issue 36).
-SELECT table_name
+-- Columns that still carry an old name (issue 36: one meaning per name): the held-out replay's id was
+-- validation_id, the time of a file's data checks validated_at.
+SELECT table_name, column_name
 FROM information_schema.columns
 WHERE table_schema = current_schema()
-  AND column_name = 'validation_id'
-  AND table_name IN ('heldout_replays', 'heldout_weeks', 'heldout_diffs', 'published_policies')
-ORDER BY table_name
+  AND ((column_name = 'validation_id'
+        AND table_name IN ('heldout_replays', 'heldout_weeks', 'heldout_diffs', 'published_policies'))
+       OR (column_name = 'validated_at' AND table_name = 'data_check_runs'))
+ORDER BY table_name, column_name

@@ -4,3 +4,5 @@
 ALTER TABLE IF EXISTS validations RENAME TO heldout_replays;
 ALTER TABLE IF EXISTS validation_weeks RENAME TO heldout_weeks;
 ALTER TABLE IF EXISTS validation_diffs RENAME TO heldout_diffs;
+-- ... and the data checks of ingest were validation_runs.
+ALTER TABLE IF EXISTS validation_runs RENAME TO data_check_runs;

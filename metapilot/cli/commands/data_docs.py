@@ -1,4 +1,4 @@
-"""`metapilot data-docs`: render the ingest's validation results as Great Expectations data docs
+"""`metapilot data-docs`: render the ingest's data checks as Great Expectations data docs
 (static HTML beside the warehouse; warehouse/data_docs.py)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def data_docs_cmd(
         index = render_data_docs(con, site)
     finally:
         con.close()
-    console.print(f"data docs: {index} ({n} new validation result{'s' if n != 1 else ''} rendered)")
+    console.print(f"data docs: {index} ({n} new data-check result{'s' if n != 1 else ''} rendered)")
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
         t.add_column(col, justify="right" if col in ("lines", "loaded", "jobs", "merged", "quarantined", "skipped", "s") else "left")
     failed = 0
     for r in reports:
-        v = r.get("validation") or {}
+        v = r.get("data_checks") or {}
         vtxt = "" if not v else ("ok" if v.get("success") else f"{v.get('failed_rows', 0)} rows failed")
         style = {"failed": "red", "skipped": "dim"}.get(r["outcome"], "")
         counts = ("lines_read", "rows_loaded", "jobs_written", "rows_merged", "rows_quarantined", "lines_skipped")
@@ -35,12 +35,12 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
             console.print(f"[red]error:[/red] {r['message']}")
         for w in r.get("warnings") or []:
             console.print(f"[yellow]warning:[/yellow] {w}")
-        v = r.get("validation") or {}
+        v = r.get("data_checks") or {}
         for res in v.get("results", []):
             if not res.get("success"):
                 n = res.get("unexpected_count")
                 what = f"failed for {n} rows (quarantined)" if n is not None else "failed for the batch as a whole"
-                console.print(f"[yellow]validation:[/yellow] {r['path'].split('/')[-1]}: {res.get('expectation')}"
+                console.print(f"[yellow]data checks:[/yellow] {r['path'].split('/')[-1]}: {res.get('expectation')}"
                               f"({res.get('column')}) {what}")
     console.print(f"warehouse: [bold]{db_file}[/bold]")
     return failed

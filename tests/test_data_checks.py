@@ -23,12 +23,12 @@ from metapilot.transforms.canonical import (
     conform,
     empty_jobs,
 )
-from metapilot.transforms.validation import (
+from metapilot.transforms.data_checks import (
     SUITE_PATH,
     SuiteError,
-    ValidationOutcome,
+    DataCheckOutcome,
     load_suite,
-    validate_jobs,
+    check_jobs,
 )
 
 SUITE = json.loads(SUITE_PATH.read_text())
@@ -122,7 +122,7 @@ def break_row(df: pl.DataFrame, e: dict, i: int) -> pl.DataFrame:
     raise AssertionError(f"no test mutation for {t}: add one so the new expectation is exercised")
 
 
-def same_outcome(a: ValidationOutcome, b: ValidationOutcome) -> None:
+def same_outcome(a: DataCheckOutcome, b: DataCheckOutcome) -> None:
     assert a.good.equals(b.good)
     assert a.failed.equals(b.failed)
     strip = lambda s: {k: v for k, v in s.items() if k not in ("mode", "gx_rows")}  # noqa: E731
@@ -162,7 +162,7 @@ def test_a_suite_gx_rejects_is_an_error(tmp_path: Path):
         with pytest.raises(SuiteError, match="GX rejects|accepted"):
             load_suite(p)
         with pytest.raises(SuiteError):
-            validate_jobs(real_rows(), suite_path=p)
+            check_jobs(real_rows(), suite_path=p)
 
 
 # ----------------------------------------------------------------------------- behaviour
@@ -171,7 +171,7 @@ def test_a_suite_gx_rejects_is_an_error(tmp_path: Path):
 @pytest.mark.parametrize("mode", ["fast", "full"])
 def test_real_rows_pass_untouched(mode: str):
     df = real_rows()
-    out = validate_jobs(df, mode=mode)
+    out = check_jobs(df, mode=mode)
     assert out.good.equals(df)
     assert out.failed.height == 0 and out.failed.schema == pl.Schema({"source_line": pl.Int64, "reason": pl.Utf8})
     s = out.summary
@@ -179,7 +179,7 @@ def test_real_rows_pass_untouched(mode: str):
     assert s["evaluated"] == df.height and s["failed_rows"] == 0
     assert len(s["results"]) == len(SUITE["expectations"])
     assert all(r["success"] and r["unexpected_count"] in (0, None) for r in s["results"])
-    json.dumps(s)  # goes to validation_runs.results_json as is
+    json.dumps(s)  # goes to data_check_runs.results_json as is
 
 
 @pytest.mark.parametrize("exp", ROW_LEVEL, ids=label)
@@ -187,7 +187,7 @@ def test_each_expectation_quarantines_its_bad_row(exp: dict):
     df = real_rows()
     i = 2
     bad = break_row(df, exp, i)
-    out = validate_jobs(bad)
+    out = check_jobs(bad)
     assert out.failed.height == 1, out.failed
     assert f"failed expectation {label(exp)}" in out.failed["reason"][0]
     assert out.failed["source_line"][0] == bad["source_line"][i]
@@ -203,7 +203,7 @@ def test_a_row_failing_several_expectations_names_them_all():
         pl.when(pl.col("job_id") == "4107219").then(-5).otherwise(pl.col("wait_s")).alias("wait_s"),
         pl.when(pl.col("job_id") == "4107219").then(pl.lit("DONE")).otherwise(pl.col("state")).alias("state"),
     )
-    out = validate_jobs(df)
+    out = check_jobs(df)
     assert out.failed.to_dicts() == [{
         "source_line": 3,
         "reason": "failed expectation expect_column_values_to_be_in_set(state); "
@@ -218,13 +218,13 @@ def test_unknown_values_are_null_and_not_judged():
     df = real_rows().with_columns(*(pl.lit(None, dtype=PARSED_SCHEMA[c]).alias(c) for c in
                                     ["state", "start_time", "end_time", "run_s", "wait_s", "timelimit_s",
                                      "req_cpus", "alloc_cpus", "eligible_time"]))
-    out = validate_jobs(df)
+    out = check_jobs(df)
     assert out.failed.height == 0 and out.summary["success"] is True
 
 
 def test_wrong_columns_fail_the_batch_but_quarantine_no_row():
     df = real_rows().with_columns(pl.lit(1).alias("extra"))
-    out = validate_jobs(df)
+    out = check_jobs(df)
     assert out.good.equals(df) and out.failed.height == 0
     assert out.summary["success"] is False
     table = [r for r in out.summary["results"] if r["expectation"] == "expect_table_columns_to_match_ordered_list"]
@@ -234,11 +234,11 @@ def test_wrong_columns_fail_the_batch_but_quarantine_no_row():
 
 def test_missing_column_is_an_error_not_a_pass():
     with pytest.raises(SuiteError, match="GX could not evaluate"):
-        validate_jobs(real_rows().drop("req_gpus"))
+        check_jobs(real_rows().drop("req_gpus"))
 
 
 def test_empty_batch():
-    out = validate_jobs(empty_jobs())
+    out = check_jobs(empty_jobs())
     assert out.good.height == 0 and out.failed.height == 0
     assert out.summary["success"] is True and out.summary["evaluated"] == 0
 
@@ -253,7 +253,7 @@ def test_expectations_the_precheck_does_not_know_run_through_gx_on_every_row(tmp
     p = tmp_path / "suite.json"
     p.write_text(json.dumps(dict(SUITE, expectations=SUITE["expectations"] + extra)))
     df = real_rows()
-    out = validate_jobs(df, suite_path=p)
+    out = check_jobs(df, suite_path=p)
     # the six 7-character xdmod ids fail the length check
     assert sorted(out.failed["source_line"].to_list()) == [1, 1, 2, 2, 3, 4]
     assert all("expect_column_value_lengths_to_be_between(job_id)" in r for r in out.failed["reason"])
@@ -265,7 +265,7 @@ def test_expectations_the_precheck_does_not_know_run_through_gx_on_every_row(tmp
     assert [(r["success"], r["unexpected_count"]) for r in res] == [(False, 6), (True, 1), (True, 0)]
     assert out.summary["success"] is False
     assert out.summary["gx_rows"] >= df.height
-    same_outcome(out, validate_jobs(df, mode="full", suite_path=p))
+    same_outcome(out, check_jobs(df, mode="full", suite_path=p))
 
 
 # ----------------------------------------------------------------------------- fast == full
@@ -299,7 +299,7 @@ def frames(draw) -> pl.DataFrame:
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(frames())
 def test_fast_path_agrees_with_gx_on_every_row(df: pl.DataFrame):
-    same_outcome(validate_jobs(df, mode="fast"), validate_jobs(df, mode="full"))
+    same_outcome(check_jobs(df, mode="fast"), check_jobs(df, mode="full"))
 
 
 # ----------------------------------------------------------------------------- speed
@@ -324,11 +324,11 @@ def synthetic(n: int, bad_every: int = 1000) -> pl.DataFrame:
 
 def test_100k_rows_validate_quickly():
     df = synthetic(100_000)
-    validate_jobs(df.head(100))  # GX import and context setup are once per process
+    check_jobs(df.head(100))  # GX import and context setup are once per process
     t = time.perf_counter()
-    out = validate_jobs(df)
+    out = check_jobs(df)
     dt = time.perf_counter() - t
-    print(f"validate_jobs: 100k rows in {dt:.3f} s = {dt / 1e5 * 1e6:.2f} us/row")
+    print(f"check_jobs: 100k rows in {dt:.3f} s = {dt / 1e5 * 1e6:.2f} us/row")
     assert out.summary["failed_rows"] == 100 and out.good.height == 99_900
     assert dt < 10
 
@@ -336,7 +336,7 @@ def test_100k_rows_validate_quickly():
 def test_every_row_failing_is_reported_row_by_row():
     """GX's COMPLETE result lists every unexpected row (no partial cap), in row order."""
     df = synthetic(20_000, bad_every=1)
-    out = validate_jobs(df)
+    out = check_jobs(df)
     assert out.good.height == 0 and out.failed.height == 20_000
     assert out.failed["source_line"].to_list() == df["source_line"].to_list()
     assert out.failed["reason"].unique().to_list() == ["failed expectation expect_column_values_to_be_between(wait_s)"]

@@ -4,7 +4,7 @@ The suite (`warehouse/expectations/jobs.json`, a GX 1.x ExpectationSuite) is the
 truth. Rows that GX lists as unexpected for a row-level expectation are returned in `failed` with
 the expectation's name, so the loader can quarantine their lines (`mostly` only decides the
 expectation's success, not whether its unexpected rows are kept); the suite's result (`summary`)
-goes to `validation_runs` and the ingest summary.
+goes to `data_check_runs` and the ingest summary.
 
 Why two modes. GX over a whole batch on pandas costs ~0.2-0.35 s of fixed overhead (about 10 ms
 per expectation: GX builds a metric graph through pydantic) plus ~1.3 us per row: 3.5-7 us/row at
@@ -62,9 +62,9 @@ class SuiteError(RuntimeError):
 
 
 @dataclass
-class ValidationOutcome:
+class DataCheckOutcome:
     """`good`: rows passing every row-level expectation (input schema); `failed`: one row per
-    failing row (source_line, reason); `summary`: the suite's result for `validation_runs`."""
+    failing row (source_line, reason); `summary`: the suite's result for `data_check_runs`."""
 
     good: pl.DataFrame
     failed: pl.DataFrame
@@ -93,7 +93,7 @@ def _read_suite_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise SuiteError(f"cannot read the validation suite {path}: {e}") from e
+        raise SuiteError(f"cannot read the data-check suite {path}: {e}") from e
 
 
 def load_suite(path: str | Path | None = None) -> gx.ExpectationSuite:
@@ -162,7 +162,7 @@ def _suite_plan(path: str | Path | None) -> _Plan:
     try:
         mtime = p.stat().st_mtime_ns
     except OSError as e:
-        raise SuiteError(f"cannot read the validation suite {p}: {e}") from e
+        raise SuiteError(f"cannot read the data-check suite {p}: {e}") from e
     return _plan(str(p), mtime)
 
 
@@ -310,7 +310,7 @@ class _GX:
                 store_backend_defaults=InMemoryStoreBackendDefaults(init_temp_docs_sites=False),
             )
             ctx = gx.get_context(mode="ephemeral", project_config=cfg)
-            asset = ctx.data_sources.add_pandas("metapilot_validation").add_dataframe_asset("jobs")
+            asset = ctx.data_sources.add_pandas("metapilot_data_checks").add_dataframe_asset("jobs")
             cls._batch_def = asset.add_batch_definition_whole_dataframe("batch")
         return cls._batch_def
 
@@ -378,7 +378,7 @@ class _quiet:
 # --------------------------------------------------------------------------- entry point
 
 
-def validate_jobs(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | Path | None = None) -> ValidationOutcome:
+def check_jobs(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | Path | None = None) -> DataCheckOutcome:
     """Validate one batch of canonical job rows (PARSED_SCHEMA) with the repo's GX suite.
 
     `mode`: "fast" (default; precheck compiled from the suite, GX confirms suspects) or "full"
@@ -446,4 +446,4 @@ def validate_jobs(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | 
         "mode": mode,
         "gx_rows": gx_rows,
     }
-    return ValidationOutcome(good=good, failed=failed, summary=summary)
+    return DataCheckOutcome(good=good, failed=failed, summary=summary)
