@@ -7,6 +7,7 @@
 # Exit 0: the newest releases pass (move the lock: bash scripts/lock.sh --upgrade); 1: some failed.
 #
 #   bash scripts/upgrade-check.sh [--keep] [pytest args...]   # --keep: leave the venv for a look
+#   METAPILOT_LOCK=other.lock: compare with another lock (the default: requirements.lock)
 #
 # Weekly, by cron (README: Dependencies):
 #   0 5 * * 1  cd /path/to/metapilot && bash scripts/upgrade-check.sh > /var/log/metapilot-upgrade-check.log 2>&1
