@@ -82,10 +82,11 @@ def learn_flow(cluster: str, windows: LearningWindows, db: str | None = None, se
 @flow(name="pipeline", log_prints=True)
 def pipeline_flow(paths: list[str], db: str | None = None, cluster: str | None = None, seeds: tuple[int, ...] = (0,),
                   steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
-                  sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
-    """Run every stage on `paths` (the bundled samples by default); returns where everything is."""
-    # --cluster also names the cluster of logs that carry no name of their own (SWF), as `ingest --cluster` does
-    ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=cluster) if cluster else None)
+                  sources: tuple[str, ...] = DEFAULT_SOURCES, ingest_cluster: str | None = None) -> dict:
+    """Run every stage on `paths` (none: learn from what the warehouse holds); returns where
+    everything is. `ingest_cluster` names the logs that carry no cluster name of their own (SWF),
+    as `ingest --cluster` does; `cluster` is the one to learn from."""
+    ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=ingest_cluster)) if paths else []
     chosen, windows = plan_windows(db, cluster)
     learned = learn_flow(chosen, windows, db=db, seeds=tuple(seeds), steps=steps, dask=dask,
                          baselines=tuple(baselines), sources=tuple(sources))

@@ -93,7 +93,7 @@ def _is_sacct_json(lines: list[str]) -> bool:
 
 
 def _is_swf(lines: list[str]) -> bool:
-    """SWF header keys in `;` lines, or data lines of 18+ numbers."""
+    """SWF header keys in `;` lines, or data lines of 18+ numbers (with a header, half of them do)."""
     comments = [ln for ln in lines if ln.lstrip().startswith(";")]
     data = [ln for ln in lines if not ln.lstrip().startswith(";")]
     header_keys = sum(1 for ln in comments if _SWF_HEADER_RE.match(ln.lstrip()))
@@ -103,6 +103,8 @@ def _is_swf(lines: list[str]) -> bool:
         return len(toks) >= 18 and all(_NUMBER_RE.match(t) for t in toks[:18])
 
     if data:
+        if header_keys and sum(map(numeric_row, data)) * 2 >= len(data):
+            return True  # an SWF header says so: a few broken lines (a NaN token) are quarantined, not a reason to give up
         return _mostly(data, numeric_row)
     return header_keys >= 2
 

@@ -63,6 +63,16 @@ def upsert_capacity(con: duckdb.DuckDBPyConnection, row: dict) -> None:
     con.execute(sql_text("capacity/upsert.sql"), {k: row.get(k) for k in CAPACITY_COLUMNS})
 
 
+def forget_inferred(con: duckdb.DuckDBPyConnection, cluster: str) -> None:
+    """Drop a cluster's inferred capacity (about to be computed again)."""
+    con.execute(sql_text("capacity/forget_inferred.sql"), [cluster])
+
+
+def forget_derived(con: duckdb.DuckDBPyConnection, cluster: str) -> None:
+    """Drop the capacity a cluster's logs gave it (SWF header, inferred) once it has no jobs left."""
+    con.execute(sql_text("capacity/forget_derived.sql"), [cluster])
+
+
 def capacity_listing(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
     """Every entry, by cluster, partition and date."""
     return query_frame(con, sql_text("capacity/listing.sql"))

@@ -33,7 +33,10 @@ from metapilot.warehouse.ingest_log import (
     earlier_load,
     file_rows,
     forget_file,
+    forget_load,
     load_scope,
+    refused_loads,
+    top_reasons,
     record_failed,
     record_loaded,
     record_data_check,
@@ -51,7 +54,7 @@ from metapilot.warehouse.placement_ingest import load_placement_file, placement_
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
 __all__ = ["FileReport", "IngestError", "IngestOptions", "NothingToIngestError", "commit_staged", "default_cluster_name",
-           "describe", "expand_paths", "expand_paths_checked", "infer_missing_capacity", "ingest_batch", "ingest_file",
+           "describe", "expand_paths", "forget_loads", "expand_paths_checked", "infer_missing_capacity", "ingest_batch", "ingest_file",
            "ingest_file_to", "ingest_paths", "stage_file"]
 
 
@@ -178,30 +181,43 @@ def _store_capacity(con: duckdb.DuckDBPyConnection, cluster: str, rows: list[dic
 
 
 def infer_missing_capacity(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Give every cluster without capacity rows one inferred from its peak allocation; return warnings."""
+    """Give every cluster without a configured or SWF-header capacity one inferred from its peak
+    allocation, computed again over all its jobs each time (a log ingested in parts, hourly
+    `collect`: the first part's peak must not freeze it); return a warning per capacity written."""
+    from metapilot.warehouse.capacity import forget_inferred
+
     warnings = []
-    clusters = [r[0] for r in con.execute(sql_text("ingest/clusters_without_capacity.sql")).fetchall()]
+    clusters = [r[0] for r in con.execute(sql_text("ingest/clusters_to_infer.sql")).fetchall()]
     q = sql_text("ingest/infer_peak_capacity.sql")
     for c in clusters:
         nodes, cores, gpus, mem, valid_from = con.execute(q, [c]).fetchall()[0]
         if not cores or valid_from is None:
             continue
+        before = con.execute(sql_text("ingest/inferred_capacity.sql"), [c]).fetchall()
+        if before == [(nodes, cores, gpus or 0, mem, valid_from)]:
+            continue  # unchanged: nothing to write or say
+        forget_inferred(con, c)
         upsert_capacity(con, {"cluster": c, "partition": "*", "valid_from": valid_from, "nodes": nodes, "cores": cores,
                               "gpus": gpus or 0, "mem_mib": mem, "source": "inferred-peak",
                               "note": "no cluster config or SWF header: capacity is the peak concurrent allocation seen in the logs"})
-        warnings.append(f"cluster {c}: capacity inferred from peak concurrent allocation ({cores} cores, {gpus or 0} GPUs); "
+        was = f" (was {before[-1][1]} cores)" if before else ""
+        warnings.append(f"cluster {c}: capacity inferred from peak concurrent allocation ({cores} cores, {gpus or 0} GPUs){was}; "
                         "give the real figures in warehouse/clusters.toml (metapilot capacity --config FILE)")
     return warnings
 
 
 def _skipped(rep: FileReport, prior: PriorLoad) -> FileReport:
-    """The report of a file loaded before: it names the cluster that load went to."""
+    """The report of a file loaded before: it names the cluster that load went to, and how to load
+    it again with other options (--format, --fields, --timezone, ... are not part of its identity)."""
     rep.outcome, rep.cluster, rep.format = "skipped", prior.cluster, prior.format
+    again = (f"to load it again with other options (--format, --fields, --timezone, ...), first "
+             f"`metapilot forget {rep.path}` (or --file-id {rep.sha256[:12]}), then ingest it")
     if load_scope(prior.format, prior.cluster) is None:
-        rep.message = f"already ingested (same SHA-256) into cluster {prior.cluster}: nothing to do"
+        rep.message = (f"already ingested (same SHA-256) as {prior.format} into cluster {prior.cluster}, whose name "
+                       f"the log gives (--cluster does not rename it): nothing to do; {again}")
     else:
-        rep.message = (f"already ingested for cluster {prior.cluster} (same SHA-256): nothing to do; "
-                       "--cluster NAME loads it for another cluster")
+        rep.message = (f"already ingested as {prior.format} for cluster {prior.cluster} (same SHA-256): nothing to do; "
+                       f"--cluster NAME loads it for another cluster; {again}")
     return rep
 
 
@@ -250,6 +266,8 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         check_and_record_key(con, st.key, st.opts.new_key, st.opts.key_file)
         if reload:
             forget_file(con, sha, load_scope(prior.format, prior.cluster))
+        for refused in refused_loads(con, sha, st.cluster_default):  # an earlier try that loaded nothing
+            forget_load(con, sha, refused.cluster, refused.format, refused.outcome, str(path))
         if st.error is not None:
             raise st.error
         if tot.key_hashes:
@@ -276,7 +294,10 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         rep.data_checks = _merge_data_checks(tot.data_checks)
         rep.warnings = tot.warnings + quarantine_warnings(con, rep, st.opts)
         rep.seconds = time.perf_counter() - st.t0
-        record_loaded(con, rep, now)
+        if rep.rows_loaded == 0 and rep.rows_merged == 0 and rep.rows_quarantined > 0:
+            rep.outcome = "quarantined"  # nothing loaded: kept in quarantine, and no block on a reload
+            rep.message = _nothing_loaded(con, rep)
+        record_loaded(con, rep, now, outcome=rep.outcome)
         v = rep.data_checks
         record_data_check(con, sha, rep.cluster, v["suite_name"], v["success"], v["evaluated"], v["failed_rows"], v["results"])
         con.execute("COMMIT")
@@ -297,6 +318,53 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
             con.execute(f"SET memory_limit = '{memory_before}'")
         st.cleanup()
     return rep
+
+
+def _nothing_loaded(con: duckdb.DuckDBPyConnection, rep: FileReport) -> str:
+    """Why a file of which every line was quarantined loaded nothing, and what to do."""
+    reasons = "; ".join(f"{n:,} x {r}" for r, n in top_reasons(con, rep.sha256, rep.cluster or ""))
+    return (f"{rep.path}: nothing loaded: all {rep.rows_quarantined:,} lines with data were quarantined as {rep.format} "
+            f"({reasons}); check --format, --fields, --delimiter or --timezone and ingest it again "
+            "(this attempt blocks no reload, and its quarantined lines are replaced then)")
+
+
+def forget_loads(db: str | Path | None, file_ids: list[str], cluster: str | None = None,
+                 log: Callable[[str], None] | None = None) -> list:
+    """Undo loads (`metapilot forget`): for each file id (SHA-256, or a unique start of one), its
+    jobs, quarantined lines, data checks, node rows and `ingest_files` record, in one transaction;
+    then the capacity its clusters derived from logs is computed again (dropped for a cluster left
+    with no jobs; a configured capacity stays). `cluster`: only the load for that cluster. Returns
+    the `ForgottenLoad`s; LookupError names an id that matches no load, or several files."""
+    from metapilot.warehouse.capacity import forget_derived
+    from metapilot.warehouse.ingest_log import loads_of_file
+
+    if not db_path(db).exists():
+        raise FileNotFoundError(f"no warehouse at {db_path(db)}: nothing to forget (check --db)")
+    with writer_lock(db, log=log):
+        con = connect(db, log=log)
+        try:
+            con.execute("BEGIN TRANSACTION")
+            try:
+                done = []
+                for fid in file_ids:
+                    loads = loads_of_file(con, fid, cluster)
+                    if len({r[0] for r in loads}) > 1:
+                        raise LookupError(f"file id {fid} matches {len({r[0] for r in loads})} files: give more of its SHA-256")
+                    if not loads:
+                        where = f" for cluster {cluster}" if cluster else ""
+                        raise LookupError(f"no load of file {fid}{where} in the warehouse: `metapilot sql \"SELECT sha256, "
+                                          "cluster, path, outcome FROM ingest_files\"` lists them")
+                    done.extend(forget_load(con, sha, c, fmt, outcome, path) for sha, c, fmt, outcome, path in loads)
+                for c in sorted({c for f in done for c in f.clusters}):
+                    forget_derived(con, c)
+                infer_missing_capacity(con)
+                con.execute("COMMIT")
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+        finally:
+            con.close()
+    return done
 
 
 def _unreadable(path: Path, e: OSError) -> FileReport:

@@ -23,7 +23,7 @@ NAMING_FORMATS = frozenset({"sacct", "sacct-json"})
 
 
 class PriorLoad(NamedTuple):
-    outcome: str  # loaded | failed
+    outcome: str  # loaded | quarantined (every line refused) | failed
     cluster: str  # the cluster(s) that load went to
     format: str | None
 
@@ -45,19 +45,34 @@ def earlier_load(con: duckdb.DuckDBPyConnection, sha: str, cluster: str) -> Prio
     return None
 
 
+def refused_loads(con: duckdb.DuckDBPyConnection, sha: str, cluster: str) -> list[PriorLoad]:
+    """Earlier loads of this content for `cluster` (or of a log naming its clusters) that loaded
+    nothing, every line quarantined (a wrong --format, say): they block no reload, and the reload
+    replaces their quarantine rows."""
+    rows = [PriorLoad(*r) for r in con.execute(sql_text("ingest/prior_load.sql"), {"sha256": sha}).fetchall()]
+    return [r for r in rows if r.outcome == "quarantined" and (r.format in NAMING_FORMATS or r.cluster == cluster)]
+
+
+def top_reasons(con: duckdb.DuckDBPyConnection, sha: str, cluster: str) -> list[tuple[str, int]]:
+    """The most frequent quarantine reasons of one load: what a refused file's message quotes."""
+    return [(r, int(n)) for r, n in con.execute(sql_text("ingest/top_reasons.sql"), [sha, cluster]).fetchall()]
+
+
 def _forget_record(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> None:
     con.execute(sql_text("ingest/forget_record.sql"), {"sha256": sha, "scope": scope})
 
 
-def record_loaded(con: duckdb.DuckDBPyConnection, rep: Any, started_at: datetime) -> None:
+def record_loaded(con: duckdb.DuckDBPyConnection, rep: Any, started_at: datetime, outcome: str = "loaded") -> None:
     """A loaded file, from its report (`warehouse.ingest.FileReport`), replacing earlier records
-    of the same load (a failure, a load replaced with --encoding)."""
+    of the same load (a failure, a load replaced with --encoding). `outcome` 'quarantined': no
+    line loaded (its quarantine rows are kept, and it blocks no reload)."""
     _forget_record(con, rep.sha256, load_scope(rep.format, rep.cluster))
     con.execute(sql_text("ingest/record_loaded.sql"), {
         "sha256": rep.sha256, "path": rep.path, "bytes": rep.bytes, "format": rep.format, "cluster": rep.cluster,
         "lines_read": rep.lines_read, "rows_loaded": rep.rows_loaded, "jobs_written": rep.jobs_written,
         "rows_merged": rep.rows_merged, "rows_quarantined": rep.rows_quarantined, "lines_skipped": rep.lines_skipped,
         "started_at": started_at, "finished_at": datetime.now(timezone.utc), "message": "; ".join(rep.warnings) or None,
+        "outcome": outcome,
     })
 
 
@@ -102,3 +117,34 @@ def dedupe_file(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> 
 def file_rows(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> tuple[int, int, list[str]]:
     """(job rows, lines they came from, clusters) that a file's load left in `jobs`."""
     return con.execute(sql_text("ingest/file_rows.sql"), [sha, scope]).fetchall()[0]
+
+
+class ForgottenLoad(NamedTuple):
+    sha256: str
+    cluster: str
+    format: str | None
+    outcome: str
+    path: str
+    jobs: int  # job rows removed
+    quarantined: int  # quarantined lines removed
+    data_checks: int  # data-check runs removed
+    node_rows: int  # node-list and node-metric rows removed
+    clusters: list[str]  # clusters its jobs were in
+
+
+def loads_of_file(con: duckdb.DuckDBPyConnection, sha: str, cluster: str | None = None) -> list[tuple]:
+    """(sha256, cluster, format, outcome, path) of every recorded load of a file (`sha`: its
+    SHA-256 or the start of it), or only its load for `cluster`."""
+    return con.execute(sql_text("ingest/loads_of_file.sql"), [sha, cluster]).fetchall()
+
+
+def forget_load(con: duckdb.DuckDBPyConnection, sha: str, cluster: str, fmt: str | None, outcome: str,
+                path: str) -> ForgottenLoad:
+    """Remove one recorded load of a file: its jobs, quarantined lines, data-check runs and its
+    `ingest_files` row (the caller holds the transaction and recomputes derived capacity)."""
+    scope = load_scope(fmt, cluster)
+    jobs, quarantined, checks, nodes, clusters = con.execute(sql_text("ingest/load_counts.sql"), [sha, scope]).fetchall()[0]
+    forget_file(con, sha, scope)
+    _forget_record(con, sha, scope)
+    return ForgottenLoad(sha, cluster, fmt, outcome, path, int(jobs), int(quarantined), int(checks),
+                         int(nodes), list(clusters or []) or [cluster])

@@ -120,9 +120,9 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
         q = redact(q)
     rows = None
     if jobs.height:
-        rows = pseudonymise(jobs, key, opts.keep_names, name_cache)  # source_file_id, ingested_at: added by the commit
-        if opts.cluster:
-            rows = rows.with_columns(pl.lit(opts.cluster).alias("cluster"))
+        # source_file_id, ingested_at: added by the commit. The cluster is the log's own where it names
+        # one (sacct's Cluster field): --cluster only names logs that carry none (ParseOptions.cluster)
+        rows = pseudonymise(jobs, key, opts.keep_names, name_cache)
     last = int(raw_lines["line_no"][-1]) if raw_lines is not None and raw_lines.height else 0
     return _Prepared(res, rows, q, outcome.summary, last)
 

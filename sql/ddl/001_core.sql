@@ -57,7 +57,7 @@ CREATE TABLE IF NOT EXISTS ingest_files (
     lines_skipped    BIGINT,   -- comments, blank lines and header lines only
     started_at       TIMESTAMPTZ NOT NULL,
     finished_at      TIMESTAMPTZ,
-    outcome          VARCHAR NOT NULL,  -- loaded | failed
+    outcome          VARCHAR NOT NULL,  -- loaded | quarantined (no line loaded: blocks no reload) | failed
     message          VARCHAR,
     PRIMARY KEY (sha256, cluster)
 );

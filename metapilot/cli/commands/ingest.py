@@ -11,7 +11,8 @@ import typer
 
 
 def print_ingest_summary(reports: list[dict], db_file: str) -> int:
-    """Print one line per file and the totals; return the number of failed files."""
+    """Print one line per file and the totals; return the number of files that failed or of
+    which nothing loaded (every line quarantined), for a non-zero exit."""
     from rich.table import Table
 
     from metapilot.cli.console import console
@@ -23,16 +24,18 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
     for r in reports:
         v = r.get("data_checks") or {}
         vtxt = "" if not v else ("ok" if v.get("success") else f"{v.get('failed_rows', 0)} rows failed")
-        style = {"failed": "red", "skipped": "dim"}.get(r["outcome"], "")
+        style = {"failed": "red", "quarantined": "red", "skipped": "dim"}.get(r["outcome"], "")
         counts = ("lines_read", "rows_loaded", "jobs_written", "rows_merged", "rows_quarantined", "lines_skipped")
-        shown = [f"{r[c]:,}" if r["outcome"] == "loaded" else "" for c in counts]  # skipped: loaded before
+        shown = [f"{r[c]:,}" if r["outcome"] in ("loaded", "quarantined") else "" for c in counts]  # skipped: loaded before
         t.add_row(r["path"].split("/")[-1], r["outcome"], r.get("format") or "", r.get("cluster") or "",
                   *shown, vtxt, f"{r['seconds']:.2f}", style=style)
-        failed += r["outcome"] == "failed"
+        failed += r["outcome"] in ("failed", "quarantined")  # quarantined: not one line loaded
     console.print(t)
     for r in reports:
-        if r["outcome"] == "failed" and r.get("message"):
-            console.print(f"[red]error:[/red] {r['message']}")
+        if r["outcome"] in ("failed", "quarantined") and r.get("message"):
+            console.print(f"error: {r['message']}", style="red", markup=False, highlight=False)
+        elif r["outcome"] == "skipped" and r.get("message"):
+            console.print(f"skipped: {r['path']}: {r['message']}", style="dim", markup=False, highlight=False)
         for w in r.get("warnings") or []:
             console.print(f"[yellow]warning:[/yellow] {w}")
         v = r.get("data_checks") or {}

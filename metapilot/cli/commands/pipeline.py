@@ -12,8 +12,8 @@ SAMPLES_SOURCE = "the samples/logs folder of the MetaPilot repository (provenanc
 
 
 def pipeline_cmd(
-    paths: Annotated[Optional[list[str]], typer.Argument(help="Logs to ingest (default: the bundled samples).")] = None,
-    cluster: Annotated[Optional[str], typer.Option(help="Cluster to learn from, and the name of logs that carry none, as SWF (default: the longest history; names from the logs, else their file names).")] = None,
+    paths: Annotated[Optional[list[str]], typer.Argument(help="Logs to ingest (default: none, learn from what the warehouse holds; the bundled samples, under their own names, only into an empty warehouse).")] = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster to learn from, and the name of the LOGS given that carry none, as SWF (never renames a log that names its cluster; default: the longest history).")] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per training run.")] = 2000,
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel). More seeds give the publish gate more candidates to pass by luck (README: Evidence).")] = "0",
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
@@ -32,17 +32,27 @@ def pipeline_cmd(
     from metapilot.warehouse.secret import load_site_key
 
     t0 = time.perf_counter()
-    logs = [str(p) for p in (paths or [_bundled_samples()])]
-    expand_paths_checked(logs)
-    load_site_key(db, log=lambda m: typer.echo(m, err=True))
+    logs = [str(p) for p in paths or []]
+    if not logs and not _holds_jobs(db):
+        logs = [_bundled_samples()]  # an empty warehouse: the samples, under their own names (never --cluster)
+        typer.echo(f"no logs named and no jobs in {db_path(db)}: loading the bundled samples ({logs[0]}) "
+                   "under their own cluster names", err=True)
+    elif not logs:
+        typer.echo(f"no logs named: learning from the jobs {db_path(db)} holds (name LOGS to ingest more)", err=True)
+    if logs:
+        expand_paths_checked(logs)
+        load_site_key(db, log=lambda m: typer.echo(m, err=True))
+    ingest_cluster = cluster if paths else None
     with prefect_session(db, meanwhile=_preload):
         from metapilot.flows.pipeline import pipeline_flow
 
         out = pipeline_flow(logs, db=db, cluster=cluster,
                             seeds=tuple(int(s) for s in seeds.split(",") if s.strip()), steps=steps, dask=dask,
                             sources=tuple(s.strip() for s in sources.split(",") if s.strip()),
-                            baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()))
-    print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
+                            baselines=tuple(b.strip() for b in baselines.split(",") if b.strip()),
+                            ingest_cluster=ingest_cluster)
+    if out["ingest"]:
+        print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
     _print_heldout(db, out["heldout_id"])
     console.print(f"\n[bold]MetaPilot pipeline done in {time.perf_counter() - t0:.0f} s[/bold] (cluster {out['cluster']})")
     console.print(f"  warehouse  {db_path(db).resolve()}   (query: metapilot sql \"SELECT * FROM mart_weekly_cluster\")")
@@ -54,6 +64,22 @@ def pipeline_cmd(
     console.print(f"  held-out replay {out['heldout_id']}   (metapilot roi --heldout {out['heldout_id']})")
     files = out["report"]["files"]
     console.print(f"  report     {files['html']}")
+
+
+def _holds_jobs(db: str | None) -> bool:
+    """Whether the warehouse exists and holds jobs: then `pipeline` with no LOGS learns from them
+    and never mixes the bundled samples into a site's data."""
+    from metapilot.ground.paths import db_path
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.jobs_store import clusters_with_jobs
+
+    if not db_path(db).exists():
+        return False
+    con = connect(db, read_only=True)
+    try:
+        return bool(clusters_with_jobs(con))
+    finally:
+        con.close()
 
 
 def _bundled_samples() -> str:

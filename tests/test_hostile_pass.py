@@ -1,0 +1,165 @@
+"""Issue 37: a hostile new user's pass over the CLI. Every test runs the commands as a user does
+(typer's CliRunner) on small crafted inputs, and checks that what is refused is quarantined or
+reported with its reason, never dropped silently."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import duckdb
+import pytest
+from typer.testing import CliRunner
+
+from metapilot.cli import app
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "tests" / "data"
+POZIDRIV = DATA / "slurm" / "xdmod-reference" / "pozidriv.log.gz"
+HPC_COST = REPO / "samples" / "logs" / "slurm" / "hpc-cost-simulator-sacct-output-v2.txt"
+
+
+def cli(*args: str, **kw):
+    return CliRunner().invoke(app, [str(a) for a in args], **kw)
+
+
+def query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, params or []).fetchall()
+    finally:
+        con.close()
+
+
+def pozidriv_lines(n: int, start: int = 0) -> list[str]:
+    with gzip.open(POZIDRIV, "rt") as f:
+        lines = f.read().splitlines()
+    return lines[start:start + n]
+
+
+@pytest.fixture
+def site_log(tmp_path) -> Path:
+    """A site's own log: headerless sacct whose lines name their cluster (pozidriv)."""
+    p = tmp_path / "site.log"
+    p.write_text("\n".join(pozidriv_lines(30)) + "\n")
+    return p
+
+
+# 1. pipeline with no paths; --cluster never renames a log that names its cluster; forget
+
+
+def test_cluster_option_never_renames_a_log_that_names_its_cluster(tmp_path, site_log):
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", site_log, "--cluster", "mysite", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT DISTINCT cluster FROM jobs") == [("pozidriv",)]
+
+
+def test_pipeline_without_paths_learns_from_the_warehouse_not_the_samples(tmp_path, site_log, monkeypatch):
+    """The issue's `ingest site.log --cluster mysite` then `pipeline --cluster mysite`: the bundled
+    samples are not loaded into a warehouse that holds a site's jobs."""
+    import contextlib
+
+    import typer
+
+    import metapilot.cli.batch as batch
+    import metapilot.flows.pipeline as fp
+
+    db = tmp_path / "m.duckdb"
+    assert cli("ingest", site_log, "--db", db).exit_code == 0
+    seen = {}
+
+    def fake_flow(paths, **kw):
+        seen.update(paths=list(paths), **kw)
+        raise typer.Exit(0)
+
+    monkeypatch.setattr(fp, "pipeline_flow", fake_flow)
+    monkeypatch.setattr(batch, "prefect_session", lambda *a, **k: contextlib.nullcontext("http://fake"))
+    r = cli("pipeline", "--cluster", "pozidriv", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert seen["paths"] == [] and seen["cluster"] == "pozidriv" and seen["ingest_cluster"] is None
+    assert "learning from the jobs" in r.stderr
+    # an empty warehouse gets the samples, under their own names even with --cluster
+    seen.clear()
+    r = cli("pipeline", "--cluster", "mysite", "--db", tmp_path / "empty.duckdb")
+    assert r.exit_code == 0, r.output
+    assert len(seen["paths"]) == 1 and Path(seen["paths"][0]).name == "logs" and seen["ingest_cluster"] is None
+
+
+def test_forget_undoes_a_load_with_its_counts_and_the_file_loads_again(tmp_path, site_log):
+    db = tmp_path / "m.duckdb"
+    swf = tmp_path / "other.swf"
+    swf.write_text("; MaxProcs: 64\n1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n"
+                   "2 50 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\nnot a job line\n")
+    assert cli("ingest", site_log, swf, "--cluster", "mysite", "--db", db).exit_code == 0
+    assert query(db, "SELECT cluster, count(*) FROM jobs GROUP BY ALL ORDER BY 1") == [("mysite", 2), ("pozidriv", 30)]
+    r = cli("forget", swf, "--db", db)
+    assert r.exit_code == 0, r.output
+    assert "removed 2 jobs, 1 quarantined lines, 1 data-check runs" in r.stdout
+    assert query(db, "SELECT DISTINCT cluster FROM jobs") == [("pozidriv",)]
+    assert query(db, "SELECT count(*) FROM capacity WHERE cluster = 'mysite'") == [(0,)]  # its SWF header's capacity
+    assert query(db, "SELECT count(*) FROM quarantine") == [(0,)]
+    sha = query(db, "SELECT sha256 FROM ingest_files")[0][0]
+    r = cli("forget", "--file-id", sha[:12], "--db", db)
+    assert r.exit_code == 0 and "removed 30 jobs" in r.stdout, r.output
+    assert query(db, "SELECT count(*) FROM jobs") == [(0,)] and query(db, "SELECT count(*) FROM ingest_files") == [(0,)]
+    r = cli("forget", "--file-id", sha[:12], "--db", db)
+    assert r.exit_code == 2 and "no load of file" in r.stderr
+    r = cli("ingest", site_log, "--db", db)
+    assert r.exit_code == 0 and query(db, "SELECT count(*) FROM jobs") == [(30,)]
+
+
+# 2. the inferred capacity follows the data
+
+
+def _first_jobs(lines: list[str], n: int) -> int:
+    """Index after the first `n` jobs (a job line and its steps)."""
+    seen: list[str] = []
+    for i, ln in enumerate(lines):
+        jid = ln.split("|")[1].split(".")[0]
+        if jid not in seen:
+            if len(seen) == n:
+                return i
+            seen.append(jid)
+    return len(lines)
+
+
+def test_inferred_capacity_is_computed_again_as_data_arrives(tmp_path):
+    lines = HPC_COST.read_text().splitlines()
+    cut = _first_jobs(lines, 5)
+    (tmp_path / "part1.txt").write_text("\n".join(lines[:cut]) + "\n")
+    (tmp_path / "part2.txt").write_text("\n".join(lines[cut:]) + "\n")
+    whole, parts = tmp_path / "whole.duckdb", tmp_path / "parts.duckdb"
+    assert cli("ingest", HPC_COST, "--cluster", "hpc", "--db", whole).exit_code == 0
+    for part in ("part1.txt", "part2.txt"):
+        r = cli("ingest", tmp_path / part, "--cluster", "hpc", "--db", parts)
+        assert r.exit_code == 0, r.output
+    want = query(whole, "SELECT cores, source FROM capacity")
+    assert want[0][0] > 3
+    assert query(parts, "SELECT cores, source FROM capacity") == want
+    # a configured capacity is never touched
+    cfg = tmp_path / "clusters.toml"
+    cluster = query(parts, "SELECT DISTINCT cluster FROM jobs")[0][0]
+    cfg.write_text(f'[clusters."{cluster}"]\npartitions = [{{ nodes = 2, cores_per_node = 8 }}]\n')
+    assert cli("capacity", "--config", cfg, "--db", parts).exit_code == 0
+    assert cli("forget", tmp_path / "part2.txt", "--db", parts).exit_code == 0
+    assert cli("ingest", tmp_path / "part2.txt", "--cluster", "hpc", "--db", parts).exit_code == 0
+    assert query(parts, "SELECT cores, source FROM capacity") == [(16, "config")]
+
+
+# 3. a load that quarantines every line
+
+
+def test_a_load_that_quarantined_every_line_fails_and_blocks_no_reload(tmp_path, site_log):
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", site_log, "--format", "swf", "--db", db)
+    assert r.exit_code == 1, r.output
+    assert "nothing loaded: all 30 lines with data were quarantined as swf" in r.stdout
+    assert query(db, "SELECT outcome, rows_quarantined FROM ingest_files") == [("quarantined", 30)]
+    r = cli("ingest", site_log, "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT outcome, format, rows_loaded FROM ingest_files") == [("loaded", "sacct", 30)]
+    assert query(db, "SELECT count(*) FROM quarantine") == [(0,)]  # the earlier try's lines replaced
+    r = cli("ingest", site_log, "--fields", "jobid,state", "--db", db)
+    assert r.exit_code == 0
+    assert "already ingested" in r.stdout and "metapilot forget" in r.stdout
