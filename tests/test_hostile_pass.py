@@ -5,6 +5,7 @@ reported with its reason, never dropped silently."""
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import duckdb
@@ -163,3 +164,22 @@ def test_a_load_that_quarantined_every_line_fails_and_blocks_no_reload(tmp_path,
     r = cli("ingest", site_log, "--fields", "jobid,state", "--db", db)
     assert r.exit_code == 0
     assert "already ingested" in r.stdout and "metapilot forget" in r.stdout
+
+
+# 4. a file name that is not UTF-8
+
+
+def test_a_non_utf8_file_name_does_not_stop_the_batch(tmp_path):
+    d = tmp_path / "landing"
+    d.mkdir()
+    bad = Path(os.fsdecode(bytes(d) + b"/site\xff\xfe.log"))
+    bad.write_text("\n".join(pozidriv_lines(5)) + "\n")
+    (d / "z-good.log").write_text("\n".join(pozidriv_lines(5, start=10)) + "\n")
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", d, "--db", db)
+    assert r.exit_code == 0, r.output
+    rows = query(db, "SELECT path, outcome, rows_loaded FROM ingest_files ORDER BY path")
+    assert [(Path(p).name, o, n) for p, o, n in rows] == [("site\\xff\\xfe.log", "loaded", 5), ("z-good.log", "loaded", 5)]
+    assert query(db, "SELECT count(*) FROM jobs") == [(10,)]
+    r = cli("ingest", d, "--db", db)  # the next run of the folder: both skipped, no error
+    assert r.exit_code == 0 and r.stdout.count("already ingested") == 2, r.output

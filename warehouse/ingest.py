@@ -24,6 +24,7 @@ import duckdb
 import polars as pl
 from metapilot.transforms.parsers import UnknownFormatError
 
+from metapilot.ground.files import shown_path
 from metapilot.ground.paths import db_path, sql_text
 from metapilot.warehouse.capacity import upsert_capacity
 from metapilot.warehouse.db import connect, has_column, writer_lock, writer_wait_s
@@ -121,12 +122,12 @@ def expand_paths_checked(paths: list[str]) -> tuple[list[Path], list[FileReport]
             files.extend(found)
             continue
         if Path(p).is_dir():
-            why = f"{p}: the directory holds no log files (hidden files are ignored)"
+            why = f"{shown_path(p)}: the directory holds no log files (hidden files are ignored)"
         elif glob.has_magic(p):
-            why = f"{p}: the pattern matches no files: check it (quote it so the shell leaves it to MetaPilot)"
+            why = f"{shown_path(p)}: the pattern matches no files: check it (quote it so the shell leaves it to MetaPilot)"
         else:
-            why = f"{p}: no such file or directory: check the path"
-        empty.append(FileReport(path=p, sha256="", bytes=0, outcome="failed", message=why))
+            why = f"{shown_path(p)}: no such file or directory: check the path"
+        empty.append(FileReport(path=shown_path(p), sha256="", bytes=0, outcome="failed", message=why))
     if not files:
         raise NothingToIngestError("nothing to ingest: " + "; ".join(r.message or r.path for r in empty))
     seen: set[Path] = set()
@@ -253,7 +254,7 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
     """Load a staged file in one transaction: skipped if another run loaded it meanwhile; refused
     (SiteKeyError) if the key is not the warehouse's; a failure rolls back and is recorded."""
     path, sha, size, now, tot = st.path, st.sha, st.size, st.now, st.tot
-    rep = FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded")
+    rep = FileReport(path=shown_path(path), sha256=sha, bytes=size, outcome="loaded")
     con.execute("SET preserve_insertion_order = false")  # lets DuckDB append in parallel
     memory_before = _cap_memory(con)
     con.execute("BEGIN TRANSACTION")
@@ -267,7 +268,7 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         if reload:
             forget_file(con, sha, load_scope(prior.format, prior.cluster))
         for refused in refused_loads(con, sha, st.cluster_default):  # an earlier try that loaded nothing
-            forget_load(con, sha, refused.cluster, refused.format, refused.outcome, str(path))
+            forget_load(con, sha, refused.cluster, refused.format, refused.outcome, shown_path(path))
         if st.error is not None:
             raise st.error
         if tot.key_hashes:
@@ -368,8 +369,8 @@ def forget_loads(db: str | Path | None, file_ids: list[str], cluster: str | None
 
 
 def _unreadable(path: Path, e: OSError) -> FileReport:
-    return FileReport(path=str(path), sha256="", bytes=0, outcome="failed",
-                      message=f"{path}: cannot read it ({e.strerror or e}): check the path and its permissions")
+    return FileReport(path=shown_path(path), sha256="", bytes=0, outcome="failed",
+                      message=f"{shown_path(path)}: cannot read it ({e.strerror or e}): check the path and its permissions")
 
 
 def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions, key: bytes) -> FileReport:
@@ -382,9 +383,9 @@ def ingest_file(con: duckdb.DuckDBPyConnection, path: Path, opts: IngestOptions,
         return _unreadable(path, e)
     prior = earlier_load(con, sha, opts.cluster or default_cluster_name(path))
     if prior is not None and not _reload_of(con, sha, opts, prior):
-        return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
+        return _skipped(FileReport(path=shown_path(path), sha256=sha, bytes=size, outcome="loaded"), prior)
     if (pfmt := placement_format(path, opts.fmt)) is not None:  # node lists, pod lists, node metrics (SPEC §11)
-        return load_placement_file(con, path, pfmt, opts, key, FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"),
+        return load_placement_file(con, path, pfmt, opts, key, FileReport(path=shown_path(path), sha256=sha, bytes=size, outcome="loaded"),
                                    opts.cluster or default_cluster_name(path), t0)
     return commit_staged(con, stage_file(path, opts, key, sha, size, t0))
 
@@ -411,7 +412,7 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
         finally:
             con.close()
         if prior is not None and not reload:
-            return _skipped(FileReport(path=str(path), sha256=sha, bytes=size, outcome="loaded"), prior)
+            return _skipped(FileReport(path=shown_path(path), sha256=sha, bytes=size, outcome="loaded"), prior)
         if recorded and recorded != key_fingerprint(key) and not opts.new_key:
             from metapilot.warehouse.secret import different_key_message, secret_path
 
@@ -420,7 +421,7 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
         with writer_lock(db, log=log):
             con = connect(db, log=log)
             try:
-                return load_placement_file(con, path, pfmt, opts, key, FileReport(path=str(path), sha256=sha, bytes=size,
+                return load_placement_file(con, path, pfmt, opts, key, FileReport(path=shown_path(path), sha256=sha, bytes=size,
                                            outcome="loaded"), opts.cluster or default_cluster_name(path), t0)
             finally:
                 con.close()
@@ -468,6 +469,7 @@ def quarantine_warnings(con: duckdb.DuckDBPyConnection, rep: FileReport, opts: I
 
 def _explain(e: BaseException, path: Path, last_line: int) -> str:
     """The error a user sees: which file, where, why, and what to do."""
+    path = shown_path(path)
     where = f" after line {last_line}" if last_line else ""
     if isinstance(e, UnknownFormatError):
         return f"{path}: {e}"
@@ -484,8 +486,8 @@ def ingest_paths(con: duckdb.DuckDBPyConnection, paths: list[str], opts: IngestO
     """Ingest every file named by `paths`, one transaction each, yielding each report as it is done."""
     for f in expand_paths(paths):
         if not f.exists():
-            yield FileReport(path=str(f), sha256="", bytes=0, outcome="failed",
-                             message=f"{f}: no such file or directory: check the path or glob")
+            yield FileReport(path=shown_path(f), sha256="", bytes=0, outcome="failed",
+                             message=f"{shown_path(f)}: no such file or directory: check the path or glob")
             continue
         yield ingest_file(con, f, opts, key)
 

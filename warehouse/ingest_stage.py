@@ -25,7 +25,7 @@ from metapilot.transforms.parsers import ParseOptions, iter_parse
 from metapilot.transforms.privacy import LineRedactor, NameCache, pseudonymise
 from metapilot.transforms.data_checks import check_jobs
 
-from metapilot.ground.files import sha256_file
+from metapilot.ground.files import sha256_file, shown_path
 
 
 @dataclass
@@ -264,7 +264,7 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
     prepared = (_prepare(res, raw, sha, now, key, opts, name_cache, redact) for res, raw in iter_parse(path, popts))
     try:
         for p in _read_ahead(prepared):
-            _append(p, sha, str(path), now, tot, st.stage)
+            _append(p, sha, shown_path(path), now, tot, st.stage)
     except (KeyboardInterrupt, SystemExit):
         st.cleanup()
         raise

@@ -23,6 +23,7 @@ from metapilot.transforms.privacy import keyed_hash, pseudonymise
 from metapilot.transforms.prometheus import is_exposition, is_query_range_json, parse_exposition, parse_query_range
 from metapilot.transforms.data_checks import check_jobs
 
+from metapilot.ground.files import shown_path
 from metapilot.ground.paths import sql_text
 from metapilot.warehouse.capacity import upsert_capacity
 from metapilot.warehouse.db import insert_frame
@@ -50,7 +51,7 @@ def placement_format(path: Path, fmt: str = "auto") -> str | None:
 
 def _quarantine(con, q: pl.DataFrame, sha: str, path: Path, cluster: str, now: datetime) -> None:
     if q.height:
-        insert_frame(con, "quarantine", q.select(pl.lit(sha).alias("file_sha256"), pl.lit(str(path)).alias("path"), "line_no",
+        insert_frame(con, "quarantine", q.select(pl.lit(sha).alias("file_sha256"), pl.lit(shown_path(path)).alias("path"), "line_no",
                                             "raw", "reason", pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("quarantined_at"),
                                             pl.lit(cluster).alias("cluster")))
 

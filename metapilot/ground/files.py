@@ -93,3 +93,10 @@ def safe_name(text: str) -> str:
     """`text` as one file or folder name (cluster names are free text: 'Site A/gpu' -> 'Site_A_gpu')."""
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", text)
     return name if name.strip(".") else "_" * max(len(name), 1)  # never '', '.' or '..'
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as text that can be stored and printed: a name that is not valid UTF-8 (bytes a
+    filesystem allows) keeps its bytes as backslash escapes (`job\\xff.log`) instead of stopping
+    the batch that records it (issue 37)."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
