@@ -183,3 +183,75 @@ def test_a_non_utf8_file_name_does_not_stop_the_batch(tmp_path):
     assert query(db, "SELECT count(*) FROM jobs") == [(10,)]
     r = cli("ingest", d, "--db", db)  # the next run of the folder: both skipped, no error
     assert r.exit_code == 0 and r.stdout.count("already ingested") == 2, r.output
+
+
+# 5. absurd times and sizes are quarantined with the reason
+
+
+SACCT_HEADER = "JobID|Cluster|Partition|State|Submit|Start|End|Elapsed|NCPUS|NNodes|Timelimit"
+
+
+def sacct_line(jid: int, submit: str, start: str, end: str, elapsed: str = "00:10:00", ncpus: str = "4",
+               cluster: str = "absurd") -> str:
+    return f"{jid}|{cluster}|p|COMPLETED|{submit}|{start}|{end}|{elapsed}|{ncpus}|1|01:00:00"
+
+
+def test_absurd_times_and_sizes_are_quarantined_and_simulate_stays_quick(tmp_path):
+    lines = [SACCT_HEADER]
+    for i in range(20):
+        h = 10 + i // 6
+        m = (i % 6) * 10
+        lines.append(sacct_line(100 + i, f"2024-01-15T{h:02d}:{m:02d}:00", f"2024-01-15T{h:02d}:{m:02d}:30",
+                                f"2024-01-15T{h:02d}:{m + 5:02d}:30", "00:05:00"))
+    lines += [
+        sacct_line(900, "9999-12-31T00:00:00", "9999-12-31T00:01:00", "9999-12-31T00:11:00"),
+        sacct_line(901, "1970-01-01T00:00:00", "2024-01-15T10:00:00", "2024-01-15T10:10:00"),
+        sacct_line(902, "2024-01-15T10:00:00", "2024-01-15T10:00:00", "2030-01-14T10:10:00"),
+        sacct_line(903, "2024-01-15T10:00:00", "2024-01-15T10:00:00", "2024-01-15T10:10:00", ncpus="1000000000000"),
+    ]
+    log = tmp_path / "absurd.log"
+    log.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", log, "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT count(*), max(submit_time) < '2025-01-01', max(run_s) FROM jobs") == [(20, True, 300)]
+    reasons = dict(query(db, "SELECT line_no, reason FROM quarantine ORDER BY line_no"))
+    assert sorted(reasons) == [22, 23, 24, 25]
+    assert "submit_time 9999-12-31 00:00:00 is after the ingest time" in reasons[22]
+    assert "submit_time 1970-01-01 00:00:00 is before 1980-01-01" in reasons[23]
+    assert "disagrees with Elapsed (600 s)" in reasons[24]
+    assert "alloc_cpus 1000000000000 is more than any machine has" in reasons[25]
+    assert query(db, "SELECT rows_loaded, rows_quarantined, lines_read FROM ingest_files") == [(20, 4, 25)]
+    r = cli("simulate", "--cluster", "absurd", "--policy", "FCFS", "--db", db)
+    assert r.exit_code == 0, r.output
+
+
+def test_a_pbs_end_in_2326_is_quarantined(tmp_path):
+    src = (DATA / "pbs" / "accounting-logs.log").read_text().splitlines()
+    i = max(k for k, ln in enumerate(src) if ";E;" in ln and " end=" in ln)
+    src[i] = src[i].replace(" end=", " end=11234567890 old_end=", 1)
+    log = tmp_path / "20091221"
+    log.write_text("\n".join(src) + "\n")
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", log, "--cluster", "pbs", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT count(*) FROM jobs WHERE end_time > now()") == [(0,)]
+    assert any("is after the ingest time" in reason for _, reason in query(db, "SELECT line_no, reason FROM quarantine"))
+
+
+# 6. daylight-saving fall-back, with Elapsed
+
+
+def test_fall_back_times_are_resolved_with_elapsed_and_a_gap_time_says_so(tmp_path):
+    lines = [SACCT_HEADER,
+             sacct_line(1, "2024-11-03T01:00:00", "2024-11-03T01:40:00", "2024-11-03T01:50:00", "01:10:00", cluster="ny"),
+             sacct_line(2, "2024-11-03T01:00:00", "2024-11-03T01:40:00", "2024-11-03T01:20:00", "00:40:00", cluster="ny"),
+             sacct_line(3, "2024-03-10T02:30:00", "2024-03-10T03:10:00", "2024-03-10T03:20:00", "00:10:00", cluster="ny")]
+    log = tmp_path / "ny.log"
+    log.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", log, "--timezone", "America/New_York", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT job_id, run_s FROM jobs ORDER BY job_id") == [("1", 4200), ("2", 2400)]
+    (reason,) = query(db, "SELECT reason FROM quarantine")[0]
+    assert "submit time '2024-03-10T02:30:00' does not exist in time zone America/New_York" in reason

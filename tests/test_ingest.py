@@ -113,11 +113,11 @@ def test_crash_midway_rolls_back(mem_con, site_key, monkeypatch):
     real = stage.check_jobs
     calls = {"n": 0}
 
-    def flaky(df):
+    def flaky(df, **kw):
         calls["n"] += 1
         if calls["n"] == 3:
             raise RuntimeError("disk on fire")
-        return real(df)
+        return real(df, **kw)
 
     monkeypatch.setattr(stage, "check_jobs", flaky)
     rep = ingest_file(mem_con, POZIDRIV, IngestOptions(chunk_bytes=256 * 1024), site_key)

@@ -30,6 +30,7 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -378,13 +379,84 @@ class _quiet:
 # --------------------------------------------------------------------------- entry point
 
 
-def check_jobs(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | Path | None = None) -> DataCheckOutcome:
-    """Validate one batch of canonical job rows (PARSED_SCHEMA) with the repo's GX suite.
+# Bounds no real job crosses (issue 37): absurd values (a submit time of year 9999, an end in
+# 2326, 10^12 cores) would otherwise load and make a replay run for hours week by week to 9999.
+SCHEDULER_EPOCH = datetime(1980, 1, 1, tzinfo=timezone.utc)  # before any batch scheduler's accounting log
+FUTURE_MARGIN = timedelta(days=2)  # after the ingest time: clocks and zones differ by hours, not days
+MAX_CORES = 50_000_000  # several times the largest machine ever built
+MAX_NODES, MAX_GPUS = 5_000_000, 5_000_000
+MAX_MEM_MIB = 1 << 40  # an exbibyte
+_TIME_COLUMNS = ("submit_time", "eligible_time", "start_time", "end_time")
+_SIZE_BOUNDS = {"req_cpus": MAX_CORES, "alloc_cpus": MAX_CORES, "req_nodes": MAX_NODES, "alloc_nodes": MAX_NODES,
+                "req_gpus": MAX_GPUS, "alloc_gpus": MAX_GPUS, "req_mem_mib": MAX_MEM_MIB, "alloc_mem_mib": MAX_MEM_MIB}
+UNTIMED_FORMATS = ("openb",)  # the openb trace counts seconds from 1970-01-01: it has no calendar date
+
+
+def bound_failures(df: pl.DataFrame, now: datetime) -> tuple[pl.DataFrame, list[dict]]:
+    """Rows whose times fall before `SCHEDULER_EPOCH` or after `now` (the ingest time) plus
+    `FUTURE_MARGIN`, or whose sizes exceed any machine: (source_line, reason) and one result per
+    bound for the summary. Pure: the ingest time is handed in."""
+    late = now + FUTURE_MARGIN
+    dated = ~pl.col("source_format").is_in(list(UNTIMED_FORMATS)).fill_null(False)
+    checks: list[tuple[str, str, pl.Expr, pl.Expr]] = []
+    for c in _TIME_COLUMNS:
+        if c in df.columns:
+            x = pl.col(c)
+            checks.append((c, "within_time_bounds", (x < SCHEDULER_EPOCH) & dated,
+                           pl.format(f"{c} {{}} is before {SCHEDULER_EPOCH.date()}, earlier than any scheduler's "
+                                     "accounting (an unset time written as 0?)", x.dt.strftime("%Y-%m-%d %H:%M:%S"))))
+            checks.append((c, "within_time_bounds", x > late,
+                           pl.format(f"{c} {{}} is after the ingest time ({now:%Y-%m-%d %H:%M} UTC) plus "
+                                     f"{FUTURE_MARGIN.days} days: a corrupt or mis-zoned time", x.dt.strftime("%Y-%m-%d %H:%M:%S"))))
+    for c, hi in _SIZE_BOUNDS.items():
+        if c in df.columns:
+            checks.append((c, "within_size_bounds", pl.col(c) > hi,
+                           pl.format(f"{c} {{}} is more than any machine has (limit {hi:,})", pl.col(c))))
+    if not checks or df.height == 0:
+        return pl.DataFrame(schema=FAILED_SCHEMA), []
+    flags = df.select(*[e.fill_null(False).alias(f"f{i}") for i, (_, _, e, _) in enumerate(checks)],
+                      *[r.alias(f"r{i}") for i, (_, _, _, r) in enumerate(checks)], pl.col("source_line"))
+    results, parts = [], []
+    for i, (col, name, _, _) in enumerate(checks):
+        hit = flags.filter(pl.col(f"f{i}"))
+        results.append({"expectation": f"metapilot_{name}", "column": col, "success": hit.height == 0,
+                        "unexpected_count": hit.height})
+        if hit.height:
+            parts.append(hit.select(pl.col("source_line").cast(pl.Int64), pl.col(f"r{i}").alias("reason")))
+    merged = {}
+    for r in results:  # one result per column and bound kind
+        k = (r["expectation"], r["column"])
+        cur = merged.setdefault(k, {**r, "unexpected_count": 0, "success": True})
+        cur["unexpected_count"] += r["unexpected_count"]
+        cur["success"] = cur["success"] and r["success"]
+    failed = (pl.concat(parts).group_by("source_line", maintain_order=True).agg(pl.col("reason").str.join("; "))
+              if parts else pl.DataFrame(schema=FAILED_SCHEMA))
+    return failed.cast(FAILED_SCHEMA), list(merged.values())
+
+
+def check_jobs(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | Path | None = None,
+               now: datetime | None = None) -> DataCheckOutcome:
+    """Validate one batch of canonical job rows (PARSED_SCHEMA) with the repo's GX suite, and the
+    bounds no real job crosses (`bound_failures`; `now`: the ingest time, default the clock).
 
     `mode`: "fast" (default; precheck compiled from the suite, GX confirms suspects) or "full"
     (GX over every row); `METAPILOT_VALIDATION` sets the default. Raises SuiteError when the
     suite cannot be read or GX cannot evaluate an expectation (the batch's validity is unknown).
     """
+    outcome = _check_suite(df, mode, suite_path)
+    failed_b, results_b = bound_failures(df, now or datetime.now(timezone.utc))
+    if failed_b.height == 0:  # the summary lists the suite's results, and a bound only when rows failed it
+        return outcome
+    summary = {**outcome.summary, "results": outcome.summary["results"] + [r for r in results_b if not r["success"]]}
+    failed = (pl.concat([outcome.failed, failed_b]).group_by("source_line", maintain_order=True)
+              .agg(pl.col("reason").str.join("; ")).cast(FAILED_SCHEMA))
+    good = outcome.good.join(failed_b.select("source_line"), on="source_line", how="anti")
+    summary.update(success=False, failed_rows=failed.height)
+    return DataCheckOutcome(good=good, failed=failed, summary=summary)
+
+
+def _check_suite(df: pl.DataFrame, mode: Mode | None = None, suite_path: str | Path | None = None) -> DataCheckOutcome:
+    """The GX suite's verdict on one batch (`check_jobs` adds the bounds)."""
     mode = mode or os.environ.get("METAPILOT_VALIDATION", "fast")  # type: ignore[assignment]
     if mode not in ("fast", "full"):
         raise ValueError(f"validation mode must be 'fast' or 'full', not {mode!r}")

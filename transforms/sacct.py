@@ -272,6 +272,9 @@ def _quarantine_reason(names: list[str], cfg: SacctConfig, bad_ranges: bool) -> 
         .then(pl.format("bad job id '{}'", jid.str.slice(0, _REASON_MAX)))
         .when(pl.col("_id").struct.field("step").is_not_null())
         .then(pl.lit(None, dtype=pl.Utf8))
+        .when(pl.col("_submit").is_null() & sf.parse_naive_time(pl.col("submit")).is_not_null())
+        .then(pl.format("submit time '{}' does not exist in time zone {}: clocks skipped that hour (daylight-saving "
+                        "spring-forward); check --timezone", pl.col("submit").str.slice(0, _REASON_MAX), pl.lit(cfg.timezone)))
         .when(pl.col("_submit").is_null())
         .then(pl.format("bad submit time '{}'", pl.col("submit").fill_null("").str.slice(0, _REASON_MAX)))
     )
@@ -387,6 +390,8 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
         t("eligible").alias("eligible_time"),
         t("start").alias("_start"),
         t("end").alias("_end"),
+        sf.parse_time(_col("start", present), tz, ambiguous="latest").alias("_start_late"),
+        sf.parse_time(_col("end", present), tz, ambiguous="latest").alias("_end_late"),
         pl.coalesce("_el", num("elapsedraw")).alias("_elapsed"),
         pl.coalesce("_tl", "_tlraw").alias("timelimit_s"),
         pl.coalesce(num("reqcpus"), "_req_cpu").alias("req_cpus"),
@@ -401,6 +406,7 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
         node_raw.is_in(list(NEVER_RAN_NODES)).fill_null(False).alias("_none_assigned"),
         (pl.col("_rm_mib").is_not_null() | blank(_col("reqmem", present)).is_null()).alias("_reqmem_ok"),
     ).with_columns(pl.col("_state").alias("state"))
+    jobs = _resolve_fall_back(jobs)
     jobs = jobs.with_columns(
         # No node was assigned: sacct says `None assigned`, or it counts 0 allocated nodes and
         # prints no node list (a job cancelled while pending, whose Start/End are the cancel time).
@@ -418,6 +424,39 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
         ).alias("req_mem_mib"),
     )
     return finish_job_times(jobs)
+
+
+def _resolve_fall_back(jobs: pl.DataFrame) -> pl.DataFrame:
+    """A local time in the repeated hour of a daylight-saving fall-back names two instants: the
+    pair of (Start, End) readings whose span equals Elapsed is the one that happened (a job that
+    ran 01:40 EDT to 01:20 EST, Elapsed 00:40:00). Without Elapsed, or when no pair matches, the
+    earlier readings stay."""
+    el = pl.col("_elapsed")
+
+    def fits(s: str, e: str) -> pl.Expr:
+        return ((pl.col(e) - pl.col(s)).dt.total_seconds() - el).abs() <= 1
+
+    keep = el.is_null() | fits("_start", "_end").fill_null(True)
+    late_end = ~keep & fits("_start", "_end_late").fill_null(False)
+    both = ~keep & ~late_end & fits("_start_late", "_end_late").fill_null(False)
+    late_start = ~keep & ~late_end & ~both & fits("_start_late", "_end").fill_null(False)
+    return jobs.with_columns(
+        pl.when(both | late_start).then(pl.col("_start_late")).otherwise(pl.col("_start")).alias("_start"),
+        pl.when(late_end | both).then(pl.col("_end_late")).otherwise(pl.col("_end")).alias("_end"),
+    )
+
+
+ELAPSED_SLACK_S = 3600  # End - Start may exceed Elapsed (a suspended job) but not by this much and Elapsed itself
+
+
+def _elapsed_mismatch(jobs: pl.DataFrame) -> pl.Expr:
+    """Why a job's End - Start disagrees with its Elapsed by more than an hour and more than
+    Elapsed itself (an end six years after a 10-minute run: a corrupt time), else null."""
+    span = (pl.col("end_time") - pl.col("start_time")).dt.total_seconds()
+    el = pl.col("_elapsed")
+    bad = el.is_not_null() & span.is_not_null() & ((span - el).abs() > pl.max_horizontal(pl.lit(ELAPSED_SLACK_S), el))
+    return (pl.when(bad).then(pl.format("End - Start ({} s) disagrees with Elapsed ({} s): a corrupt Start or End time",
+                                        span, el)).otherwise(pl.lit(None, dtype=pl.Utf8)))
 
 
 def finish_job_times(jobs: pl.DataFrame) -> pl.DataFrame:
@@ -580,6 +619,12 @@ def parse_sacct_chunk(chunk: pl.DataFrame, cfg: SacctConfig) -> ParseResult:
         return ParseResult(jobs=empty_jobs(), quarantine=quarantine, lines_read=lines_read, merged=steps, skipped=skipped)
 
     jobs = _derive_jobs(jobs.with_columns(_col("state", present).alias("_state_raw")), present, cfg)
+    jobs = jobs.with_columns(_elapsed_mismatch(jobs).alias("_time_reason"))
+    if jobs["_time_reason"].is_not_null().any():  # quarantined with the reason, never loaded as a years-long run
+        bad = jobs.filter(pl.col("_time_reason").is_not_null())
+        quarantine = pl.concat([quarantine, bad.select(pl.col("line_no"), pl.col("line").alias("raw"),
+                                                       pl.col("_time_reason").alias("reason"))], how="vertical_relaxed")
+        jobs = jobs.filter(pl.col("_time_reason").is_null())
     jobs = _expand_ranges(jobs, tasks)
     jobs, superseded = dedupe_jobs(jobs)
     warnings = _warnings(jobs, present)

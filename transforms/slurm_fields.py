@@ -52,16 +52,22 @@ def null_if_blank(col: pl.Expr) -> pl.Expr:
     return pl.when(col == "").then(None).otherwise(col)
 
 
-def parse_time(col: pl.Expr, tz: str = "UTC") -> pl.Expr:
+def parse_naive_time(col: pl.Expr) -> pl.Expr:
+    """`2015-06-26T13:57:00` as a wall-clock time without a zone (null when unparseable)."""
+    return col.str.strptime(pl.Datetime("us"), SACCT_TIME_FORMAT, strict=False, cache=False)  # times barely repeat: a cache only costs
+
+
+def parse_time(col: pl.Expr, tz: str = "UTC", ambiguous: str = "earliest") -> pl.Expr:
     """`2015-06-26T13:57:00` in the cluster's zone -> UTC timestamp; `Unknown`/`None`/'' -> null.
 
     sacct prints local wall-clock time; an ambiguous hour (DST fall-back) takes the earlier
-    instant and a non-existent one (spring-forward) becomes null rather than a guess.
+    instant (`ambiguous="latest"`: the later one; the sacct parser picks with Elapsed) and a
+    non-existent one (spring-forward) becomes null rather than a guess.
     """
-    naive = col.str.strptime(pl.Datetime("us"), SACCT_TIME_FORMAT, strict=False, cache=False)  # times barely repeat: a cache only costs
+    naive = parse_naive_time(col)
     if tz in ("UTC", "Etc/UTC", "Z"):
         return naive.dt.replace_time_zone("UTC")
-    local = naive.dt.replace_time_zone(tz, ambiguous="earliest", non_existent="null")
+    local = naive.dt.replace_time_zone(tz, ambiguous=ambiguous, non_existent="null")
     return local.dt.convert_time_zone("UTC").cast(UTC_TS)
 
 

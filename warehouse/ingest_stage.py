@@ -105,7 +105,7 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
              opts: IngestOptions, name_cache: dict, redact=None) -> _Prepared:
     """Validate and pseudonymise one parsed chunk, quarantined lines included (no warehouse
     access: runs ahead in a thread)."""
-    outcome = check_jobs(res.jobs)
+    outcome = check_jobs(res.jobs, now=now)  # times after the ingest time (plus a margin) are refused
     jobs = res.jobs
     q = res.quarantine
     if outcome.failed.height:
