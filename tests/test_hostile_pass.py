@@ -255,3 +255,27 @@ def test_fall_back_times_are_resolved_with_elapsed_and_a_gap_time_says_so(tmp_pa
     assert query(db, "SELECT job_id, run_s FROM jobs ORDER BY job_id") == [("1", 4200), ("2", 2400)]
     (reason,) = query(db, "SELECT reason FROM quarantine")[0]
     assert "submit time '2024-03-10T02:30:00' does not exist in time zone America/New_York" in reason
+
+
+# 8. Ctrl-C during a file's load
+
+
+def test_ctrl_c_inside_a_load_stops_the_batch_with_130_and_records_no_failure(tmp_path, site_log, monkeypatch):
+    import metapilot.warehouse.ingest as wi
+
+    other = tmp_path / "z-other.log"
+    other.write_text("\n".join(pozidriv_lines(5, start=40)) + "\n")
+    real = wi.record_loaded
+
+    def interrupted(*a, **k):  # what DuckDB raises when SIGINT lands inside a statement
+        raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+
+    monkeypatch.setattr(wi, "record_loaded", interrupted)
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", site_log, other, "--db", db)
+    assert r.exit_code == 130, r.output
+    assert "interrupted" in r.stderr and "bug" not in r.output
+    assert query(db, "SELECT count(*) FROM ingest_files") == [(0,)] and query(db, "SELECT count(*) FROM jobs") == [(0,)]
+    monkeypatch.setattr(wi, "record_loaded", real)
+    r = cli("ingest", site_log, other, "--db", db)
+    assert r.exit_code == 0 and query(db, "SELECT count(*) FROM jobs") == [(35,)]

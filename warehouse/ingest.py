@@ -307,6 +307,8 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         raise
     except BaseException as e:
         con.execute("ROLLBACK")
+        if _interrupted(e):  # Ctrl-C: rolled back, nothing recorded (the next run loads the file), the command stops
+            raise KeyboardInterrupt(f"{rep.path}: interrupted during its load; nothing of it was kept") from None
         rep.outcome = "failed"
         rep.seconds = time.perf_counter() - st.t0
         rep.message = _explain(e, path, tot.last_line)
@@ -319,6 +321,14 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
             con.execute(f"SET memory_limit = '{memory_before}'")
         st.cleanup()
     return rep
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether an error is Ctrl-C: Python's, or DuckDB's "query interrupted" when SIGINT lands
+    inside a statement."""
+    if isinstance(e, KeyboardInterrupt) or isinstance(e, getattr(duckdb, "InterruptException", ())):
+        return True
+    return isinstance(e, RuntimeError) and "interrupted" in str(e).lower()
 
 
 def _nothing_loaded(con: duckdb.DuckDBPyConnection, rep: FileReport) -> str:

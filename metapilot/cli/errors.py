@@ -76,10 +76,13 @@ def guarded(fn: Callable) -> Callable:
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort, click.exceptions.ClickException, click.exceptions.Exit, SystemExit):
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:
             if debug_enabled():
                 raise
-            typer.echo("interrupted: nothing half-done was kept (each file and each stage commits whole)", err=True)
+            if str(e):
+                typer.echo(f"interrupted: {e}", err=True)
+            typer.echo("interrupted: nothing half-done was kept (each file and each stage commits whole); "
+                       "run the command again to finish", err=True)
             raise typer.Exit(130) from None
         except Exception as e:  # noqa: BLE001 - the point: one clear message instead of a traceback
             if debug_enabled():
