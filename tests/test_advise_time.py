@@ -95,3 +95,16 @@ def test_advice_of_a_policy_the_gate_did_not_publish_says_it_is_for_comparison_o
         con.close()
     out = json.loads(advise(db, policy_id, "--at", "1996-10-18T03:00:00").stdout)
     assert out["published"] is True and "warning" not in out
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_state_json_with_nan_or_infinity_is_refused_with_the_field_named(published, tmp_path, bad):
+    """Issue 37: NaN and infinities used to give an answer (exit 0) and `--format json` printed NaN."""
+    db, policy_id, _ = published
+    names = list(json.loads(advise(db, policy_id).stdout)["state"])
+    doc = {"features": {n: (bad if i == 1 else 0.0) for i, n in enumerate(names)}}
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(doc))  # Python writes NaN / Infinity, as a hostile or buggy client may
+    r = advise(db, policy_id, "--state-json", str(path))
+    assert r.exit_code == 2, r.output
+    assert f"state field features.{names[1]} is {bad}" in r.stderr and "finite" in r.stderr

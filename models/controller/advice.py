@@ -43,11 +43,27 @@ class Advice:
         return asdict(self)
 
 
+def _refuse_non_finite(doc: object, where: str = "") -> None:
+    """JSON as Python reads it admits NaN and +-Infinity: a state made of them gives an answer from
+    nothing (and `--format json` would print non-JSON), so the field is named instead."""
+    import math
+
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            _refuse_non_finite(v, f"{where}.{k}" if where else str(k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            _refuse_non_finite(v, f"{where}[{i}]")
+    elif isinstance(doc, float) and not math.isfinite(doc):
+        raise ValueError(f"state field {where or 'value'} is {doc}: every number of a state must be finite")
+
+
 def state_from_json(doc: dict | list, policy: ScriptedPolicy) -> np.ndarray:
     """A state from JSON: a list of the policy's n_features numbers, {"features": {name: value}},
     or {"aggregates": {name: value}} (turned into features by transforms.state; a policy with
     lookahead features also needs "lookahead_costs": one rollout cost per objective, job-seconds)."""
     names = policy.feature_names
+    _refuse_non_finite(doc)
     if isinstance(doc, list) or (isinstance(doc, dict) and "state" in doc):
         vec = np.asarray(doc if isinstance(doc, list) else doc["state"], dtype=np.float32)
         if vec.shape != (len(names),):
