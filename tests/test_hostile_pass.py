@@ -279,3 +279,86 @@ def test_ctrl_c_inside_a_load_stops_the_batch_with_130_and_records_no_failure(tm
     monkeypatch.setattr(wi, "record_loaded", real)
     r = cli("ingest", site_log, other, "--db", db)
     assert r.exit_code == 0 and query(db, "SELECT count(*) FROM jobs") == [(35,)]
+
+
+# 10-12. options checked before work starts; a mistyped --db; a corrupt warehouse
+
+
+@pytest.fixture
+def small_db(tmp_path, site_log) -> Path:
+    db = tmp_path / "m.duckdb"
+    assert cli("ingest", site_log, "--db", db).exit_code == 0
+    return db
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--from", "yesterday"], "'yesterday' is not a date"),
+    (["--from", "2017-01-01", "--to", "2016-01-01"], "is not after --from"),
+    (["--partition", "nope"], "has no partition 'nope': its jobs ran in"),
+    (["--jobs-out", "j.txt"], "name a .parquet or .csv file"),
+])
+def test_simulate_options_are_checked_before_the_replay(small_db, args, says):
+    r = cli("simulate", "--cluster", "pozidriv", "--db", small_db, *args)
+    assert r.exit_code == 2, r.output
+    assert says in r.output
+    assert query(small_db, "SELECT count(*) FROM sim_runs") == [(0,)]
+
+
+def test_simulate_jobs_out_csv_is_csv(small_db, tmp_path):
+    out = tmp_path / "j.csv"
+    r = cli("simulate", "--cluster", "pozidriv", "--db", small_db, "--jobs-out", out)
+    assert r.exit_code == 0, r.output
+    assert out.read_text().startswith("job_id,submit_time")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--n-boot", "0"], "--n-boot"),
+    (["--epoch-s", "-3600"], "--epoch-s"),
+    (["--from", "2017-01-01", "--to", "2016-01-01"], "is not after --from"),
+])
+def test_heldout_options_are_checked_before_the_replay(small_db, args, says):
+    r = cli("heldout", "--policy", "nope", "--db", small_db, *args)
+    assert r.exit_code == 2, r.output
+    assert says in r.output
+    assert query(small_db, "SELECT count(*) FROM heldout_replays") == [(0,)]
+
+
+def test_an_unknown_timezone_is_refused_before_any_file_is_recorded(tmp_path, site_log):
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", site_log, "--timezone", "Mars/Olympus", "--db", db)
+    assert r.exit_code == 2 and "'Mars/Olympus' is not a time zone" in r.output, r.output
+    assert "bug" not in r.output and not db.exists()
+
+
+@pytest.mark.parametrize("toml, says", [
+    ('[clusters.c]\npartitions = [{ nodes = 2, cores_per_node = -8 }]\n', "`cores_per_node = -8` must be a whole number >= 1"),
+    ('[clusters.c]\npartitions = [{ nodes = 2, cores_per_nodes = 8 }]\n', "unknown key cores_per_nodes"),
+    ('[clustres.c]\npartitions = [{ nodes = 2, cores_per_node = 8 }]\n', "unknown table clustres"),
+    ('[clusters.c\npartitions = 1\n', "not valid TOML"),
+])
+def test_a_bad_capacity_config_is_refused_naming_the_file(tmp_path, toml, says):
+    cfg = tmp_path / "clusters.toml"
+    cfg.write_text(toml)
+    db = tmp_path / "m.duckdb"
+    r = cli("capacity", "--config", cfg, "--db", db)
+    assert r.exit_code == 2, r.output
+    assert says in r.stderr and str(cfg) in r.stderr
+
+
+@pytest.mark.parametrize("command", [["simulate", "--cluster", "c"], ["heldout", "--policy", "p"],
+                                     ["dataset", "--cluster", "c", "--train-from", "2020-01-01", "--train-to", "2020-03-01"]])
+def test_a_mistyped_db_creates_no_warehouse(tmp_path, command):
+    db = tmp_path / "typo.duckdb"
+    r = cli(*command, "--db", db)
+    assert r.exit_code == 2, r.output
+    assert "no warehouse at" in r.stderr and not db.exists()
+
+
+def test_a_corrupt_warehouse_says_restore_the_backup(tmp_path):
+    db = tmp_path / "m.duckdb"
+    db.write_bytes(b"this is not a database " * 400)
+    for command in (["sql", "SELECT 1"], ["capacity"], ["simulate", "--cluster", "c"]):
+        r = cli(*command, "--db", db)
+        assert r.exit_code == 2, r.output
+        assert "not a readable MetaPilot warehouse" in r.stderr and "backup" in r.stderr and "secret.key" in r.stderr
+        assert "report it" not in r.stderr

@@ -44,6 +44,32 @@ class WarehouseBusyError(RuntimeError):
     """Another process kept the warehouse locked for longer than this one would wait."""
 
 
+class CorruptWarehouseError(OSError):
+    """The warehouse file exists but DuckDB cannot read it (damaged, truncated, another kind of file)."""
+
+
+_CORRUPT_MARKERS = ("not a valid DuckDB database", "Corrupt", "corrupt", "checksum", "Invalid database", "database file")
+
+
+def _unreadable_database(e: BaseException) -> bool:
+    """DuckDB's errors for a file it cannot read as a database (not a lock)."""
+    return isinstance(e, (duckdb.IOException, duckdb.SerializationException, duckdb.InternalException)) \
+        and any(m in str(e) for m in _CORRUPT_MARKERS)
+
+
+def _first_line(e: BaseException) -> str:
+    return next((ln.strip() for ln in str(e).splitlines() if ln.strip()), type(e).__name__)
+
+
+def require_warehouse(db: str | Path | None) -> Path:
+    """The warehouse file, which must exist: commands that only read or replay what was ingested
+    (simulate, heldout, dataset, train) never create an empty one for a mistyped --db."""
+    path = db_path(db)
+    if not path.exists():
+        raise FileNotFoundError(f"no warehouse at {path}: check --db (or $METAPILOT_DB), or run `metapilot ingest PATH...` first")
+    return path
+
+
 def _stderr(msg: str) -> None:
     sys.stderr.write(msg + "\n")
     sys.stderr.flush()
@@ -79,6 +105,10 @@ def _open(path: Path, read_only: bool, config: dict | None, wait_s: float | None
             return duckdb.connect(str(path), read_only=read_only, config=config or {})
         except duckdb.Error as e:
             if not is_lock_error(e):
+                if _unreadable_database(e):
+                    raise CorruptWarehouseError(
+                        f"{path} is not a readable MetaPilot warehouse ({_first_line(e)}): restore it from your backup, "
+                        f"together with its site key ({path.parent / 'secret.key'}), or pass the right --db") from None
                 raise
             if time.monotonic() + delay > deadline:
                 what = "reading" if read_only else "writing"

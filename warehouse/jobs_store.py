@@ -39,3 +39,8 @@ def data_fingerprint(con: duckdb.DuckDBPyConnection, cluster: str) -> str:
     """Changes whenever the cluster's jobs change: part of every cache key over a window."""
     jobs, last = con.execute(sql_text("jobs/fingerprint.sql"), {"cluster": cluster}).fetchall()[0]
     return f"{jobs}@{last}"
+
+
+def partitions(con: duckdb.DuckDBPyConnection, cluster: str) -> list[str | None]:
+    """The partitions a cluster's jobs ran in: what an error about an unknown --partition lists."""
+    return [r[0] for r in con.execute(sql_text("jobs/partitions.sql"), [cluster]).fetchall()]

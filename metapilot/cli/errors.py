@@ -34,11 +34,11 @@ def _first_line(text: str, limit: int = 600) -> str:
 def _user_error_types() -> tuple[type[BaseException], ...]:
     """Exception types whose message is already written for the user."""
     from metapilot.flows.prefect_api import PrefectStartError
-    from metapilot.warehouse.db import WarehouseBusyError
+    from metapilot.warehouse.db import CorruptWarehouseError, WarehouseBusyError
     from metapilot.warehouse.ingest import IngestError, NothingToIngestError
     from metapilot.warehouse.secret import SiteKeyError
 
-    return (SiteKeyError, NothingToIngestError, IngestError, WarehouseBusyError, PrefectStartError,
+    return (SiteKeyError, NothingToIngestError, IngestError, WarehouseBusyError, CorruptWarehouseError, PrefectStartError,
             FileNotFoundError, PermissionError, IsADirectoryError, LookupError, ValueError, TimeoutError)
 
 
@@ -58,6 +58,11 @@ def explain(e: BaseException) -> tuple[list[str], int]:
     if isinstance(e, user):
         msg = _first_line(e.args[0] if isinstance(e, KeyError) and e.args else e) or type(e).__name__
         return [f"error: {msg}"], 2
+    from metapilot.warehouse.db import _unreadable_database
+
+    if _unreadable_database(e):  # damage found while reading, after the file opened
+        return ([f"error: the warehouse is not readable: {_first_line(e)}",
+                 "restore it from your backup, together with its site key (secret.key beside it), or pass the right --db"], 2)
     if isinstance(e, duckdb.Error):
         return ([f"error: the warehouse refused the operation: {_first_line(e)}",
                  "re-run with --debug for the details, and report it if the database should have allowed it"], 1)

@@ -22,8 +22,9 @@ def capacity_cmd(
             store_capacity_config,
         )
 
+        rows = read_capacity_config(config)  # refused whole, naming the file and entry, before the warehouse is touched
         con = connect(db)
-        n = store_capacity_config(con, read_capacity_config(config))
+        n = store_capacity_config(con, rows)
         typer.echo(f"loaded {n} capacity rows from {config}")
     else:
         con = connect(db, read_only=True)

@@ -38,7 +38,7 @@ def dataset_cmd(
     )
     from metapilot.transforms.reward import ControllerRewardConfig
     from metapilot.transforms.state import StateConfig
-    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.db import connect, require_warehouse
 
     from metapilot.models.controller.objectives import menu_names
     from metapilot.models.controller.tuning import tuned_config
@@ -50,6 +50,7 @@ def dataset_cmd(
         older_fraction=older_fraction,
         seed=seed,
     )
+    require_warehouse(db)  # a mistyped --db must not create an empty warehouse
     con = connect(db)
     try:
         cfg, _ = tuned_config(con, cluster, train_from, train_to, cfg, partition=partition,

@@ -8,27 +8,29 @@ from typing import Annotated, Optional
 
 import typer
 
-from metapilot.transforms.windows import parse_utc as _ts
+from metapilot.cli.options import window_options
 
 
 def heldout_cmd(
     policy: Annotated[str, typer.Option(help="Policy id (the `policies` table).")],
     start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO, UTC), by submit time. Default: where the policy stopped seeing data.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive). Default: as long as the training window.")] = None,
-    epoch_s: Annotated[Optional[int], typer.Option(help="Decision epoch (s). Default: the policy's.")] = None,
-    n_boot: Annotated[int, typer.Option(help="Bootstrap resamples over weeks.")] = 2000,
+    epoch_s: Annotated[Optional[int], typer.Option(min=60, help="Decision epoch (s), at least 60. Default: the policy's.")] = None,
+    n_boot: Annotated[int, typer.Option(min=1, help="Bootstrap resamples over weeks (at least 1).")] = 2000,
     seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 0,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
     """Replay a policy on held-out weeks it never saw, against every fixed rule and the real history."""
     from metapilot.cli.console import console
     from metapilot.models.evaluation.heldout import run_heldout
-    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.db import connect, require_warehouse
     from metapilot.warehouse.heldout_store import load_heldout
 
+    w_from, w_to = window_options(start, end)  # checked before the replay starts
+    require_warehouse(db)  # a mistyped --db must not create an empty warehouse
     con = connect(db)
     try:
-        vid = run_heldout(con, policy, _ts(start), _ts(end), db=db, epoch_s=epoch_s, n_boot=n_boot, seed=seed,
+        vid = run_heldout(con, policy, w_from, w_to, db=db, epoch_s=epoch_s, n_boot=n_boot, seed=seed,
                              log=lambda m: console.print(m))
     except (LookupError, ValueError) as e:
         console.print(f"[red]error:[/red] {e}")

@@ -81,6 +81,9 @@ def ingest_cmd(
     from metapilot.warehouse.ingest import IngestOptions, expand_paths_checked
     from metapilot.warehouse.secret import load_site_key
 
+    from metapilot.cli.options import timezone_option
+
+    timezone_option(timezone)  # a bad option is refused before any file is read or recorded
     expand_paths_checked(paths)  # nothing to load, a missing key: say so before starting anything
     if encoding:
         from metapilot.transforms.lines import check_encoding

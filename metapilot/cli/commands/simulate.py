@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from metapilot.transforms.windows import parse_utc as _ts
+from metapilot.cli.options import OptionError, out_file_option, window_options
 
 
 def simulate_cmd(
@@ -17,7 +17,7 @@ def simulate_cmd(
     start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO date/time, UTC), by submit time.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="Replay one partition only.")] = None,
-    jobs_out: Annotated[Optional[str], typer.Option(help="Write per-job results to this Parquet file.")] = None,
+    jobs_out: Annotated[Optional[str], typer.Option(help="Write per-job results to this file (.parquet or .csv: the suffix chooses).")] = None,
     all_baselines: Annotated[bool, typer.Option("--all-baselines", help="Run the 21 baselines and compare them.")] = False,
     fidelity: Annotated[bool, typer.Option("--fidelity", help="Compare the replay's waits with the logged ones.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
@@ -28,11 +28,25 @@ def simulate_cmd(
     from metapilot.cli.console import console, print_frame
     from metapilot.models.simulator import BASELINES, Capacity, simulate
     from metapilot.transforms.workload import normalise
-    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.db import connect, require_warehouse
     from metapilot.warehouse.sim_store import load_capacity, load_window, store_run
 
+    w_from, w_to = window_options(start, end)  # checked before any work
+    jobs_out = out_file_option(jobs_out, "--jobs-out")
+    require_warehouse(db)  # a mistyped --db must not create an empty warehouse
     con = connect(db)
-    w_from, w_to = _ts(start), _ts(end)
+    if partition is not None:
+        from metapilot.warehouse.jobs_store import clusters_with_jobs, partitions
+
+        known, holds = partitions(con, cluster), clusters_with_jobs(con)
+        if (known and partition not in known) or not known and cluster not in holds:
+            con.close()
+        if known and partition not in known:
+            raise OptionError(f"cluster {cluster!r} has no partition {partition!r}: its jobs ran in "
+                                     f"{', '.join(p for p in known if p is not None) or '(none named)'}", param_hint="--partition")
+        if not known and cluster not in holds:
+            raise OptionError(f"no jobs for cluster {cluster!r}: the warehouse holds {', '.join(holds) or 'none'}",
+                              param_hint="--cluster")
     jobs = load_window(con, cluster, w_from, w_to, partition)
     if jobs.height == 0:
         console.print(f"[red]error:[/red] no jobs for cluster {cluster!r} in that window: check `metapilot sql "
@@ -98,7 +112,10 @@ def _write_jobs(result, path: str) -> None:
     df = result.schedule().with_columns(
         ts("submit").alias("submit_time"), ts("start").alias("sim_start_time"), ts("end").alias("sim_end_time"),
     ).select("job_id", "submit_time", "sim_start_time", "sim_end_time", "wait", "run", "req_time", "cores", "gpus", "mem", "pool")
-    df.write_parquet(path)
+    if path.lower().endswith(".csv"):  # the suffix chooses the format (options.out_file_option)
+        df.write_csv(path)
+    else:
+        df.write_parquet(path)
 
 
 def register(app: typer.Typer) -> None:

@@ -45,7 +45,7 @@ def train_cmd(
     from metapilot.models.controller.train import TrainConfig, train_policy
     from metapilot.transforms.reward import ControllerRewardConfig
     from metapilot.transforms.state import StateConfig
-    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.db import connect, require_warehouse
 
     from metapilot.models.controller.objectives import Menu, menu_names
     from metapilot.models.controller.tuning import tuned_config, tuning_weeks
@@ -59,6 +59,7 @@ def train_cmd(
         n_steps=steps, n_steps_per_epoch=max(1, steps // 10), fqe_steps=fqe_steps, seed=seed, device=device,
         show_progress=progress,
     )
+    require_warehouse(db)  # a mistyped --db must not create an empty warehouse
     con = connect(db)
     try:
         with console.status("tuning the planner and building the dataset"):
