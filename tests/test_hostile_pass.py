@@ -362,3 +362,33 @@ def test_a_corrupt_warehouse_says_restore_the_backup(tmp_path):
         assert r.exit_code == 2, r.output
         assert "not a readable MetaPilot warehouse" in r.stderr and "backup" in r.stderr and "secret.key" in r.stderr
         assert "report it" not in r.stderr
+
+
+# 7. a hostile file name in the HTML the project writes
+
+
+def test_a_hostile_file_name_is_escaped_in_every_html_page(tmp_path):
+    evil = "<svg onload=alert(3)>"
+    d = tmp_path / "logs"
+    d.mkdir()
+    log = d / f"{evil}.log"
+    log.write_text("\n".join(pozidriv_lines(20)) + "\nnot a sacct line at all\n")
+    db = tmp_path / "m.duckdb"
+    assert cli("ingest", log, "--db", db).exit_code == 0
+    r = cli("data-docs", "--db", db)
+    assert r.exit_code == 0, r.output
+    pages = list(tmp_path.rglob("*.html"))
+    assert len(pages) >= 2
+    for page in pages:
+        text = page.read_text(errors="replace")
+        assert "<svg" not in text and "onload=alert" not in text.replace("onload=alert(3)&gt;", ""), page
+
+
+def test_pages_written_before_names_were_escaped_are_rendered_again(tmp_path):
+    from metapilot.warehouse.data_docs import MANIFEST, _rendered
+
+    site = tmp_path / "data_docs"
+    (site / "validations").mkdir(parents=True)
+    (site / "validations" / "old.html").write_text("<svg onload=alert(3)>")
+    (site / MANIFEST).write_text("run-1\n")
+    assert _rendered(site) == set() and not (site / "validations").exists()

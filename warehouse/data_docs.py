@@ -13,6 +13,7 @@ incremental and costs nothing (no GX import) when nothing is new.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from datetime import timezone
@@ -42,7 +43,20 @@ def docs_dir_for(con) -> Path | None:
     return None if f is None else f.parent / DOCS_DIR
 
 
+ESCAPED_MARK = ".names-escaped-v1"  # pages rendered since names are escaped (issue 37)
+
+
 def _rendered(site: Path) -> set[str]:
+    """Runs already on the site. A site written before names were escaped is rendered again
+    whole: its pages may carry a hostile file name as HTML."""
+    if site.is_dir() and not (site / ESCAPED_MARK).exists():
+        import shutil
+
+        for old in ("validations", "expectations", "static"):
+            shutil.rmtree(site / old, ignore_errors=True)
+        (site / MANIFEST).unlink(missing_ok=True)
+        (site / "index.html").unlink(missing_ok=True)
+        (site / ESCAPED_MARK).write_text("every name in these pages is escaped\n")
     m = site / MANIFEST
     return set(m.read_text().split()) if m.exists() else set()
 
@@ -124,11 +138,13 @@ def _validation_result(row: dict, suite: Any) -> tuple[Any, Any]:
         results.append(_result_for(cfg, stored.get((cfg.type, _column_label(cfg.type, cfg.kwargs))), evaluated,
                                    list(PARSED_SCHEMA)))
     ok = sum(1 for r in results if r.success)
-    name = Path(row["path"] or "file").name
+    # GX writes these into its pages unescaped (breadcrumb, run name): only safe characters go in,
+    # and free text (the path, the cluster) is HTML-escaped (a file named `<svg onload=...>.log`)
+    name = _safe(Path(row["path"] or "file").name)
     when = row["checked_at"]
     when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
     run_id = RunIdentifier(run_name=f"ingest {name}", run_time=when)
-    batch = f"{_safe(name)}-{row['file_sha256'][:12]}"
+    batch = f"{name}-{row['file_sha256'][:12]}"
     vr = ExpectationSuiteValidationResult(
         success=bool(row["success"]), results=results, suite_name=suite.name,
         statistics={"evaluated_expectations": len(results), "successful_expectations": ok,
@@ -138,9 +154,9 @@ def _validation_result(row: dict, suite: Any) -> tuple[Any, Any]:
               "batch_spec": {"data_asset_name": name},
               "active_batch_definition": {"datasource_name": "metapilot-ingest", "data_connector_name": "files",
                                           "data_asset_name": name, "batch_identifiers": {"sha256": row["file_sha256"]}},
-              "metapilot": {"path": row["path"], "sha256": row["file_sha256"], "rows_evaluated": evaluated,
-                            "rows_failed": int(row["failed_rows"] or 0), "format": row.get("format"),
-                            "cluster": row.get("cluster")}},
+              "metapilot": {"path": html.escape(row["path"] or ""), "sha256": row["file_sha256"], "rows_evaluated": evaluated,
+                            "rows_failed": int(row["failed_rows"] or 0), "format": html.escape(row.get("format") or ""),
+                            "cluster": html.escape(row.get("cluster") or "")}},
     )
     ident = ValidationResultIdentifier(expectation_suite_identifier=ExpectationSuiteIdentifier(name=suite.name),
                                        run_id=run_id, batch_identifier=batch)
@@ -158,6 +174,7 @@ def render_data_docs(con, site: Path | None = None, run_ids: list[str] | None = 
     if not todo and index.exists():
         return index
     site.mkdir(parents=True, exist_ok=True)
+    (site / ESCAPED_MARK).touch()
     from metapilot.transforms.data_checks import _quiet, load_suite
 
     suite = load_suite()
