@@ -392,3 +392,26 @@ def test_pages_written_before_names_were_escaped_are_rendered_again(tmp_path):
     (site / "validations" / "old.html").write_text("<svg onload=alert(3)>")
     (site / MANIFEST).write_text("run-1\n")
     assert _rendered(site) == set() and not (site / "validations").exists()
+
+
+# 13. smaller ones
+
+
+def test_keep_names_on_a_pseudonymised_warehouse_is_refused_unless_mixed(small_db, tmp_path):
+    other = tmp_path / "more.log"
+    other.write_text("\n".join(pozidriv_lines(5, start=50)) + "\n")
+    r = cli("ingest", other, "--keep-names", "--db", small_db)
+    assert r.exit_code == 2 and "holds pseudonymised names" in r.stderr and "--mix-names" in r.stderr, r.output
+    assert query(small_db, "SELECT count(*) FROM jobs") == [(30,)]
+    r = cli("ingest", other, "--keep-names", "--mix-names", "--db", small_db)
+    assert r.exit_code == 0 and query(small_db, "SELECT count(*) FROM jobs") == [(35,)]
+
+
+def test_an_swf_file_with_a_nan_token_is_recognised_by_its_header(tmp_path):
+    swf = tmp_path / "small.swf"
+    swf.write_text("; Version: 2.2\n; MaxProcs: 64\n1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n"
+                   "2 NaN 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n")
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", swf, "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT format, rows_loaded, rows_quarantined FROM ingest_files") == [("swf", 1, 1)]

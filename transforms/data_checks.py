@@ -389,7 +389,9 @@ MAX_MEM_MIB = 1 << 40  # an exbibyte
 _TIME_COLUMNS = ("submit_time", "eligible_time", "start_time", "end_time")
 _SIZE_BOUNDS = {"req_cpus": MAX_CORES, "alloc_cpus": MAX_CORES, "req_nodes": MAX_NODES, "alloc_nodes": MAX_NODES,
                 "req_gpus": MAX_GPUS, "alloc_gpus": MAX_GPUS, "req_mem_mib": MAX_MEM_MIB, "alloc_mem_mib": MAX_MEM_MIB}
-UNTIMED_FORMATS = ("openb",)  # the openb trace counts seconds from 1970-01-01: it has no calendar date
+# Formats whose times may count from 1970-01-01 without a calendar date: the openb trace, and SWF
+# with no UnixStartTime in its header (offsets from the epoch). Only the upper bound applies to them.
+UNTIMED_FORMATS = ("openb", "swf")
 
 
 def bound_failures(df: pl.DataFrame, now: datetime) -> tuple[pl.DataFrame, list[dict]]:

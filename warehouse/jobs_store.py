@@ -44,3 +44,8 @@ def data_fingerprint(con: duckdb.DuckDBPyConnection, cluster: str) -> str:
 def partitions(con: duckdb.DuckDBPyConnection, cluster: str) -> list[str | None]:
     """The partitions a cluster's jobs ran in: what an error about an unknown --partition lists."""
     return [r[0] for r in con.execute(sql_text("jobs/partitions.sql"), [cluster]).fetchall()]
+
+
+def holds_hashed_names(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the warehouse's jobs carry keyed hashes for names (the default, SPEC §8)."""
+    return bool(con.execute(sql_text("jobs/hashed_names.sql")).fetchall()[0][0])

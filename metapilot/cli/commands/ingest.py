@@ -49,6 +49,25 @@ def print_ingest_summary(reports: list[dict], db_file: str) -> int:
     return failed
 
 
+def _refuse_raw_beside_hashed(db: str | None) -> None:
+    """--keep-names on a pseudonymised warehouse would store raw names next to the hashes of the
+    same users, undoing the pseudonymisation (SPEC §8): refused unless --mix-names says so."""
+    from metapilot.ground.paths import db_path
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.jobs_store import holds_hashed_names
+
+    if not db_path(db).exists():
+        return
+    con = connect(db, read_only=True)
+    try:
+        hashed = holds_hashed_names(con)
+    finally:
+        con.close()
+    if hashed:
+        raise ValueError(f"{db_path(db)} holds pseudonymised names: --keep-names would store raw names beside them "
+                         "(and so identify those users); add --mix-names if that is intended, or drop --keep-names")
+
+
 def _keep_freed_memory() -> None:
     """Let polars' allocator (jemalloc) keep freed pages for 5 s before returning them to the
     system, unless the user configured it: an ingest allocates and frees the same chunk-sized
@@ -69,7 +88,8 @@ def ingest_cmd(
     delimiter: Annotated[Optional[str], typer.Option(help="sacct field delimiter (any string, multi-byte too).")] = None,
     fields: Annotated[Optional[str], typer.Option(help="Column names of headerless sacct output, comma-separated.")] = None,
     encoding: Annotated[Optional[str], typer.Option(help="Text encoding of the logs (default utf-8), e.g. latin-1 for older sites' logs; a file loaded before with undecodable lines is loaded again.")] = None,
-    keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes.")] = False,
+    keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes (refused on a warehouse that holds hashed names, unless --mix-names).")] = False,
+    mix_names: Annotated[bool, typer.Option("--mix-names", help="With --keep-names: store raw names beside the hashed ones already in the warehouse (those users become identifiable).")] = False,
     new_key: Annotated[bool, typer.Option("--new-key", help="Accept a new site key (secret.key missing, or not the one the warehouse records): the same users then get new ids; recorded in site_keys.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
     flow: Annotated[bool, typer.Option("--flow", help="Run as a Prefect flow even when no Prefect server is configured (PREFECT_API_URL): a temporary local API is started for it.")] = False,
@@ -84,6 +104,8 @@ def ingest_cmd(
     from metapilot.cli.options import timezone_option
 
     timezone_option(timezone)  # a bad option is refused before any file is read or recorded
+    if keep_names and not mix_names:
+        _refuse_raw_beside_hashed(db)
     expand_paths_checked(paths)  # nothing to load, a missing key: say so before starting anything
     if encoding:
         from metapilot.transforms.lines import check_encoding
