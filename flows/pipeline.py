@@ -11,6 +11,7 @@ from metapilot.flows.ingest import ingest_flow
 from metapilot.flows.stages import (
     DEFAULT_SOURCES,
     build_dataset_flow,
+    decide_task,
     publish_flow,
     train_flow,
     tune_flow,
@@ -60,10 +61,11 @@ def plan_windows(db: str | None, cluster: str | None) -> tuple[str, LearningWind
 @flow(name="learn", log_prints=True)
 def learn_flow(cluster: str, windows: LearningWindows, db: str | None = None, seeds: tuple[int, ...] = (0,),
                steps: int = 2000, dask: str | None = None, baselines: tuple[str, ...] = ("bc",),
-               sources: tuple[str, ...] = DEFAULT_SOURCES) -> dict:
+               sources: tuple[str, ...] = DEFAULT_SOURCES, publish: bool = True) -> dict:
     """On the windows the caller hands it: tune the teacher, build the dataset, train, replay the
-    policy on the held-out weeks and apply the publish gate. `pipeline` runs it after the ingest,
-    the monthly retrain on its own, with the same defaults (more seeds only give the gate more
+    policy on the held-out weeks and apply the publish gate (`publish=False`: decide without
+    publishing, as a fold of the walk forward does). `pipeline` runs it after the ingest, the
+    monthly retrain on its own, with the same defaults (more seeds only give the gate more
     candidates to pass by luck: README, Evidence)."""
     log = get_run_logger()
     train, checkpoint, held_out = windows = LearningWindows(*windows)
@@ -74,7 +76,7 @@ def learn_flow(cluster: str, windows: LearningWindows, db: str | None = None, se
     policy_id = with_runner(train_flow, dask)(cluster, train, checkpoint, db=db, seeds=tuple(seeds), steps=steps,
                                               baselines=tuple(baselines), sources=tuple(sources), tuning=tuning)
     heldout_id = heldout_flow(policy_id, db=db, start=held_out[0], end=held_out[1])
-    decision = publish_flow(policy_id, heldout_id, db=db)
+    decision = publish_flow(policy_id, heldout_id, db=db) if publish else decide_task(db, policy_id)
     return {"cluster": cluster, "dataset": dataset, "policy_id": policy_id, "heldout_id": heldout_id,
             "published": decision, "windows": windows.to_dict()}
 

@@ -239,18 +239,28 @@ def heldout_flow(policy_id: str, db: str | None = None, start: datetime | None =
     return heldout_task(db, policy_id, start, end, fp)
 
 
+def _gate_decision(con, policy_id: str, db: str | None) -> tuple[dict, str, str | None, str]:
+    """The publish gate's verdict on a trained policy, from its model card (SPEC §7): the card,
+    and (kind, recommendation, message)."""
+    from metapilot.models.controller.artifact import find_policy, load_card
+    from metapilot.models.controller.gate import publish_decision
+    from metapilot.warehouse.policy_store import policy_row
+
+    card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
+    kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"), card.get("ope"))
+    return card, kind, recommendation, message
+
+
 @task(name="promote-policy", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
 def promote_task(db: str | None, policy_id: str, heldout_id: str | None) -> dict:
     """The publish gate (SPEC §7): the controller is published only when it passed on its
     checkpoint window (and on its last training weeks, and FQE ranks it above the logged
     behaviour); otherwise the best fixed contender of the checkpoint window is recommended."""
-    from metapilot.models.controller.artifact import find_policy, load_card
-    from metapilot.models.controller.gate import ope_says_better, publish_decision
+    from metapilot.models.controller.gate import ope_says_better
     from metapilot.models.evaluation.heldout import verdict_summary
     from metapilot.warehouse.db import connect
-    from metapilot.warehouse.publish_store import promote
-    from metapilot.warehouse.policy_store import policy_row
     from metapilot.warehouse.heldout_store import load_heldout
+    from metapilot.warehouse.publish_store import promote
 
     log = get_run_logger()
     with warehouse_writer(db, log=log.info):
@@ -260,8 +270,7 @@ def promote_task(db: str | None, policy_id: str, heldout_id: str | None) -> dict
             if heldout_id:  # the held-out verdict in words, as `metapilot heldout` prints it first
                 held_out = load_heldout(con, heldout_id)
                 verdict = verdict_summary(held_out.table, held_out.diffs)
-            card = load_card(find_policy(policy_id, db), expected_sums_sha256=policy_row(con, policy_id).get("sums_sha256"))
-            kind, recommendation, message = publish_decision(card.get("gate"), card.get("gate_training"), card.get("ope"))
+            card, kind, recommendation, message = _gate_decision(con, policy_id, db)
             pointer = promote(con, policy_id, heldout_id, verdict, db, kind=kind, recommendation=recommendation,
                               message=message, gate=card.get("gate"), gate_training=card.get("gate_training"),
                               ope_passes=ope_says_better(card.get("ope"))[0])
@@ -269,6 +278,20 @@ def promote_task(db: str | None, policy_id: str, heldout_id: str | None) -> dict
             con.close()
     (log.info if kind == "controller" else log.warning)(message)
     return {"pointer": str(pointer), "kind": kind, "recommendation": recommendation, "message": message}
+
+
+@task(name="gate-decision", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=is_transient)
+def decide_task(db: str | None, policy_id: str) -> dict:
+    """The publish gate's decision without publishing it: what a fold of the walk forward decides
+    (the site's published policy is never touched by a backtest)."""
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        _, kind, recommendation, message = _gate_decision(con, policy_id, db)
+    finally:
+        con.close()
+    return {"pointer": None, "kind": kind, "recommendation": recommendation, "message": message}
 
 
 @flow(name="publish")

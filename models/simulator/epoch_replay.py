@@ -267,6 +267,15 @@ class EpochReplay:
         out[3], out[4] = _accrued_wait(queued0, self.arrival_idx, lo, hi, e.jobs.submit, e.state.start, t0, t1)
         return out
 
+    def hold(self, action: int, epochs: int) -> None:
+        """Run the next `epochs` epochs under objective `action` in one go (no epoch sums): the
+        same schedule as `epochs` calls of `advance`, for a caller that knows no decision can
+        change before then (a rule whose tail guard cannot fire yet)."""
+        policy, backfill, fit_first = self.settings[action]
+        self.k += int(epochs)
+        self.events += self.engine.advance(float(self.k * self.epoch_s), policy, backfill, fit_first)
+        self.engine.take_utilisation()
+
 
 def aggregates_dict(agg: np.ndarray) -> dict[str, float]:
     """One boundary's aggregate vector as {name: value} (epoch_start and counts as int)."""

@@ -1,0 +1,117 @@
+"""`metapilot backtest --cluster C`: the walk forward. Had the site followed MetaPilot's decisions
+period after period, learning only from the past each time, what would its users have waited,
+against every rule it could have kept instead and the rule it runs today?"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def _weeks(value: str, option: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*w?\s*", value or "")
+    if not m:
+        raise typer.BadParameter(f"{option} takes a number of weeks such as 4w, got {value!r}")
+    return int(m.group(1))
+
+
+def backtest_cmd(
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster to walk forward on (default: the longest history).")] = None,
+    every: Annotated[str, typer.Option(help="A new decision every this many weeks (origins t_k).")] = "4w",
+    warmup: Annotated[Optional[str], typer.Option(help="Weeks with jobs learned from before the first origin (default: 26, or half the weeks with jobs on a shorter log).")] = None,
+    start: Annotated[Optional[str], typer.Option("--from", help="Follow the decisions from this date (ISO, UTC) on.")] = None,
+    end: Annotated[Optional[str], typer.Option("--to", help="... up to this date (exclusive).")] = None,
+    current: Annotated[str, typer.Option(help="The rule the site runs today, e.g. FCFS+EASY: the reference for gains and for 'starves no one more'.")] = "FCFS+EASY",
+    steps: Annotated[int, typer.Option(help="Gradient steps per fold's training run.")] = 2000,
+    dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N, for each fold's training.")] = None,
+    planner: Annotated[bool, typer.Option("--planner/--no-planner", help="Also follow the lookahead planner and its oracle bound (slower).")] = True,
+    json_out: Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this file.")] = None,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
+) -> None:
+    """Walk forward: learn at each origin from the past only, follow each decision to the next, compare."""
+    from metapilot.cli.batch import prefect_session
+    from metapilot.cli.console import console
+    from metapilot.ground.paths import db_path
+    from metapilot.models.evaluation.walk_forward import parse_rule
+    from metapilot.transforms.windows import parse_utc
+
+    every_w = _weeks(every, "--every")
+    warmup_w = None if warmup is None else _weeks(warmup, "--warmup")
+    try:
+        parse_rule(current)
+        t_from, t_to = parse_utc(start), parse_utc(end)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    if t_from and t_to and t_to <= t_from:
+        raise typer.BadParameter(f"--to ({end}) must come after --from ({start})")
+    if not db_path(db).exists():
+        console.print(f"[red]error:[/red] no warehouse at {db_path(db)}: ingest logs first (metapilot ingest PATH...) or pass --db")
+        raise typer.Exit(2)
+    try:
+        from metapilot.flows.backtest import plan_origins
+
+        name, *_ = plan_origins(db, cluster, every_w, warmup_w, t_from, t_to)  # a too-short log: refused before any work
+    except (LookupError, ValueError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    with prefect_session(db):
+        from metapilot.flows.backtest import backtest_flow
+
+        out = backtest_flow(db=db, cluster=name, every_weeks=every_w, warmup_weeks=warmup_w, start=t_from, end=t_to,
+                            current=current, steps=steps, dask=dask, planner=planner)
+    print_backtest(out)
+    if json_out:
+        Path(json_out).write_text(json.dumps(out, indent=2, default=str) + "\n", encoding="utf-8")
+        console.print(f"JSON: {json_out}")
+
+
+def _f(v, fmt: str) -> str:
+    return "–" if v is None else format(v, fmt)
+
+
+def print_backtest(out: dict) -> None:
+    """The periods' decisions in words, then every contender's figures and regrets."""
+    from rich.table import Table
+
+    from metapilot.cli.console import console
+    from metapilot.ground.units import fmt_duration
+
+    console.print(f"[bold]Walk forward on {out['cluster']}[/bold], {out['span'][0][:10]} .. {out['span'][1][:10]}: "
+                  f"{len(out['periods'])} periods; current rule {out['current']}; bar: the best admissible fixed rule "
+                  f"in hindsight, {out['reference']} (best overall: {out['reference_any']})")
+    for p in out["periods"]:
+        console.print(f"  {p['from'][:10]} .. {p['to'][:10]}: {p['decision']}  [dim]({p['why']})[/dim]")
+    t = Table(title=f"Backtest {out['backtest_id']}")
+    for col in ("contender", "kind", "mean wait", "p99 wait", "max wait", "bsld", "regret bsld [95% CI]",
+                "regret wait", "regret bsld (any)"):
+        t.add_column(col, justify="left" if col in ("contender", "kind") else "right")
+
+    def ci(c: dict, key: str) -> str:
+        point, iv = c.get(key), c.get(f"{key}_ci")
+        text = _f(point, "+.1%")
+        return f"{text} [{_f(iv[0], '+.1%')}, {_f(iv[1], '+.1%')}]" if iv else text
+
+    order = {"metapilot": 0, "current": 1, "guarded-leader": 2, "leader": 3, "planner": 4, "oracle": 5, "as-run": 6, "fixed": 7}
+    for c in sorted(out["contenders"], key=lambda c: (order.get(c["kind"], 9), c["bsld_mean"] or 1e300)):
+        if c.get("wait_mean_s") is None:
+            t.add_row(c["name"], c["kind"], "unavailable", "", "", "", "", "", "")
+            continue
+        t.add_row(c["name"], c["kind"], fmt_duration(c["wait_mean_s"]), fmt_duration(c["wait_p99_s"]),
+                  fmt_duration(c["wait_max_s"]), _f(c["bsld_mean"], ".2f"), ci(c, "regret_bsld"),
+                  ci(c, "regret_wait_mean"), _f(c["regret_bsld_any"], "+.1%"))
+    console.print(t)
+    bar = out["bar"]
+    word = "[green]met[/green]" if bar.get("met") else "[yellow]not met[/yellow]"
+    console.print(f"Bar (issue 38): {word}. beats {out['current']} on mean wait and bsld: {bar.get('beats_current')}; "
+                  f"no fixed rule dominates it: {bar.get('not_dominated')}"
+                  f"{' (dominated by ' + ', '.join(bar['dominated_by']) + ')' if bar.get('dominated_by') else ''}; "
+                  f"regret <= 5%: {bar.get('regret_within_5pct')}; starves no one more: {bar.get('starves_no_one_more')}")
+    console.print("[dim]A regret below zero is a win only when its interval's upper end is below zero too.[/dim]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("backtest")(backtest_cmd)

@@ -1,0 +1,271 @@
+"""Running a walk forward on the warehouse: the decisions of every fold followed over the span,
+against every contender, stored (`backtests`, `backtest_periods`). The folds' learning itself runs
+in `flows/backtest.py` (the same stages as `pipeline`, on the past of each origin only); this module
+receives what each fold decided and judges it (`models.evaluation.walk_forward`).
+
+MetaPilot's decision for a period (issue 38 item 5, chosen on the walk forward's evidence): the
+learned controller when the fold's publish gate keeps it, with the tail guard of the guarded leader
+layered over it; otherwise the guarded leader's rule and threshold, chosen on *all* the past (the
+evidence: a rule chosen on two checkpoint weeks carries over badly, a mean over a longer past
+carries over), never the checkpoint weeks' recommendation alone.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from metapilot.models.evaluation.walk_forward import (
+    GUARD_HOURS,
+    GUARDED_RULES,
+    RULES,
+    Contender,
+    Decision,
+    Figures,
+    PolicyDecider,
+    RuleDecider,
+    bar_verdict,
+    choose_guarded,
+    choose_leader,
+    compare,
+    follow,
+    jobs_between,
+    parse_rule,
+    rule_name,
+)
+from metapilot.models.simulator import Capacity, simulate
+from metapilot.transforms.workload import Workload
+
+EPOCH_S = 3600
+
+
+@dataclass(frozen=True)
+class Fold:
+    """What the learning at one origin produced: the trained policy and the gate's verdict on it
+    (`gate`: controller | fixed | failed), in words in `note`."""
+
+    origin: datetime
+    policy_id: str | None = None
+    gate: str = "failed"
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PastChoice:
+    """What the past up to one origin says: follow-the-leader's rule and the guarded leader's."""
+
+    leader: str
+    guarded: str
+    guard_h: float | None
+
+
+def past_choice(workload: Workload, capacity: Capacity, current: str, guards: Sequence[float] = GUARD_HOURS) -> PastChoice:
+    """Replay the past (every job submitted before the origin, from an empty machine) under the 21
+    fixed rules and the guarded ones, and choose as follow-the-leader and the guarded leader do."""
+    if len(workload) == 0:
+        return PastChoice(current, current, None)
+    figs: dict[str, Figures] = {}
+    for r in RULES:
+        pol, bf = parse_rule(r)
+        figs[r] = Figures.of(jobs_between(simulate(workload, capacity, pol, bf), -np.inf, np.inf))
+    candidates: dict[tuple[str, float | None], Figures] = {(r, None): f for r, f in figs.items()}
+    for r in GUARDED_RULES:
+        for h in guards:
+            if figs[r].wait_max_s <= h * 3600.0:  # no job ever waits that long: the guard never fires
+                candidates[(r, h)] = figs[r]
+                continue
+            res = follow(workload, capacity, [(0.0, RuleDecider(r, h))], epoch_s=EPOCH_S)
+            candidates[(r, h)] = Figures.of(jobs_between(res, -np.inf, np.inf))
+    rule, h = choose_guarded(candidates, figs[current], current)
+    return PastChoice(choose_leader(figs), rule, h)
+
+
+def _controller_decider(loaded: Any, guard_h: float | None) -> PolicyDecider:
+    """The learned controller at each boundary, reading the state it was trained on."""
+    from metapilot.models.controller.lookahead import LookaheadProbe
+    from metapilot.models.controller.objectives import Menu
+    from metapilot.models.evaluation.heldout import policy_state_fn
+    from metapilot.models.simulator.epoch_replay import StateEncoder
+    from metapilot.transforms.state import lookahead_features
+
+    sc = loaded.state_config
+    menu = Menu.of(sc)
+    act = policy_state_fn(loaded)
+    live: dict[str, Any] = {}
+
+    def reset(replay) -> None:
+        live["encode"] = StateEncoder(sc, replay.origin_s, sc.epoch_s)
+        live["probe"] = LookaheadProbe(sc) if sc.lookahead_h > 0 else None
+        if live["probe"] is not None:
+            live["probe"].reset()
+
+    def choose(replay, agg) -> int:
+        s = live["encode"](agg, replay.k)
+        if live["probe"] is not None:
+            costs = live["probe"].costs(replay.engine, agg, menu.settings)
+            s = np.concatenate([s, lookahead_features(costs, sc.epoch_s)[0]])
+        a = act(s)
+        return a if 0 <= a < len(menu) else menu.user_first
+
+    return PolicyDecider(choose, reset, menu.settings, guard_h)
+
+
+def _planner_decider(config: Any, oracle: bool = False) -> PolicyDecider:
+    from metapilot.models.controller.objectives import Menu
+    from metapilot.models.controller.planner import LookaheadPlanner, oracle_of
+
+    menu = Menu()
+    planner = LookaheadPlanner(menu, oracle_of(config) if oracle else config, EPOCH_S)
+    return PolicyDecider(lambda rp, agg: planner.plan(rp.engine, agg, menu.settings), lambda rp: planner.reset(),
+                         menu.settings)
+
+
+def _fold_artifacts(con, fold: Fold, db: str | Path | None) -> tuple[Any, dict | None, str | None]:
+    """The fold's loaded controller (when its gate kept it), its model card, and why not."""
+    if not fold.policy_id:
+        return None, None, fold.note or "the fold's learning failed"
+    from metapilot.models.evaluation.heldout import load_controller
+    from metapilot.warehouse.policy_store import policy_row
+
+    try:
+        row = policy_row(con, fold.policy_id)
+    except LookupError as e:
+        return None, None, str(e)
+    _, loaded, why = load_controller(row, db)
+    card = getattr(loaded, "card", None)
+    return loaded, card, why
+
+
+def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *, current: str = "FCFS+EASY",
+                 db: str | Path | None = None, planner: bool = True, n_boot: int = 2000, seed: int = 0,
+                 log: Callable[[str], None] | None = None) -> dict:
+    """Follow the folds' decisions over [first origin, span_end), compare, store; returns the result
+    (the JSON `metapilot backtest --json` writes, with `backtest_id`)."""
+    from metapilot.models.controller.planner import PlannerConfig
+    from metapilot.models.evaluation.heldout import asrun_result
+    from metapilot.transforms.workload import normalise
+    from metapilot.warehouse.backtest_store import job_owners, store_backtest
+    from metapilot.warehouse.sim_store import load_capacity, load_window
+
+    say = log or (lambda _m: None)
+    current = rule_name(*parse_rule(current))
+    origins = [f.origin for f in folds]
+    t0 = origins[0]
+    capacity = Capacity.from_rows(load_capacity(con, cluster, t0))
+    tick = time.perf_counter()
+
+    # what the past says at each origin
+    choices: list[PastChoice] = []
+    for t in origins:
+        past = load_window(con, cluster, None, t)
+        choices.append(past_choice(normalise(past), capacity, current))
+    say(f"past replays at {len(origins)} origins: {time.perf_counter() - tick:.1f} s")
+
+    # MetaPilot's decision per period
+    decisions: list[Decision] = []
+    deciders: list[Any] = []
+    planners: list[Any] = []
+    for fold, choice in zip(folds, choices, strict=True):
+        loaded, card, why = _fold_artifacts(con, fold, db)
+        cfg = PlannerConfig(**card["planner"]) if card and card.get("planner") else PlannerConfig()
+        planners.append(cfg)
+        if fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
+            d = Decision(choice.guarded, choice.guard_h, fold.policy_id, "the fold's gate kept the learned controller")
+            deciders.append(_controller_decider(loaded, choice.guard_h))
+        else:
+            reason = why if fold.gate == "controller" else (fold.note or f"the fold's gate: {fold.gate}")
+            d = Decision(choice.guarded, choice.guard_h, None, f"the guarded leader over the past ({reason})")
+            deciders.append(RuleDecider(choice.guarded, choice.guard_h))
+        decisions.append(d)
+
+    # the span, followed
+    jobs = load_window(con, cluster, t0, span_end)
+    workload = normalise(jobs, t0)
+    starts = [(t - t0).total_seconds() for t in origins]
+    bounds = [*starts, (span_end - t0).total_seconds()]
+    say(f"span {t0:%Y-%m-%d} .. {span_end:%Y-%m-%d}: {len(workload):,} jobs, {len(origins)} periods")
+    contenders: list[Contender] = []
+    tick = time.perf_counter()
+    contenders.append(Contender("MetaPilot", "metapilot", follow(workload, capacity, list(zip(starts, deciders)),
+                                                                  epoch_s=EPOCH_S, name="MetaPilot")))
+    for r in RULES:
+        pol, bf = parse_rule(r)
+        contenders.append(Contender(r, "fixed", simulate(workload, capacity, pol, bf)))
+    cur = next(c for c in contenders if c.name == current)
+    contenders.append(Contender(f"{current} (current)", "current", cur.result, note="the site's rule today"))
+    contenders.append(Contender("as-run", "as-run", asrun_result(workload, capacity, jobs),
+                                note="the logged starts; the real cluster also ran jobs submitted before the span"))
+    contenders.append(Contender("leader", "leader", follow(
+        workload, capacity, [(s, RuleDecider(c.leader)) for s, c in zip(starts, choices, strict=True)], epoch_s=EPOCH_S),
+        note="at each origin, the fixed rule with the lowest bounded slowdown over all the past"))
+    contenders.append(Contender("guarded leader", "guarded-leader", follow(
+        workload, capacity, [(s, RuleDecider(c.guarded, c.guard_h)) for s, c in zip(starts, choices, strict=True)],
+        epoch_s=EPOCH_S),
+        note="the same among rules with a tail guard, admissible over the past"))
+    if planner:
+        for name, kind, oracle in (("planner", "planner", False), ("oracle (bound)", "oracle", True)):
+            contenders.append(Contender(name, kind, follow(
+                workload, capacity, [(s, _planner_decider(cfg, oracle)) for s, cfg in zip(starts, planners, strict=True)],
+                epoch_s=EPOCH_S), note="sees the true future: a bound, never a decision" if oracle else
+                "the lookahead planner each fold tuned on its past"))
+    say(f"continuous replays: {time.perf_counter() - tick:.1f} s")
+
+    owners = job_owners(con, cluster, t0, span_end)
+    span, per = compare(contenders, bounds, current, owners, n_boot=n_boot, seed=seed)
+    verdict = bar_verdict(span, current)
+    backtest_id = f"bt-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
+    periods = []
+    me = per.filter(pl.col("name") == "MetaPilot")
+    for k, (fold, choice, d) in enumerate(zip(folds, choices, decisions, strict=True)):
+        lo = origins[k]
+        hi = origins[k + 1] if k + 1 < len(origins) else span_end
+        periods.append({"period": k, "period_from": lo, "period_to": hi, "decision": d.describe(), "rule": d.rule,
+                        "guard_h": d.guard_h, "policy_id": d.policy_id, "leader": choice.leader,
+                        "guarded_leader": choice.guarded, "guarded_leader_h": choice.guard_h,
+                        "fold_policy_id": fold.policy_id, "fold_gate": fold.gate, "fold_note": fold.note,
+                        "jobs": int(me.filter(pl.col("period") == k)["jobs"].sum()) if me.height else 0,
+                        "source": d.source})
+    store_backtest(con, backtest_id, _contender_rows(span, cluster, t0, span_end, current),
+                   pl.DataFrame(periods, infer_schema_length=None).drop("source"))
+    return {
+        "backtest_id": backtest_id, "cluster": cluster, "span": [t0.isoformat(), span_end.isoformat()],
+        "current": current, "reference": span["reference"][0], "reference_any": span["reference_any"][0],
+        "bar": verdict,
+        "periods": [{"from": p["period_from"].isoformat(), "to": p["period_to"].isoformat(), "decision": p["decision"],
+                     "why": p["source"], "leader": p["leader"],
+                     "guarded_leader": Decision(p["guarded_leader"], p["guarded_leader_h"]).describe(),
+                     "fold_gate": p["fold_gate"], "fold_policy_id": p["fold_policy_id"]} for p in periods],
+        "contenders": [_contender_json(r) for r in span.iter_rows(named=True)],
+    }
+
+
+JSON_FIELDS = ("name", "kind", "wait_mean_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean", "bsld_mean_1min",
+               "util_cpu_backlog", "gain_wait_mean", "gain_bsld", "regret_bsld", "regret_bsld_ci", "regret_wait_mean",
+               "regret_wait_mean_ci", "regret_bsld_any", "regret_wait_mean_any", "admissible", "worst_user_wait_s",
+               "worst_account_wait_s", "jain_users", "note")
+
+
+def _contender_json(row: dict) -> dict:
+    return {k: row.get(k) for k in JSON_FIELDS}
+
+
+def _contender_rows(span: pl.DataFrame, cluster: str, t0: datetime, t1: datetime, current: str) -> pl.DataFrame:
+    def ci(col: str, i: int) -> pl.Expr:
+        return pl.col(col).list.get(i, null_on_oob=True) if col in span.columns else pl.lit(None, pl.Float64)
+
+    return span.with_columns(
+        pl.col("name").alias("contender"),
+        pl.when(pl.col("jobs").is_null()).then(pl.lit("unavailable")).otherwise(pl.lit("ok")).alias("status"),
+        pl.lit(cluster).alias("cluster"), pl.lit(t0).cast(pl.Datetime("us", "UTC")).alias("span_from"),
+        pl.lit(t1).cast(pl.Datetime("us", "UTC")).alias("span_to"), pl.lit(current).alias("current_rule"),
+        ci("regret_bsld_ci", 0).alias("regret_bsld_lo"), ci("regret_bsld_ci", 1).alias("regret_bsld_hi"),
+        ci("regret_wait_mean_ci", 0).alias("regret_wait_mean_lo"), ci("regret_wait_mean_ci", 1).alias("regret_wait_mean_hi"),
+    )

@@ -1,0 +1,49 @@
+"""Walk-forward I/O: who submitted the span's jobs in, `backtests` / `backtest_periods` out
+(DDL: sql/ddl/080_backtests.sql)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import duckdb
+import polars as pl
+
+from metapilot.ground.paths import sql_text
+from metapilot.ground.version import code_version
+from metapilot.warehouse.db import insert_frame, query_frame
+
+CONTENDER_COLUMNS: tuple[str, ...] = (
+    "backtest_id", "cluster", "span_from", "span_to", "current_rule", "reference", "reference_any", "contender", "kind",
+    "status", "note", "jobs", "wait_mean_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean", "bsld_mean_1min",
+    "util_cpu_backlog", "gain_wait_mean", "gain_bsld", "regret_bsld", "regret_bsld_lo", "regret_bsld_hi",
+    "regret_wait_mean", "regret_wait_mean_lo", "regret_wait_mean_hi", "regret_bsld_any", "regret_wait_mean_any",
+    "admissible", "worst_user_wait_s", "worst_account_wait_s", "jain_users", "code_version", "created_at",
+)
+PERIOD_COLUMNS: tuple[str, ...] = (
+    "backtest_id", "period", "period_from", "period_to", "decision", "rule", "guard_h", "policy_id", "leader",
+    "guarded_leader", "guarded_leader_h", "fold_policy_id", "fold_gate", "fold_note", "jobs",
+)
+
+
+def job_owners(con: duckdb.DuckDBPyConnection, cluster: str, span_from: datetime, span_to: datetime) -> pl.DataFrame:
+    """job_id, user, account (hashed) of the jobs submitted in the span."""
+    return query_frame(con, sql_text("backtest/job_owners.sql"),
+                       {"cluster": cluster, "span_from": span_from, "span_to": span_to})
+
+
+def store_backtest(con: duckdb.DuckDBPyConnection, backtest_id: str, contenders: pl.DataFrame,
+                   periods: pl.DataFrame) -> None:
+    """Write one walk forward (its contenders and periods) in one transaction: all or nothing."""
+    now = datetime.now(timezone.utc)
+    stamp = [pl.lit(backtest_id).alias("backtest_id"), pl.lit(code_version()).alias("code_version"),
+             pl.lit(now).cast(pl.Datetime("us", "UTC")).alias("created_at")]
+    rows = contenders.with_columns(stamp)
+    per = periods.with_columns(pl.lit(backtest_id).alias("backtest_id"))
+    con.execute("BEGIN TRANSACTION")
+    try:
+        insert_frame(con, "backtests", rows.select([c for c in CONTENDER_COLUMNS if c in rows.columns]))
+        insert_frame(con, "backtest_periods", per.select([c for c in PERIOD_COLUMNS if c in per.columns]))
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
