@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from metapilot.models.simulator import BASELINES, Capacity, simulate
+from metapilot.models.evaluation.heldout import backlog_utilisation
+from metapilot.models.simulator import BASELINES, Capacity
 from metapilot.models.simulator.epoch_replay import EpochReplay
 from metapilot.models.simulator.metrics import job_frame
 from metapilot.models.simulator.objectives import Setting
@@ -48,7 +49,6 @@ ADMISSIBLE_TAIL = 1.5  # p99 and max wait at most this times the current rule's:
 GUARD_HOURS: tuple[float, ...] = (24.0, 72.0, 120.0, 168.0)  # the guard thresholds chosen among (from the past)
 GUARDED_RULES: tuple[str, ...] = ("SAF+EASY", "SJF+EASY", "F1+EASY", "WFP3+EASY", "UNICEF+EASY", "LAF+EASY")
 HOLD_MAX_EPOCHS = 24 * 7 * 8  # at most eight weeks in one engine call
-KINDS = ("metapilot", "fixed", "current", "as-run", "leader", "guarded-leader", "planner", "oracle")
 
 
 def rule_name(policy: str, backfill: str) -> str:
@@ -316,12 +316,6 @@ def fairness(frame: pl.DataFrame, owners: pl.DataFrame | None) -> dict[str, floa
     return out
 
 
-def utilisation_while_waiting(result: SimResult) -> float | None:
-    from metapilot.models.evaluation.heldout import backlog_utilisation
-
-    return backlog_utilisation(result)
-
-
 def compare(contenders: Sequence[Contender], bounds: Sequence[float], current: str,
             owners: pl.DataFrame | None = None, *, n_boot: int = 2000, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Span table (one row per contender) and period table (one row per contender and period)."""
@@ -350,7 +344,7 @@ def compare(contenders: Sequence[Contender], bounds: Sequence[float], current: s
             continue
         f = figs[c.name]
         row.update({k: v for k, v in asdict(f).items()})
-        row["util_cpu_backlog"] = utilisation_while_waiting(c.result)
+        row["util_cpu_backlog"] = backlog_utilisation(c.result)
         row["gain_wait_mean"] = 1.0 - f.wait_mean_s / cur.wait_mean_s if cur.wait_mean_s else None
         row["gain_bsld"] = 1.0 - f.bsld_mean / cur.bsld_mean if cur.bsld_mean else None
         for ref, tag in ((bar, ""), (any_best, "_any")):
