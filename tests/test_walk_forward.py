@@ -26,9 +26,9 @@ def test_origins_default_warmup_and_every():
     origins = walk_forward_origins(weeks, weeks[-1] + timedelta(days=6))
     assert origins[0] == weeks[24] and all(b - a == timedelta(weeks=4) for a, b in zip(origins, origins[1:]))
     assert origins[-1] < weeks[-1] + timedelta(days=6)
-    # 26 weeks or half the weeks with jobs, whichever is less
-    short = busy(13)
-    assert walk_forward_origins(short, short[-1] + timedelta(days=6))[0] == short[6]
+    # 26 weeks or half the weeks with jobs, whichever is less (seven at least)
+    short = busy(17)
+    assert walk_forward_origins(short, short[-1] + timedelta(days=6))[0] == short[8]
 
 
 def test_origins_count_weeks_with_jobs_across_a_gap():
@@ -37,11 +37,28 @@ def test_origins_count_weeks_with_jobs_across_a_gap():
     assert origins[0] == weeks[20]
 
 
-@pytest.mark.parametrize("n", [0, 5, 11])
+@pytest.mark.parametrize("n", [0, 5, 7])
 def test_too_short_a_history_says_how_much_is_needed(n):
     weeks = busy(n)
-    with pytest.raises(ValueError, match="at least six weeks"):
+    with pytest.raises(ValueError, match="at least 7 weeks with jobs .*ingest a longer history$"):
         walk_forward_origins(weeks, (weeks[-1] if weeks else week_start(1400)) + timedelta(days=6))
+
+
+@pytest.mark.parametrize("n", [8, 10, 11])
+def test_a_short_log_still_gets_an_origin_by_default(n):
+    """HPC2N's 8-week subset (10 weeks with jobs): half its weeks would be 5, too few to learn from,
+    so the default warmup rises to seven rather than refusing a log that can be walked forward."""
+    weeks = busy(n)
+    origins = walk_forward_origins(weeks, weeks[-1] + timedelta(days=6))
+    assert origins[0] == weeks[7]
+
+
+def test_a_warmup_given_too_short_or_too_long_says_what_to_pass():
+    weeks = busy(10)
+    with pytest.raises(ValueError, match="--warmup 3 is too short"):
+        walk_forward_origins(weeks, weeks[-1] + timedelta(days=6), warmup_weeks=3)
+    with pytest.raises(ValueError, match=r"\(--warmup 10\).*lower --warmup \(7 to 9\)"):
+        walk_forward_origins(weeks, weeks[-1] + timedelta(days=6), warmup_weeks=10)
 
 
 def workload(n: int = 400, seed: int = 3) -> Workload:

@@ -108,22 +108,36 @@ def parse_utc(value: str | None) -> datetime | None:
     return d if d.tzinfo else d.replace(tzinfo=timezone.utc)
 
 
+# The fewest weeks with jobs before an origin: a fold's learning splits its past into training,
+# checkpoint and held-out weeks, six weeks at least, and the first week with jobs may hold only a day.
+MIN_WARMUP_WEEKS = 7
+
+
 def walk_forward_origins(busy_weeks: Sequence[datetime], last: datetime, every_weeks: int = 4,
                          warmup_weeks: int | None = None, start: datetime | None = None,
                          end: datetime | None = None) -> list[datetime]:
     """The origins t_k of a walk forward (SPEC §7): Monday 00:00 UTC, every `every_weeks` from the
     end of the warmup to the span's end. The warmup counts weeks *with jobs* (a log with a gap of
     months still learns from as many); by default 26 of them, or half the weeks with jobs when the
-    log has fewer than 52. `start`/`end` narrow the span followed. Raises ValueError, with how much
+    log has fewer than 52 (seven at least). `start`/`end` narrow the span followed. Raises ValueError, with how much
     history is needed, when no origin has a past to learn from and a period to follow."""
     weeks = sorted(set(busy_weeks))
     if every_weeks < 1:
         raise ValueError(f"--every must be at least one week, got {every_weeks}")
-    warm = min(26, len(weeks) // 2) if warmup_weeks is None else int(warmup_weeks)
-    if warm < 6 or len(weeks) <= warm:
-        raise ValueError(f"jobs were submitted in {len(weeks)} weeks; a walk forward needs at least six weeks with "
-                         f"jobs to learn from before its first origin (warmup {warm}) and at least one week after it "
-                         "to follow: ingest a longer history, or lower --warmup (6 at least)")
+    if warmup_weeks is None:
+        warm = max(MIN_WARMUP_WEEKS, min(26, len(weeks) // 2))
+    else:
+        warm = int(warmup_weeks)
+        if warm < MIN_WARMUP_WEEKS:
+            raise ValueError(f"--warmup {warm} is too short: each origin's learning splits its past into training, "
+                             f"checkpoint and held-out weeks, which takes at least {MIN_WARMUP_WEEKS} weeks with jobs")
+    if len(weeks) <= warm:
+        told = "" if warmup_weeks is None else f" (--warmup {warm})"
+        hint = ("ingest a longer history" if len(weeks) <= MIN_WARMUP_WEEKS
+                else f"ingest a longer history, or lower --warmup ({MIN_WARMUP_WEEKS} to {len(weeks) - 1})")
+        raise ValueError(f"jobs were submitted in {len(weeks)} weeks; a walk forward needs at least "
+                         f"{max(warm, MIN_WARMUP_WEEKS)} weeks with jobs to learn from before its first origin{told} "
+                         f"and at least one week with jobs after it to follow: {hint}")
     first_origin = weeks[warm]
     if start is not None:
         first_origin = max(first_origin, week_floor(start) + (timedelta(weeks=1) if start > week_floor(start) else timedelta(0)))

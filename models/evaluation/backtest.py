@@ -259,7 +259,9 @@ def _contender_json(row: dict) -> dict:
 
 def _contender_rows(span: pl.DataFrame, cluster: str, t0: datetime, t1: datetime, current: str) -> pl.DataFrame:
     def ci(col: str, i: int) -> pl.Expr:
-        return pl.col(col).list.get(i, null_on_oob=True) if col in span.columns else pl.lit(None, pl.Float64)
+        if col not in span.columns or span.schema[col] == pl.Null:  # one period: no interval
+            return pl.lit(None, pl.Float64)
+        return pl.col(col).list.get(i, null_on_oob=True)
 
     return span.with_columns(
         pl.col("name").alias("contender"),

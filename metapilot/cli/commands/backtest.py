@@ -22,7 +22,7 @@ def _weeks(value: str, option: str) -> int:
 def backtest_cmd(
     cluster: Annotated[Optional[str], typer.Option(help="Cluster to walk forward on (default: the longest history).")] = None,
     every: Annotated[str, typer.Option(help="A new decision every this many weeks (origins t_k).")] = "4w",
-    warmup: Annotated[Optional[str], typer.Option(help="Weeks with jobs learned from before the first origin (default: 26, or half the weeks with jobs on a shorter log).")] = None,
+    warmup: Annotated[Optional[str], typer.Option(help="Weeks with jobs learned from before the first origin (default: 26, or half the weeks with jobs on a shorter log, seven at least).")] = None,
     start: Annotated[Optional[str], typer.Option("--from", help="Follow the decisions from this date (ISO, UTC) on.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="... up to this date (exclusive).")] = None,
     current: Annotated[str, typer.Option(help="The rule the site runs today, e.g. FCFS+EASY: the reference for gains and for 'starves no one more'.")] = "FCFS+EASY",
