@@ -120,3 +120,12 @@ def test_tables_show_durations_and_shares_with_units():
                                                                                 "19.7 h", "7.9 d"]
     assert fmt_cell(0.6994, "%") == "69.9%" and fmt_cell(28467) == "28,467" and fmt_cell(1.234e-7) == "0.000000123"
     assert "e" not in fmt_cell(123456789.0) and fmt_cell(None, "s") == ""
+
+
+@pytest.mark.parametrize("args", [["backtest", "--every", "x"], ["forget"], ["roi"]])
+def test_a_usage_error_raised_by_a_command_is_a_usage_error_not_a_bug(tmp_path, args):
+    """Typer 0.2x vendors its own click: a `typer.BadParameter` a command raises was reported as
+    "unexpected BadParameter ... a MetaPilot bug" with exit 1; it is click's usage error, exit 2."""
+    r = CliRunner().invoke(app, [*args, "--db", str(tmp_path / "m.duckdb")])
+    assert r.exit_code == 2, r.output
+    assert "bug" not in r.output and "Invalid value" in r.output

@@ -72,6 +72,20 @@ def explain(e: BaseException) -> tuple[list[str], int]:
              "this is a MetaPilot bug: re-run with `metapilot --debug ...` for the traceback and report it"], 1)
 
 
+def _click_exits() -> tuple[type[BaseException], ...]:
+    """The exceptions click and Typer end a command with themselves (a usage error, an exit): Typer
+    0.2x vendors its own copy of click, whose classes are not `click`'s."""
+    kinds: set[type[BaseException]] = {typer.Exit, typer.Abort, click.exceptions.ClickException,
+                                       click.exceptions.Exit, SystemExit}
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            kinds.add(cls)
+    return tuple(kinds)
+
+
+_CLICK_EXITS = _click_exits()
+
+
 def guarded(fn: Callable) -> Callable:
     """Wrap a command: known errors become one or two lines and an exit code (not with --debug)."""
 
@@ -79,7 +93,7 @@ def guarded(fn: Callable) -> Callable:
     def run(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort, click.exceptions.ClickException, click.exceptions.Exit, SystemExit):
+        except _CLICK_EXITS:
             raise
         except KeyboardInterrupt as e:
             if debug_enabled():

@@ -17,7 +17,6 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -56,6 +55,11 @@ class Fold:
     policy_id: str | None = None
     gate: str = "failed"
     note: str = ""
+    db: str | None = None  # the fold's own warehouse, where its policy and replays are
+
+
+def new_backtest_id() -> str:
+    return f"bt-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
 
 
 @dataclass(frozen=True)
@@ -128,25 +132,30 @@ def _planner_decider(config: Any, oracle: bool = False) -> PolicyDecider:
                          menu.settings)
 
 
-def _fold_artifacts(con, fold: Fold, db: str | Path | None) -> tuple[Any, dict | None, str | None]:
-    """The fold's loaded controller (when its gate kept it), its model card, and why not."""
-    if not fold.policy_id:
+def _fold_artifacts(fold: Fold) -> tuple[Any, dict | None, str | None]:
+    """The fold's loaded controller (from the fold's own warehouse), its model card, and why not."""
+    if not fold.policy_id or not fold.db:
         return None, None, fold.note or "the fold's learning failed"
     from metapilot.models.evaluation.heldout import load_controller
+    from metapilot.warehouse.db import connect
     from metapilot.warehouse.policy_store import policy_row
 
     try:
-        row = policy_row(con, fold.policy_id)
-    except LookupError as e:
+        con = connect(fold.db, read_only=True)
+        try:
+            row = policy_row(con, fold.policy_id)
+        finally:
+            con.close()
+    except (LookupError, FileNotFoundError) as e:
         return None, None, str(e)
-    _, loaded, why = load_controller(row, db)
+    _, loaded, why = load_controller(row, fold.db)
     card = getattr(loaded, "card", None)
     return loaded, card, why
 
 
 def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *, current: str = "FCFS+EASY",
-                 db: str | Path | None = None, planner: bool = True, n_boot: int = 2000, seed: int = 0,
-                 log: Callable[[str], None] | None = None) -> dict:
+                 planner: bool = True, n_boot: int = 2000, seed: int = 0, log: Callable[[str], None] | None = None,
+                 backtest_id: str | None = None) -> dict:
     """Follow the folds' decisions over [first origin, span_end), compare, store; returns the result
     (the JSON `metapilot backtest --json` writes, with `backtest_id`)."""
     from metapilot.models.controller.planner import PlannerConfig
@@ -174,7 +183,7 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     deciders: list[Any] = []
     planners: list[Any] = []
     for fold, choice in zip(folds, choices, strict=True):
-        loaded, card, why = _fold_artifacts(con, fold, db)
+        loaded, card, why = _fold_artifacts(fold)
         cfg = PlannerConfig(**card["planner"]) if card and card.get("planner") else PlannerConfig()
         planners.append(cfg)
         if fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
@@ -221,7 +230,7 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     owners = job_owners(con, cluster, t0, span_end)
     span, per = compare(contenders, bounds, current, owners, n_boot=n_boot, seed=seed)
     verdict = bar_verdict(span, current)
-    backtest_id = f"bt-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"
+    backtest_id = backtest_id or new_backtest_id()
     periods = []
     me = per.filter(pl.col("name") == "MetaPilot")
     for k, (fold, choice, d) in enumerate(zip(folds, choices, decisions, strict=True)):
@@ -234,7 +243,7 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                         "jobs": int(me.filter(pl.col("period") == k)["jobs"].sum()) if me.height else 0,
                         "source": d.source})
     store_backtest(con, backtest_id, _contender_rows(span, cluster, t0, span_end, current),
-                   pl.DataFrame(periods, infer_schema_length=None).drop("source"))
+                   pl.DataFrame(periods, infer_schema_length=None).drop("source"), per)
     return {
         "backtest_id": backtest_id, "cluster": cluster, "span": [t0.isoformat(), span_end.isoformat()],
         "current": current, "reference": span["reference"][0], "reference_any": span["reference_any"][0],

@@ -70,3 +70,18 @@ CREATE TABLE IF NOT EXISTS backtest_periods (
     jobs              BIGINT,
     PRIMARY KEY (backtest_id, period)
 );
+
+-- One row per contender and period of a walk forward: the figures of the jobs submitted in that
+-- period (the sums add up over periods to the span's means; the report's cumulative plot).
+CREATE TABLE IF NOT EXISTS backtest_contender_periods (
+    backtest_id   VARCHAR NOT NULL,
+    contender     VARCHAR NOT NULL,
+    period        INTEGER NOT NULL,
+    jobs          BIGINT,
+    wait_mean_s   DOUBLE,
+    wait_max_s    DOUBLE,
+    bsld_mean     DOUBLE,
+    wait_sum_s    DOUBLE,
+    bsld_sum      DOUBLE,
+    PRIMARY KEY (backtest_id, contender, period)
+);

@@ -1,4 +1,5 @@
-"""`metapilot roi --heldout ID`: what the controller's held-out replay gains are worth, and its payback."""
+"""`metapilot roi --heldout ID`: what the controller's held-out replay gains are worth, and its payback;
+`metapilot roi --backtest ID|latest`: what following MetaPilot over a walk forward's span was worth."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import typer
 
 
 def roi_cmd(
-    heldout: Annotated[str, typer.Option("--heldout", "--validation",
-                                         help="Held-out replay id (`metapilot heldout` and `pipeline` print it; "
-                                              "--validation is its old name).")],
+    heldout: Annotated[Optional[str], typer.Option("--heldout", "--validation",
+                                                   help="Held-out replay id (`metapilot heldout` and `pipeline` print it; "
+                                                        "--validation is its old name).")] = None,
+    backtest: Annotated[Optional[str], typer.Option(help="Walk forward id (`metapilot backtest` prints it), or 'latest': "
+                                                         "price following MetaPilot over its span.")] = None,
     config: Annotated[Optional[str], typer.Option(help="ROI settings (TOML). Default: roi.toml beside the database.")] = None,
     cost_per_core_hour: Annotated[Optional[float], typer.Option(help="Cost of a core-hour.")] = None,
     cost_per_gpu_hour: Annotated[Optional[float], typer.Option(help="Cost of a GPU-hour.")] = None,
@@ -21,6 +24,8 @@ def roi_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
     """Recovered core/GPU-hours, wait-hours saved, max-wait reduction, earlier completion, and payback."""
+    if (heldout is None) == (backtest is None):
+        raise typer.BadParameter("give one of --heldout ID (a held-out replay) or --backtest ID|latest (a walk forward)")
     from metapilot.cli.console import console
     from metapilot.ground.paths import beside_db
     from metapilot.models.evaluation.roi import load_roi_config, roi_from_heldout
@@ -34,6 +39,8 @@ def roi_cmd(
                               deployment_cost=deployment_cost, horizon_weeks=horizon_weeks, currency=currency)
         con = connect(db, read_only=True)
         try:
+            if backtest is not None:
+                return _backtest_roi(con, backtest, cfg)
             v = load_heldout(con, heldout)
             results = roi_from_heldout(v.table, cfg)
             pub = publication(con, v.meta["cluster"], v.meta["policy_id"])
@@ -47,14 +54,29 @@ def roi_cmd(
     print_roi(results, v.meta)
 
 
-def print_roi(results, meta: dict) -> None:
+def _backtest_roi(con, backtest: str, cfg) -> None:
+    """Price a stored walk forward (LookupError/ValueError: the caller's one-line error)."""
+    from metapilot.models.evaluation.roi import BACKTEST_SPAN, roi_from_backtest
+    from metapilot.warehouse.backtest_store import latest_backtest, load_backtest
+
+    bid = latest_backtest(con, None) if backtest == "latest" else backtest
+    if bid is None:
+        raise LookupError("no walk forward in this warehouse yet: run `metapilot backtest --cluster C` first")
+    bt = load_backtest(con, bid)
+    results = roi_from_backtest(bt["contenders"], cfg, bt["capacity_cores"])
+    first = bt["contenders"].row(0, named=True)
+    print_roi(results, {"cluster": first["cluster"], "window_from": first["span_from"], "window_to": first["span_to"]},
+              title=f"ROI of following MetaPilot (walk forward {bid})", window=BACKTEST_SPAN)
+
+
+def print_roi(results, meta: dict, title: str = "ROI of the controller", window: str = "the checkpoint window") -> None:
     from rich.table import Table
 
     from metapilot.cli.console import console
     from metapilot.models.evaluation.roi import assumptions, roi_rows
 
-    table = Table(title=f"ROI of the controller: {meta['cluster']}, checkpoint window "
-                        f"{meta['window_from']:%Y-%m-%d} .. {meta['window_to']:%Y-%m-%d}")
+    span = "span" if window != "the checkpoint window" else "checkpoint window"
+    table = Table(title=f"{title}: {meta['cluster']}, {span} {meta['window_from']:%Y-%m-%d} .. {meta['window_to']:%Y-%m-%d}")
     table.add_column("")
     for r in results:
         table.add_column(f"vs {r.reference_kind}", justify="right")
@@ -62,7 +84,7 @@ def print_roi(results, meta: dict) -> None:
         table.add_row(label, *values)
     console.print(table)
     console.print("Assumptions:")
-    for line in assumptions(results[0].config, results[0].window_hours):
+    for line in assumptions(results[0].config, results[0].window_hours, window):
         console.print(f"  - {line}")
 
 
