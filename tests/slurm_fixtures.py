@@ -35,7 +35,8 @@ class SlurmCluster:
         return subprocess.run(list(args), env=self.env, capture_output=True, text=True, check=check, timeout=60)
 
     def sbatch(self, *opts: str, wrap: str = "sleep 1") -> str:
-        out = self.run("sbatch", "--parsable", *opts, "--wrap", wrap).stdout.strip()
+        out = self.run("sbatch", "--parsable", f"--chdir={self.folder}", "--output=/dev/null", *opts,
+                       "--wrap", wrap).stdout.strip()
         return out.split(";")[0]
 
     def cancel_all(self, timeout_s: float = 30.0) -> None:

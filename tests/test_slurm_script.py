@@ -52,7 +52,7 @@ def test_start_prints_only_exports_and_stop_leaves_no_process(slurm_session):
     pids = {ln.split()[0]: int(ln.split()[1]) for ln in open(f"{folder}/pids").read().splitlines()}
     assert set(pids) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"}
     assert all(_alive(p) for p in pids.values())
-    subprocess.run(["sbatch", "-n", "1", "--wrap", "sleep 600"], env=jenv, check=True, capture_output=True)
+    subprocess.run(["sbatch", "-n", "1", "-o", "/dev/null", "--wrap", "sleep 600"], env=jenv, check=True, capture_output=True)
     end = time.monotonic() + 20
     while time.monotonic() < end and not _session_members({pids["slurmd"]}) [1:]:
         time.sleep(0.3)

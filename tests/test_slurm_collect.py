@@ -1,0 +1,58 @@
+"""`metapilot collect` against the real sacct of a one-node Slurm: every job of a small workload
+loaded exactly once over two incremental runs, the second asking from the cursor in the data."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from slurm_fixtures import slurm, slurm_session  # noqa: F401
+
+pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+def _wait_done(slurm, ids: list[str], timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        out = slurm.run("sacct", "-n", "-X", "-P", "-j", ",".join(ids), "-o", "jobid,state").stdout.split()
+        done = [ln for ln in out if ln.split("|")[1] in ("COMPLETED", "FAILED", "CANCELLED")]
+        if len(done) == len(ids):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"jobs {ids} did not end: {out}")
+
+
+def _loaded(db: str, cluster: str) -> list[str]:
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        return [r[0] for r in con.execute("SELECT job_id FROM jobs WHERE cluster = ? ORDER BY job_id", [cluster]).fetchall()]
+    finally:
+        con.close()
+
+
+def test_collect_twice_loads_every_real_job_once(tmp_path, slurm):
+    from metapilot.flows.collect import collect_flow
+
+    db = str(tmp_path / "m.duckdb")
+    first = [slurm.sbatch("-n", str(n), "-t", "1", wrap="sleep 1") for n in (1, 2, 4, 8, 16)]
+    _wait_done(slurm, first)
+    out1 = collect_flow(slurm.cluster, db=db)
+    assert out1["outcome"] == "loaded" and out1["cursor"] is None
+    assert sorted(_loaded(db, slurm.cluster)) == sorted(first)
+
+    second = [slurm.sbatch("-n", "4", "-t", "1", wrap="sleep 1") for _ in range(3)]
+    running = slurm.sbatch("-n", "2", "-t", "5", wrap="sleep 20")  # still running at the second collect
+    _wait_done(slurm, second)
+    time.sleep(1.1)  # sacct's window has whole seconds
+    out2 = collect_flow(slurm.cluster, db=db)
+    assert out2["cursor"] is not None and out2["start"] == out2["cursor"], "the second run asks from the cursor"
+    assert out2["start"] > out1["start"]
+    ids = _loaded(db, slurm.cluster)
+    assert sorted(ids) == sorted(first + second + [running]), "each job exactly once"
+    assert len(ids) == len(set(ids))
+
+    out3 = collect_flow(slurm.cluster, db=db)  # nothing new: still each job once
+    assert sorted(_loaded(db, slurm.cluster)) == sorted(ids)
+    assert out3["start"] <= out2["end"]
