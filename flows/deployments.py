@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from metapilot.flows.collect import collect_all_flow
-from metapilot.flows.ingest import ingest_flow
+from metapilot.flows.ingest import landing_ingest_flow
 from metapilot.flows.pipeline import learn_flow, plan_windows
 from metapilot.flows.stages import weekly_report_flow
 from prefect import flow
@@ -57,7 +57,7 @@ def deployments(landing: str, db: str | None = None, schedules: Schedules = Sche
     from prefect.schedules import Cron
 
     return [
-        ingest_flow.to_deployment(name="daily-ingest", parameters={"paths": [landing], "db": db},
+        landing_ingest_flow.to_deployment(name="daily-ingest", parameters={"landing": landing, "db": db},
                                   schedule=Cron(schedules.ingest, timezone=schedules.timezone),
                                   tags=["metapilot", "warehouse-writer"]),
         collect_all_flow.to_deployment(name="hourly-collect", parameters={"clusters": list(collect_clusters), "db": db},

@@ -241,7 +241,7 @@ def data_quality(con, cluster: str) -> dict:
     out: dict[str, Any] = {"files": len(files), "lines": lines, "quarantined": quarantined,
                            "quarantined_share": (quarantined / lines) if lines else None,
                            "warnings": warned, "data_check_failed_files": int(failed_runs),
-                           "docs_index": None, "docs_message": None}
+                           "docs_index": None, "docs_message": None, "lost": _lost(con, cluster)}
     site = docs_dir_for(con)
     if site is None:
         out["docs_message"] = "data docs are written beside a warehouse file (this one is in memory)"
@@ -251,6 +251,14 @@ def data_quality(con, cluster: str) -> dict:
     except Exception as e:  # noqa: BLE001 - the report still goes out, saying why
         out["docs_message"] = f"data docs could not be rendered ({type(e).__name__}: {e}); run `metapilot data-docs`"
     return out
+
+
+def _lost(con, cluster: str) -> list[dict]:
+    """Files of the cluster (or never recognised) that could not be loaded, with why (issue 41)."""
+    from metapilot.warehouse.ingest_log import lost_files
+
+    return [{"file": Path(f.path).name, "outcome": f.outcome,
+             "why": (f.message or "no line loaded").removeprefix(f"{f.path}: ")} for f in lost_files(con, cluster)]
 
 
 def link_from(report_folder: Path, target: str | None) -> str | None:

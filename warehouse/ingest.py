@@ -32,7 +32,6 @@ from metapilot.warehouse.ingest_log import (
     PriorLoad,
     dedupe_file,
     earlier_load,
-    file_rows,
     forget_file,
     forget_load,
     load_scope,
@@ -275,8 +274,7 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
             con.execute(sql_text("ingest/append_staged_jobs.sql"), [sha, now, str(st.stage / "part-*.parquet")])
         scope = load_scope(tot.format, st.cluster_default)
         if _needs_dedupe(con, sha, tot):
-            dedupe_file(con, sha, scope)
-            jobs_written, rows_loaded, clusters = file_rows(con, sha, scope)
+            jobs_written, rows_loaded, clusters = dedupe_file(con, sha, scope)
         else:
             jobs_written, rows_loaded, clusters = tot.rows_staged, tot.lines_with_rows, sorted(tot.clusters)
         rep.format, rep.lines_read, rep.lines_skipped = tot.format, tot.lines_read, tot.skipped

@@ -108,15 +108,37 @@ def forget_file(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> 
         con.execute(stmt, [sha, scope])
 
 
-def dedupe_file(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> None:
-    """Keep one row per job key after a load's rows were appended (sql/ingest/dedupe_jobs.sql)."""
-    for stmt in sql_statements("ingest/dedupe_jobs.sql"):
-        con.execute(stmt, [sha, scope])
+def dedupe_file(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> tuple[int, int, list[str]]:
+    """Keep one row per job key after a load's rows were appended (sql/ingest/dedupe_jobs.sql);
+    return `file_rows`, with a line whose row replaced another file's row of the same job counted
+    as merged rather than loaded (so that the loaded rows of all files add up to the jobs)."""
+    con.execute(sql_text("ingest/replaced_keys.sql"), [sha, scope])
+    try:
+        for stmt in sql_statements("ingest/dedupe_jobs.sql"):
+            con.execute(stmt, [sha, scope])
+        return con.execute(sql_text("ingest/file_rows_merged.sql"), [sha, scope]).fetchall()[0]
+    finally:
+        con.execute("DROP TABLE IF EXISTS _replaced_keys")
 
 
 def file_rows(con: duckdb.DuckDBPyConnection, sha: str, scope: str | None) -> tuple[int, int, list[str]]:
     """(job rows, lines they came from, clusters) that a file's load left in `jobs`."""
     return con.execute(sql_text("ingest/file_rows.sql"), [sha, scope]).fetchall()[0]
+
+
+class LostFile(NamedTuple):
+    path: str
+    outcome: str  # failed | quarantined (no line loaded)
+    message: str | None
+    cluster: str
+    sha256: str
+    finished_at: datetime
+
+
+def lost_files(con: duckdb.DuckDBPyConnection, cluster: str | None = None) -> list[LostFile]:
+    """Files a load could not use and that nothing has replaced since (sql/ingest/lost_files.sql):
+    an operator must act on them, so `serve --list` and the weekly report name them."""
+    return [LostFile(*r) for r in con.execute(sql_text("ingest/lost_files.sql"), {"cluster": cluster}).fetchall()]
 
 
 class ForgottenLoad(NamedTuple):

@@ -391,6 +391,7 @@ def data_quality_lines(report: dict) -> tuple[list[str], list[str], str | None]:
              f"Data checks (great-expectations suite): {fmt_int(dq.get('data_check_failed_files'))} file(s) with "
              "rows that failed an expectation (those rows are quarantined)."]
     warnings = [f"{w['file']}: {w['warning']}" for w in dq.get("warnings") or []]
+    lines += [f"Not loaded ({w['outcome']}): {w['file']}: {w['why']}" for w in dq.get("lost") or []]
     if dq.get("docs_message"):
         lines.append(dq["docs_message"])
     return lines, warnings, dq.get("docs_link")

@@ -22,16 +22,23 @@ def serve_cmd(
     """
     from pathlib import Path
 
+    from metapilot.cli.options import OptionError, timezone_option
     from metapilot.flows.common import configure_prefect_storage
 
+    timezone_option(timezone)  # Mars/Olympus: one sentence, not pydantic's validation error
+    folder = Path(landing)
+    if folder.exists() and not folder.is_dir():
+        raise OptionError(f"{landing} is a file: name the folder that new logs are dropped into", param_hint="--landing")
     configure_prefect_storage(db)
     from metapilot.flows.deployments import Schedules, deployments
 
-    Path(landing).mkdir(parents=True, exist_ok=True)
-    deps = deployments(str(Path(landing).resolve()), db, Schedules(timezone=timezone), collect_clusters=tuple(collect or ()))
+    if not list_only:  # --list only looks: it creates nothing
+        folder.mkdir(parents=True, exist_ok=True)
+    deps = deployments(str(folder.resolve()), db, Schedules(timezone=timezone), collect_clusters=tuple(collect or ()))
     for d in deps:
         crons = ", ".join(s.schedule.cron for s in d.schedules)
         typer.echo(f"{d.name:16s} {crons:12s} ({timezone})  {d.flow_name}")
+    _print_lost_files(db)
     if list_only:
         return
     from prefect import serve
@@ -41,6 +48,28 @@ def serve_cmd(
     with prefect_session(db) as url:
         typer.echo(f"serving against the Prefect API at {url} (Ctrl-C stops)")
         serve(*deps)
+
+
+def _print_lost_files(db: str | None) -> None:
+    """Files that a run could not load (failed, or no line loaded) and that no later load replaced:
+    what the operator has to act on, with why."""
+    from metapilot.ground.paths import db_path
+
+    if not db_path(db).exists():
+        return
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.ingest_log import lost_files
+
+    con = connect(db, read_only=True)
+    try:
+        lost = lost_files(con)
+    finally:
+        con.close()
+    if lost:
+        typer.echo(f"not loaded ({len(lost)} file(s); fix each and drop it in the landing folder again, or "
+                   "`metapilot forget --file-id SHA` to clear it):")
+        for f in lost:
+            typer.echo(f"  {f.path}: {f.message or f.outcome}")
 
 
 def register(app: typer.Typer) -> None:
