@@ -33,7 +33,7 @@ def train_placement(cluster: str, db: str | None = None, config: dict | None = N
     from metapilot.models.placement.artifact import publish, registry_row, scripted_chooser
     from metapilot.models.placement.engine import typical_pods
     from metapilot.models.placement.ppo import PPOConfig
-    from metapilot.models.placement.run import load_cluster, replay_agent, torch_threads
+    from metapilot.models.placement.run import load_cluster, refuse_without_gpus, replay_agent, torch_threads
     from metapilot.models.placement.train import collect, train
     from metapilot.warehouse.db import connect, writer_lock
     from metapilot.warehouse.placement_store import load_nodes, load_pods, pods_digest, store_run
@@ -43,6 +43,7 @@ def train_placement(cluster: str, db: str | None = None, config: dict | None = N
     con = connect(db, read_only=True)
     try:
         c, w = load_cluster(con, cluster)
+        refuse_without_gpus(c, cluster)  # before any training: one sentence, not numpy's
         nodes, pods = load_nodes(con, cluster), load_pods(con, cluster)
     finally:
         con.close()

@@ -1,7 +1,8 @@
 """Parse Alibaba's openb GPU-cluster trace (ATC'23 FGD paper): node lists and pod lists (SPEC §3, §11).
 
 - node list: `sn,cpu_milli,memory_mib,gpu,model` -> `nodes` rows (`model` empty or `nan` on
-  CPU-only nodes). A node named twice keeps its last line (the earlier is counted as merged).
+  CPU-only nodes). A node named twice keeps its first line; the later ones are quarantined, with a
+  warning (issue 41: two machines under one name are two nodes, or a copy error, never a silent merge).
 - pod list: `name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,
   deletion_time,scheduled_time` (the sampled lists such as `multigpu50` carry only the first five
   columns) -> canonical job rows plus the placement amounts the job record has no room for:
@@ -98,13 +99,22 @@ def parse_node_list(lines: pl.DataFrame) -> tuple[pl.DataFrame, ParseResult]:
          f"gpu is not a GPU count between 0 and {MAX_GPUS_PER_NODE}"),
     ])
     model = pl.when(pl.col("model").str.to_lowercase().is_in(["", "nan", "none", "null"])).then(None).otherwise(pl.col("model"))
+    good = good.with_columns(pl.col("line_no").min().over("sn").alias("__first"))
+    again = good.filter(pl.col("line_no") != pl.col("__first"))
+    good = good.filter(pl.col("line_no") == pl.col("__first"))
+    q2 = quarantine_rows(again["line_no"], again["line"], again.select(pl.format(
+        "node name listed again (first at line {}): each node is listed once; the first listing is kept",
+        "__first")).to_series()) if again.height else empty_quarantine()
     nodes = good.select(pl.col("sn").alias("node"), pl.col("cpu").alias("cpu_milli"), pl.col("mem").alias("memory_mib"),
                         pl.col("g").alias("gpus"), model.alias("gpu_model"), pl.col("line_no").alias("source_line"))
-    last = nodes.unique("node", keep="last", maintain_order=True)
-    merged = nodes.height - last.height
-    q = pl.concat([q0, q1], how="vertical_relaxed")
-    res = ParseResult(conform(pl.DataFrame()), q, lines.height, merged=merged, skipped=skipped)
-    return last.cast(NODE_SCHEMA), res
+    q = pl.concat([q0, q1, q2], how="vertical_relaxed")
+    res = ParseResult(conform(pl.DataFrame()), q, lines.height, skipped=skipped)
+    if again.height:
+        names = again["sn"].unique(maintain_order=True).to_list()
+        res.warnings.append(f"{again.height} line(s) name a node listed before ({', '.join(names[:5])}"
+                            f"{', ...' if len(names) > 5 else ''}): quarantined, and the capacity counts each name once; "
+                            "if they are different machines, give them distinct names and ingest the list again")
+    return nodes.cast(NODE_SCHEMA), res
 
 
 def parse_pod_list(lines: pl.DataFrame, header: tuple[str, ...], cluster: str) -> tuple[ParseResult, pl.DataFrame]:

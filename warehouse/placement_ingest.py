@@ -82,6 +82,10 @@ def _load_nodes(con, path: Path, cluster: str, sha: str, now: datetime) -> tuple
     nodes, res = parse_node_list(_lines(path))
     rows = nodes.with_columns(pl.lit(cluster).alias("cluster"), pl.lit(sha).alias("source_file_id"),
                               pl.lit(now, dtype=pl.Datetime("us", "UTC")).alias("ingested_at"))
+    if not rows.height:  # nothing usable: the cluster keeps the node list it had, and the user is told
+        what = (f"all {res.quarantine.height} node lines were quarantined" if res.quarantine.height
+                else "it holds no node line (only its header)")
+        return res, 0, 0, [f"no node loaded: {what}; cluster {cluster}'s node list is unchanged"]
     con.execute(sql_text("placement/forget_nodes.sql"), {"cluster": cluster})
     if rows.height:
         insert_frame(con, "nodes", rows)

@@ -34,6 +34,9 @@ def missing_node_list(con: duckdb.DuckDBPyConnection, cluster: str) -> str | Non
         _, path, outcome, read, loaded, quarantined, message, _ = own[0]
         if outcome == "failed":
             return f"cluster {cluster!r} has no node list: loading {path} failed ({message}); fix the file and ingest it again"
+        if not quarantined:
+            return (f"cluster {cluster!r} has no node list: {path} was loaded for it but holds no node line (only its "
+                    "header); ingest a node list with sn,cpu_milli,memory_mib,gpu,model lines")
         return (f"cluster {cluster!r} has no node list: {path} was loaded for it but none of its {read} lines is a usable "
                 f"node ({quarantined} quarantined; see why: metapilot sql \"select line_no, reason from quarantine "
                 f"where cluster = '{cluster}'\"); ingest a node list with sn,cpu_milli,memory_mib,gpu,model lines")

@@ -150,8 +150,21 @@ def typical_pods(w: Workload, share: float = TYPICAL_SHARE) -> tuple:
             np.array(g_cum, np.float64), float(nogpu["p"].sum()))
 
 
+def without_gpus(cluster: Cluster, name: str = "the cluster") -> str | None:
+    """Why a node list without GPUs cannot take the inflation experiment (or train the agent, whose
+    goals are measured by it): its curve is the GPU share allocated as GPU demand arrives. None when
+    some node has GPUs. A time replay places such pods on CPU and memory."""
+    if cluster.gpu_milli > 0:
+        return None
+    return (f"{name}'s {len(cluster.names)} nodes have no GPUs: the inflate experiment (and the PPO agent, judged by it) "
+            f"measures GPU packing, so there is nothing to inflate; `metapilot place replay --cluster {name} --mode time` "
+            "places its pods on CPU and memory")
+
+
 def inflate_draws(w: Workload, cluster: Cluster, seed: int, to: float = INFLATE_TO) -> np.ndarray:
     """Pod indices drawn at random with replacement until their GPUs reach `to` x the cluster's."""
+    if (why := without_gpus(cluster)) is not None:
+        raise ValueError(why)
     rng = np.random.default_rng(seed)
     target = to * cluster.gpu_milli
     req = (w.ng * w.gm).astype(np.float64)
@@ -324,4 +337,4 @@ def replay(cluster: Cluster, w: Workload, policy: str, mode: str = "time", seed:
 
 
 __all__ = ["Cluster", "Workload", "Replay", "replay", "build_cluster", "build_workload", "typical_pods",
-           "inflate_draws", "POLICIES", "MODES", "METRICS"]
+           "inflate_draws", "without_gpus", "POLICIES", "MODES", "METRICS"]

@@ -55,6 +55,15 @@ def load_cluster(con: duckdb.DuckDBPyConnection, cluster: str) -> tuple[Cluster,
     return c, build_workload(pods, c)
 
 
+def refuse_without_gpus(c: Cluster, cluster: str, mode: str = "inflate") -> None:
+    """Inflation and training need GPUs (`engine.without_gpus`): refused in one sentence naming the
+    cluster and what works instead."""
+    from metapilot.models.placement.engine import without_gpus
+
+    if mode == "inflate" and (why := without_gpus(c, cluster)) is not None:
+        raise ValueError(why)
+
+
 def load_registered_agent(con: duckdb.DuckDBPyConnection, policy_id: str, db: str | Path | None = None):
     """A PPO placement policy by id: its `policies` row, its folder verified against the row's hash."""
     from metapilot.models.placement.artifact import ALGORITHM, find_policy, load_agent
@@ -72,6 +81,7 @@ def replay_cluster(con: duckdb.DuckDBPyConnection, cluster: str, policy: str, mo
                    seed: int = 0, db: str | Path | None = None) -> dict:
     """Replay cluster `cluster` under a heuristic (or a registered PPO policy id); the result dict."""
     c, w = load_cluster(con, cluster)
+    refuse_without_gpus(c, cluster, mode)
     if policy in POLICIES:
         out = replay(c, w, policy, mode, seed)
     else:
@@ -79,5 +89,6 @@ def replay_cluster(con: duckdb.DuckDBPyConnection, cluster: str, policy: str, mo
         out = replay_agent(c, w, agent.choose, policy, mode, seed)
         out["trained_on"] = agent.card["cluster"]
     if mode == "time" and not w.timed:
-        out["warning"] = "the pod list has no deletion times: every pod stays once placed (use --mode inflate)"
+        out["warning"] = "the pod list has no deletion times: every pod stays once placed" + (
+            " (use --mode inflate)" if c.gpu_milli else "")
     return out
