@@ -125,3 +125,19 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     if keep_folds:
         out["folds_kept"] = str(folder)
     return out
+
+
+@flow(name="pipeline-backtest", log_prints=True)
+def pipeline_backtest_flow(paths: list[str], db: str | None = None, cluster: str | None = None, steps: int = 2000,
+                           dask: str | None = None, ingest_cluster: str | None = None,
+                           current: str = "FCFS+EASY") -> dict:
+    """`pipeline --backtest`: ingest, then the walk forward instead of the one-window learning, then
+    the weekly report, whose section "If you had followed MetaPilot" shows it."""
+    from metapilot.flows.ingest import ingest_flow
+    from metapilot.flows.stages import weekly_report_flow
+    from metapilot.warehouse.ingest import IngestOptions
+
+    ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=ingest_cluster)) if paths else []
+    out = backtest_flow(db=db, cluster=cluster, steps=steps, dask=dask, current=current)
+    report = weekly_report_flow(out["cluster"], None, db=db)
+    return {"ingest": ingest, "backtest": out, "report": report}

@@ -1,6 +1,7 @@
 """Schedules kept in the repo: daily ingest of a landing directory, hourly collection from sacct,
 the weekly report on Monday morning, a monthly retrain (`pipeline` without its ingest and report:
-tune, dataset, train, held-out replay, publish). Served by `metapilot serve` (Prefect's `serve`: one
+tune, dataset, train, held-out replay, publish), and a monthly walk forward the day after (what
+following MetaPilot's decisions would have done; the weekly report shows the latest). Served by `metapilot serve` (Prefect's `serve`: one
 long-running process, local server or none) or, with a Prefect server and work pool, by
 `prefect deploy --all` from `prefect.yaml`."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from metapilot.flows.backtest import backtest_flow
 from metapilot.flows.collect import collect_all_flow
 from metapilot.flows.ingest import landing_ingest_flow
 from metapilot.flows.pipeline import learn_flow, plan_windows
@@ -23,6 +25,7 @@ class Schedules:
     collect: str = "5 * * * *"  # every hour at :05 (sacct, incremental from the cursor)
     weekly_report: str = "0 7 * * 1"  # Monday 07:00
     retrain: str = "0 3 1 * *"  # 1st of the month 03:00
+    backtest: str = "0 3 2 * *"  # 2nd of the month 03:00 (the walk forward)
     timezone: str = "UTC"
 
 
@@ -35,24 +38,56 @@ def retrain_flow(cluster: str | None = None, db: str | None = None, seeds: tuple
     return learn_flow(chosen, windows, db=db, seeds=tuple(seeds), steps=steps, dask=dask)
 
 
+@flow(name="backtest_all")
+def backtest_all_flow(db: str | None = None, cluster: str | None = None, steps: int = 2000,
+                      dask: str | None = None) -> list[dict]:
+    """Monthly: the walk forward of each cluster (or the one named) with `metapilot backtest`'s
+    defaults. A cluster whose history is still too short is skipped, saying how much it needs; a
+    failure on one cluster fails the run after the others have been walked."""
+    from prefect import get_run_logger
+
+    from metapilot.flows.backtest import plan_origins
+
+    log = get_run_logger()
+    out, failed = [], []
+    for c in _clusters(db, cluster):
+        try:
+            plan_origins(db, c, 4, None, None, None)
+        except ValueError as e:
+            log.info("%s: no walk forward yet: %s", c, e)
+            continue
+        try:
+            out.append(backtest_flow(db=db, cluster=c, steps=steps, dask=dask))
+        except Exception as e:  # noqa: BLE001 - the other clusters are still walked; the run fails below
+            log.error("%s: the walk forward failed: %s: %s", c, type(e).__name__, e)
+            failed.append(c)
+    if failed:
+        raise RuntimeError(f"the walk forward failed for {', '.join(failed)} (see the log); the others were stored")
+    return out
+
+
+def _clusters(db: str | None, cluster: str | None) -> list[str]:
+    from metapilot.ground.paths import sql_text
+    from metapilot.warehouse.db import connect, query_frame
+
+    if cluster:
+        return [cluster]
+    con = connect(db)
+    try:
+        return query_frame(con, sql_text("pipeline/clusters.sql"))["cluster"].to_list()
+    finally:
+        con.close()
+
+
 @flow(name="weekly_report_all")
 def weekly_report_all_flow(db: str | None = None, cluster: str | None = None) -> list[dict]:
     """Monday: the last complete week's report for each cluster (or the one named)."""
-    from metapilot.warehouse.db import connect, query_frame
-
-    from metapilot.ground.paths import sql_text
-
-    con = connect(db)
-    try:
-        clusters = [cluster] if cluster else query_frame(con, sql_text("pipeline/clusters.sql"))["cluster"].to_list()
-    finally:
-        con.close()
-    return [weekly_report_flow(c, None, db=db) for c in clusters]
+    return [weekly_report_flow(c, None, db=db) for c in _clusters(db, cluster)]
 
 
 def deployments(landing: str, db: str | None = None, schedules: Schedules = Schedules(),
                 collect_clusters: tuple[str, ...] | list[str] = ()) -> list:
-    """The four scheduled deployments, ready for `prefect.serve`. The hourly collect runs for
+    """The five scheduled deployments, ready for `prefect.serve`. The hourly collect runs for
     `collect_clusters` (else the clusters in $METAPILOT_COLLECT_CLUSTERS when it runs)."""
     from prefect.schedules import Cron
 
@@ -69,4 +104,7 @@ def deployments(landing: str, db: str | None = None, schedules: Schedules = Sche
         retrain_flow.to_deployment(name="monthly-retrain", parameters={"db": db},
                                    schedule=Cron(schedules.retrain, timezone=schedules.timezone),
                                    tags=["metapilot", "warehouse-writer"]),
+        backtest_all_flow.to_deployment(name="monthly-backtest", parameters={"db": db},
+                                        schedule=Cron(schedules.backtest, timezone=schedules.timezone),
+                                        tags=["metapilot", "warehouse-writer"]),
     ]

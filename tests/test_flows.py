@@ -83,7 +83,7 @@ def test_schedules_load_from_code_and_prefect_yaml():
     deps = {d.name: d for d in deployments("/tmp/landing")}
     assert {n: d.schedules[0].schedule.cron for n, d in deps.items()} == {
         "daily-ingest": "15 2 * * *", "hourly-collect": "5 * * * *", "weekly-report": "0 7 * * 1",
-        "monthly-retrain": "0 3 1 * *"}
+        "monthly-retrain": "0 3 1 * *", "monthly-backtest": "0 3 2 * *"}
     spec = yaml.safe_load((REPO / "prefect.yaml").read_text())
     import importlib
 

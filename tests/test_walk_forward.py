@@ -168,3 +168,23 @@ def test_compare_and_the_bar_on_a_synthetic_span():
     assert span.filter(pl.col("name") == ref)["regret_bsld"][0] == 0.0
     verdict = wf.bar_verdict(span, "FCFS+EASY")
     assert set(verdict) >= {"met", "beats_current", "not_dominated", "regret_within_5pct", "starves_no_one_more"}
+
+
+def test_the_record_at_an_origin_reads_nothing_after_it():
+    """A job still queued at t counts the wait it had had by t; a job that had not ended has no
+    bounded slowdown yet; a job submitted after t is not there."""
+    frame = pl.DataFrame({"submit": [0.0, 100.0, 200.0, 900.0], "wait": [10.0, 5_000.0, 50.0, 0.0],
+                          "run": [100.0, 100.0, 2_000.0, 10.0], "end": [110.0, 5_200.0, 2_250.0, 910.0],
+                          "bsld": [1.1, 51.0, 1.025, 1.0]})
+    f = wf.observed_by(frame, 500.0)
+    assert f.jobs == 3 and f.wait_max_s == 400.0  # the second job: queued at 500 s, 400 s so far
+    assert f.bsld_mean == pytest.approx(1.1)  # only the first job had ended
+    assert f.wait_mean_s == pytest.approx((10 + 400 + 50) / 3)
+
+
+def test_the_record_prefers_the_planner_only_when_ahead_on_both_and_admissible():
+    gl, cur = fig(10.0, 1_000.0, 5_000.0, 9_000.0), fig(20.0, 2_000.0, 6_000.0, 10_000.0)
+    assert wf.record_prefers(fig(9.0, 900.0, 5_000.0, 14_000.0), gl, cur)
+    assert not wf.record_prefers(fig(9.0, 1_000.0, 5_000.0, 9_000.0), gl, cur)  # a tie on mean wait is no win
+    assert not wf.record_prefers(fig(9.0, 900.0, 5_000.0, 16_000.0), gl, cur)  # starves more than 1.5x today
+    assert not wf.record_prefers(wf.Figures.of(pl.DataFrame({"wait": [], "bsld": [], "run": []})), gl, cur)

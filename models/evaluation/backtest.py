@@ -3,11 +3,17 @@ against every contender, stored (`backtests`, `backtest_periods`). The folds' le
 in `flows/backtest.py` (the same stages as `pipeline`, on the past of each origin only); this module
 receives what each fold decided and judges it (`models.evaluation.walk_forward`).
 
-MetaPilot's decision for a period (issue 38 item 5, chosen on the walk forward's evidence): the
-learned controller when the fold's publish gate keeps it, with the tail guard of the guarded leader
-layered over it; otherwise the guarded leader's rule and threshold, chosen on *all* the past (the
-evidence: a rule chosen on two checkpoint weeks carries over badly, a mean over a longer past
-carries over), never the checkpoint weeks' recommendation alone.
+MetaPilot's decision for a period (issue 38 item 5, chosen on the walk forward's evidence), in order:
+1. the learned controller when the fold's publish gate keeps it, with the tail guard of the guarded
+   leader layered over it;
+2. the lookahead planner the fold tuned on its past (deployable, SPEC §7), when the walk-forward
+   record up to the origin prefers it: followed since the span's start, it starved no one more than
+   the current rule and was ahead of the guarded leader on both mean bounded slowdown and mean wait
+   (`walk_forward.observed_by`: only what had happened by the origin, queued jobs counted with the
+   wait they had had; SPEC §7 lets the gate use this record, which is past data at t_k);
+3. otherwise the guarded leader's rule and threshold, chosen on *all* the past (the evidence: a
+   rule chosen on two checkpoint weeks carries over badly, a mean over a longer past carries over),
+   never the checkpoint weeks' recommendation alone. The first period has no record: 1 or 3.
 """
 
 from __future__ import annotations
@@ -37,10 +43,13 @@ from metapilot.models.evaluation.walk_forward import (
     compare,
     follow,
     jobs_between,
+    observed_by,
     parse_rule,
+    record_prefers,
     rule_name,
 )
 from metapilot.models.simulator import Capacity, simulate
+from metapilot.models.simulator.metrics import job_frame
 from metapilot.transforms.workload import Workload
 
 EPOCH_S = 3600
@@ -132,6 +141,11 @@ def _planner_decider(config: Any, oracle: bool = False) -> PolicyDecider:
                          menu.settings)
 
 
+def _planner_words(cfg: Any) -> str:
+    guard = f", tail guard {cfg.guard_h:g} h" if getattr(cfg, "guard_h", 0) else ""
+    return f"{cfg.horizon_h:g} h horizon, lambda {cfg.lam:g}{guard}"
+
+
 def _fold_artifacts(fold: Fold) -> tuple[Any, dict | None, str | None]:
     """The fold's loaded controller (from the fold's own warehouse), its model card, and why not."""
     if not fold.policy_id or not fold.db:
@@ -178,33 +192,17 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
         choices.append(past_choice(normalise(past), capacity, current))
     say(f"past replays at {len(origins)} origins: {time.perf_counter() - tick:.1f} s")
 
-    # MetaPilot's decision per period
-    decisions: list[Decision] = []
-    deciders: list[Any] = []
-    planners: list[Any] = []
-    for fold, choice in zip(folds, choices, strict=True):
-        loaded, card, why = _fold_artifacts(fold)
-        cfg = PlannerConfig(**card["planner"]) if card and card.get("planner") else PlannerConfig()
-        planners.append(cfg)
-        if fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
-            d = Decision(choice.guarded, choice.guard_h, fold.policy_id, "the fold's gate kept the learned controller")
-            deciders.append(_controller_decider(loaded, choice.guard_h))
-        else:
-            reason = why if fold.gate == "controller" else (fold.note or f"the fold's gate: {fold.gate}")
-            d = Decision(choice.guarded, choice.guard_h, None, f"the guarded leader over the past ({reason})")
-            deciders.append(RuleDecider(choice.guarded, choice.guard_h))
-        decisions.append(d)
-
-    # the span, followed
+    # the span, and the contenders that do not depend on MetaPilot's decisions
     jobs = load_window(con, cluster, t0, span_end)
     workload = normalise(jobs, t0)
     starts = [(t - t0).total_seconds() for t in origins]
     bounds = [*starts, (span_end - t0).total_seconds()]
     say(f"span {t0:%Y-%m-%d} .. {span_end:%Y-%m-%d}: {len(workload):,} jobs, {len(origins)} periods")
+    arts = [_fold_artifacts(fold) for fold in folds]
+    planners = [PlannerConfig(**card["planner"]) if card and card.get("planner") else PlannerConfig()
+                for _, card, _ in arts]
     contenders: list[Contender] = []
     tick = time.perf_counter()
-    contenders.append(Contender("MetaPilot", "metapilot", follow(workload, capacity, list(zip(starts, deciders)),
-                                                                  epoch_s=EPOCH_S, name="MetaPilot")))
     for r in RULES:
         pol, bf = parse_rule(r)
         contenders.append(Contender(r, "fixed", simulate(workload, capacity, pol, bf)))
@@ -215,16 +213,40 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     contenders.append(Contender("leader", "leader", follow(
         workload, capacity, [(s, RuleDecider(c.leader)) for s, c in zip(starts, choices, strict=True)], epoch_s=EPOCH_S),
         note="at each origin, the fixed rule with the lowest bounded slowdown over all the past"))
-    contenders.append(Contender("guarded leader", "guarded-leader", follow(
+    guarded = Contender("guarded leader", "guarded-leader", follow(
         workload, capacity, [(s, RuleDecider(c.guarded, c.guard_h)) for s, c in zip(starts, choices, strict=True)],
-        epoch_s=EPOCH_S),
-        note="the same among rules with a tail guard, admissible over the past"))
+        epoch_s=EPOCH_S), note="the same among rules with a tail guard, admissible over the past")
+    contenders.append(guarded)
+    planned = None
     if planner:
         for name, kind, oracle in (("planner", "planner", False), ("oracle (bound)", "oracle", True)):
             contenders.append(Contender(name, kind, follow(
                 workload, capacity, [(s, _planner_decider(cfg, oracle)) for s, cfg in zip(starts, planners, strict=True)],
                 epoch_s=EPOCH_S), note="sees the true future: a bound, never a decision" if oracle else
                 "the lookahead planner each fold tuned on its past"))
+        planned = next(c for c in contenders if c.kind == "planner")
+
+    # MetaPilot's decision per period, from the fold's gate and the record up to its origin
+    decisions: list[Decision] = []
+    deciders: list[Any] = []
+    frames = {c.name: job_frame(c.result) for c in (cur, guarded, planned) if c is not None}
+    for k, (fold, choice, (loaded, card, why), cfg) in enumerate(zip(folds, choices, arts, planners, strict=True)):
+        reason = why if fold.gate == "controller" else (fold.note or f"the fold's gate: {fold.gate}")
+        if fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
+            d = Decision(choice.guarded, choice.guard_h, fold.policy_id, "the fold's gate kept the learned controller")
+            deciders.append(_controller_decider(loaded, choice.guard_h))
+        elif planned is not None and k > 0 and record_prefers(
+                observed_by(frames[planned.name], starts[k]), observed_by(frames[guarded.name], starts[k]),
+                observed_by(frames[cur.name], starts[k])):
+            d = Decision("planner", None, None, f"the walk-forward record so far prefers the planner to the guarded "
+                                                f"leader ({reason})", planner=_planner_words(cfg))
+            deciders.append(_planner_decider(cfg))
+        else:
+            d = Decision(choice.guarded, choice.guard_h, None, f"the guarded leader over the past ({reason})")
+            deciders.append(RuleDecider(choice.guarded, choice.guard_h))
+        decisions.append(d)
+    contenders.insert(0, Contender("MetaPilot", "metapilot", follow(workload, capacity, list(zip(starts, deciders)),
+                                                                     epoch_s=EPOCH_S, name="MetaPilot")))
     say(f"continuous replays: {time.perf_counter() - tick:.1f} s")
 
     owners = job_owners(con, cluster, t0, span_end)

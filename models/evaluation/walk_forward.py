@@ -82,9 +82,11 @@ class Decision:
     guard_h: float | None = None
     policy_id: str | None = None
     source: str = ""
+    planner: str | None = None  # the lookahead planner's settings, in words, when it decides
 
     def describe(self) -> str:
-        what = f"the learned controller {self.policy_id}" if self.policy_id else self.rule
+        what = (f"the learned controller {self.policy_id}" if self.policy_id else
+                f"the lookahead planner ({self.planner})" if self.planner else self.rule)
         guard = f", oldest first once a job has waited {self.guard_h:g} h" if self.guard_h else ""
         return f"{what}{guard}"
 
@@ -222,6 +224,28 @@ class Figures:
 def jobs_between(result: SimResult, lo: float, hi: float) -> pl.DataFrame:
     """The replayed jobs submitted in [lo, hi) (seconds since the window start), with wait and bsld."""
     return job_frame(result).filter((pl.col("submit") >= lo) & (pl.col("submit") < hi))
+
+
+def observed_by(frame: pl.DataFrame, t: float) -> Figures:
+    """A contender's record as an operator could have read it at time `t` (seconds since the span's
+    start), having followed it since the start: the jobs submitted before `t`, each with the wait it
+    had had by then (a job still queued at `t` counts t - submit), and the bounded slowdown of the
+    jobs that had ended. Nothing after `t` is read."""
+    seen = frame.filter(pl.col("submit") < t).with_columns(
+        pl.min_horizontal(pl.col("wait"), pl.lit(t) - pl.col("submit")).alias("wait"),
+        pl.when(pl.col("end") <= t).then(pl.col("bsld")).otherwise(None).alias("bsld"),
+    )
+    return Figures.of(seen)
+
+
+def record_prefers(challenger: Figures, incumbent: Figures, current: Figures) -> bool:
+    """Whether the walk-forward record so far prefers `challenger` (the planner) over `incumbent` (the
+    guarded leader): it starves no one more than the current rule did over the same record, and it
+    is ahead on both mean bounded slowdown and mean wait (a tie is not a win)."""
+    if not challenger.jobs or not incumbent.jobs:
+        return False
+    return (challenger.admissible(current) and challenger.bsld_mean < incumbent.bsld_mean
+            and challenger.wait_mean_s < incumbent.wait_mean_s)
 
 
 def choose_leader(past: dict[str, Figures]) -> str:

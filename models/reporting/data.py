@@ -94,6 +94,9 @@ def collect(con: duckdb.DuckDBPyConnection, cluster: str, week: str, *, roi_conf
         pub = publication(con, cluster, report["heldout"]["policy_id"])
         if not pub["published"]:  # a refused controller's ROI is no case for deploying it
             report["roi"]["note"] = not_published_note(pub["decision"])
+    from metapilot.models.reporting.backtest import backtest_section
+
+    report["backtest"] = backtest_section(con, cluster, rows, roi_config)  # "If you had followed MetaPilot"
     placement = _placement(con, cluster)
     if placement:
         report["placement"] = placement

@@ -209,3 +209,33 @@ def _days_axis(ax) -> None:
 
     ax.xaxis.set_major_locator(mdates.DayLocator())
     ax.xaxis.set_major_formatter(mdates.DateFormatter("%a %d"))
+
+
+def backtest_cumulative(report: dict) -> str | None:
+    """The walk forward over time: cumulative wait-hours and the running mean bounded slowdown of
+    the jobs submitted so far, per contender shown in the regret table, at each period's end."""
+    bt = report.get("backtest") or {}
+    figures = bt.get("figures") or []
+    if bt.get("status") != "ok" or not figures:
+        return None
+    names = [r["contender"] for r in bt["rows"] if r["status"] == "ok" and r["kind"] != "as-run"]
+    fig = Figure(figsize=(8, 3.2))
+    ax_w, ax_b = fig.subplots(1, 2)
+    for n in names:
+        pts = sorted((r["period_to"], r["wait_h_cum"], r["bsld_sum_cum"] / r["jobs_cum"] if r["jobs_cum"] else None)
+                     for r in figures if r["contender"] == n)
+        if not pts:
+            continue
+        x = [_ts(a) for a, _, _ in pts]
+        style = {"lw": 2.0, "color": "#111827"} if n == "MetaPilot" else {"lw": 1.0}
+        ax_w.plot(x, [w for _, w, _ in pts], marker="o", ms=3, label=n, **style)
+        ax_b.plot(x, [b for _, _, b in pts], marker="o", ms=3, label=n, **style)
+    ax_w.set_ylabel("wait-hours, cumulative")
+    ax_b.set_ylabel("mean bounded slowdown so far")
+    for ax in (ax_w, ax_b):
+        _style(ax)
+        ax.tick_params(axis="x", labelsize=7, rotation=30)
+    ax_b.legend(fontsize=6, frameon=False)
+    fig.suptitle("Following each contender over the walk forward (jobs submitted up to each period's end)",
+                 fontsize=10, x=0.02, ha="left")
+    return _uri(fig)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable, Sequence
 
+from metapilot.models.reporting import backtest as walk_forward
 from metapilot.models.reporting import plots
 from metapilot.ground.units import fmt_duration
 
@@ -20,6 +21,7 @@ SECTIONS: tuple[tuple[str, str], ...] = (
     ("recommendations", "Recommended objective"),
     ("heldout", "Held-out replay"),
     ("roi", "Return on investment"),
+    ("backtest", "If you had followed MetaPilot"),
     ("data_quality", "Data quality"),
 )
 PLACEMENT = ("placement", "Node placement")  # shown only when the cluster has placement runs
@@ -353,6 +355,7 @@ def render_html(report: dict) -> str:
                               else f"<p class='empty'>{_e(rec['message'])}</p>")
     sec["heldout"] = _heldout_html(report)
     sec["roi"] = _roi_html(report)
+    sec["backtest"] = _backtest_html(report)
     sec["data_quality"] = _data_quality_html(report)
 
     shown = SECTIONS
@@ -442,6 +445,20 @@ def _roi_html(report: dict) -> str:
     return note + _html_table(head, body) + "<p class='note'>Assumptions:</p>" + assumptions
 
 
+def _backtest_html(report: dict) -> str:
+    bt = report.get("backtest") or {"status": "none", "message": "No walk forward in this report."}
+    if bt["status"] != "ok":
+        return f"<p class='empty'>{_e(bt['message'])}</p>"
+    lines = walk_forward.summary_lines(bt)
+    out = [f"<p class='note'>{_e(lines[0])}</p>",
+           f"<div class='verdict{'' if bt['bar'].get('met') else ' loses'}'>" + "".join(f"<p>{_e(x)}</p>" for x in lines[1:]) + "</div>",
+           _img(plots.backtest_cumulative(report), "cumulative wait over the walk forward"),
+           _html_table(*walk_forward.regret_table(bt)),
+           "<p>What MetaPilot ran, period by period (each decided at the period's start from the past alone):</p><ul>"
+           + "".join(f"<li>{_e(x)}</li>" for x in walk_forward.period_lines(bt)) + "</ul>"]
+    return "".join(out)
+
+
 # --- Markdown -------------------------------------------------------------------------------------
 
 
@@ -495,6 +512,14 @@ def render_markdown(report: dict) -> str:
             out.append(f"**Note:** {roi['note']}\n")
         out.append(_md_table(*roi_table(report)))
     out.append("\nAssumptions:\n\n" + "\n".join(f"- {a}" for a in roi["assumptions"]))
+    bt = report.get("backtest") or {"status": "none", "message": "No walk forward in this report."}
+    out.append(f"\n## {TITLES['backtest']}\n")
+    if bt["status"] != "ok":
+        out.append(bt["message"])
+    else:
+        out.append("\n\n".join(walk_forward.summary_lines(bt)))
+        out.append("\n" + _md_table(*walk_forward.regret_table(bt)))
+        out.append("\nWhat MetaPilot ran, period by period:\n\n" + "\n".join(f"- {x}" for x in walk_forward.period_lines(bt)))
     if report.get("placement"):
         out.append(f"\n## {TITLES['placement']}\n\n" + _md_table(*placement_table(report)) + f"\n\n{PLACEMENT_NOTE}")
     lines, warnings, link = data_quality_lines(report)

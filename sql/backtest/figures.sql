@@ -3,7 +3,7 @@
 SELECT f.contender, f.period, p.period_from, p.period_to, f.jobs, f.wait_mean_s, f.wait_max_s, f.bsld_mean,
        sum(f.wait_sum_s) OVER w / 3600.0 AS wait_h_cum,
        sum(f.bsld_sum) OVER w AS bsld_sum_cum,
-       sum(f.jobs) OVER w AS jobs_cum
+       CAST(sum(f.jobs) OVER w AS BIGINT) AS jobs_cum
 FROM backtest_contender_periods f
 JOIN backtest_periods p USING (backtest_id, period)
 WHERE f.backtest_id = $backtest_id

@@ -19,6 +19,7 @@ def pipeline_cmd(
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
     sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history), planner (the lookahead teacher), replay (behaviour rollouts; opt-in).")] = "as-run,planner",
     baselines: Annotated[str, typer.Option(help="Offline-RL baselines trained beside CQL for the model card (bc, dqn, bcq; empty: none).")] = "bc",
+    backtest: Annotated[bool, typer.Option("--backtest", help="Walk forward instead of learning once: at each origin learn from the past only and follow the decision to the next (`metapilot backtest`'s defaults); the report shows it.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Ingest, build the dataset, train, replay on held-out weeks, publish and report: prints where everything is."""
@@ -43,6 +44,8 @@ def pipeline_cmd(
         expand_paths_checked(logs)
         load_site_key(db, log=lambda m: typer.echo(m, err=True))
     ingest_cluster = cluster if paths else None
+    if backtest:
+        return _pipeline_backtest(logs, db, cluster, ingest_cluster, steps, dask, t0)
     with prefect_session(db, meanwhile=_preload):
         from metapilot.flows.pipeline import pipeline_flow
 
@@ -64,6 +67,29 @@ def pipeline_cmd(
     console.print(f"  held-out replay {out['heldout_id']}   (metapilot roi --heldout {out['heldout_id']})")
     files = out["report"]["files"]
     console.print(f"  report     {files['html']}")
+
+
+def _pipeline_backtest(logs: list[str], db: str | None, cluster: str | None, ingest_cluster: str | None,
+                       steps: int, dask: str | None, t0: float) -> None:
+    """`pipeline --backtest`: the walk forward in place of the one-window learning."""
+    import time
+
+    from metapilot.cli.batch import prefect_session
+    from metapilot.cli.commands.backtest import print_backtest
+    from metapilot.cli.commands.ingest import print_ingest_summary
+    from metapilot.cli.console import console
+    from metapilot.ground.paths import db_path
+
+    with prefect_session(db, meanwhile=_preload):
+        from metapilot.flows.backtest import pipeline_backtest_flow
+
+        out = pipeline_backtest_flow(logs, db=db, cluster=cluster, steps=steps, dask=dask, ingest_cluster=ingest_cluster)
+    if out["ingest"]:
+        print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
+    print_backtest(out["backtest"])
+    console.print(f"\n[bold]MetaPilot walk forward done in {time.perf_counter() - t0:.0f} s[/bold] "
+                  f"(cluster {out['backtest']['cluster']}; metapilot roi --backtest {out['backtest']['backtest_id']})")
+    console.print(f"  report     {out['report']['files']['html']}")
 
 
 def _holds_jobs(db: str | None) -> bool:

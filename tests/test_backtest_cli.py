@@ -1,0 +1,94 @@
+"""`metapilot backtest` end to end, as an operator runs it, on a real short log (HPC2N's 8-week
+subset: one origin by default): the decision learned from the past only, the JSON the issue asks
+for, the warehouse's tables, the weekly report's section, `roi --backtest`, and the fold's own
+warehouse kept apart from the operator's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from metapilot.cli import app
+
+from conftest import SHARED_DATA
+
+HPC2N = SHARED_DATA / "swf" / "HPC2N-subset-3170jobs.swf"
+CLUSTER = "HPC2N-subset-3170jobs"
+
+pytestmark = [pytest.mark.usefixtures("prefect_harness"),
+              pytest.mark.skipif(not HPC2N.exists(), reason="../shared/data is not beside the repository")]
+
+
+@pytest.fixture(scope="module")
+def walked(tmp_path_factory) -> tuple[Path, dict, str]:
+    d = tmp_path_factory.mktemp("backtest")
+    db = str(d / "w.duckdb")
+    r = CliRunner().invoke(app, ["ingest", str(HPC2N), "--db", db])
+    assert r.exit_code == 0, r.output
+    out = d / "bt.json"
+    r = CliRunner().invoke(app, ["backtest", "--db", db, "--steps", "50", "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    return d, json.loads(out.read_text()), r.output
+
+
+def test_the_json_has_every_field_the_issue_names(walked):
+    _, doc, output = walked
+    assert doc["cluster"] == CLUSTER and len(doc["span"]) == 2
+    assert [p["from"][:10] for p in doc["periods"]] == ["2002-09-09"] and doc["periods"][0]["decision"]
+    kinds = {c["kind"] for c in doc["contenders"]}
+    assert {"metapilot", "fixed", "current", "as-run", "leader", "guarded-leader", "planner", "oracle"} <= kinds
+    assert sum(c["kind"] == "fixed" for c in doc["contenders"]) == 21
+    for c in doc["contenders"]:
+        assert {"name", "kind", "wait_mean_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean", "regret_bsld",
+                "regret_wait_mean", "regret_bsld_any", "regret_wait_mean_any"} <= set(c)
+    ref = next(c for c in doc["contenders"] if c["name"] == doc["reference"])
+    assert ref["kind"] == "fixed" and ref["regret_bsld"] == 0.0 and ref["admissible"]
+    assert "Walk forward on HPC2N" in output and "Bar (issue 38)" in output
+
+
+def test_the_warehouse_holds_the_walk_forward_and_none_of_the_folds_learning(walked):
+    from metapilot.warehouse.db import connect
+
+    d, doc, _ = walked
+    con = connect(str(d / "w.duckdb"), read_only=True)
+    try:
+        n_contenders, = con.execute("SELECT count(*) FROM backtests WHERE backtest_id = ?", [doc["backtest_id"]]).fetchone()
+        periods = con.execute("SELECT period, fold_gate, fold_policy_id FROM backtest_periods WHERE backtest_id = ?",
+                              [doc["backtest_id"]]).fetchall()
+        per, = con.execute("SELECT count(*) FROM backtest_contender_periods WHERE backtest_id = ?",
+                           [doc["backtest_id"]]).fetchone()
+        policies, = con.execute("SELECT count(*) FROM policies").fetchone()
+        replays, = con.execute("SELECT count(*) FROM heldout_replays").fetchone()
+    finally:
+        con.close()
+    assert n_contenders == len(doc["contenders"]) and per == n_contenders
+    assert len(periods) == 1 and periods[0][1] in ("controller", "fixed") and periods[0][2]
+    # the fold trained a policy and replayed it, in its own warehouse, removed once judged
+    assert policies == 0 and replays == 0
+    assert not any((d / "backtests").glob("*/fold-*"))
+
+
+def test_the_weekly_report_says_what_following_metapilot_would_have_done(walked):
+    d, doc, _ = walked
+    r = CliRunner().invoke(app, ["report", "--cluster", CLUSTER, "--db", str(d / "w.duckdb"), "--out", str(d / "rep")])
+    assert r.exit_code == 0, r.output
+    md = next((d / "rep").rglob("report.md")).read_text()
+    section = md.split("## If you had followed MetaPilot", 1)[1].split("\n## ", 1)[0]
+    assert doc["backtest_id"] in section and f"| {doc['reference']} | fixed (reference)" in section
+    assert "| MetaPilot | metapilot |" in section and "2002-09-09 .. 2002-09-23: " in section
+    assert "wait-hours" in section and "per researcher wait-hour" in section
+    html = next((d / "rep").rglob("report.html")).read_text()
+    assert "If you had followed MetaPilot</h2>" in html and "cumulative wait over the walk forward" in html
+
+
+def test_roi_prices_the_walk_forward(walked):
+    d, doc, _ = walked
+    r = CliRunner().invoke(app, ["roi", "--backtest", "latest", "--db", str(d / "w.duckdb"), "--value-per-wait-hour", "20"])
+    assert r.exit_code == 0, r.output
+    assert doc["backtest_id"] in r.output and "vs current" in r.output and "vs best admissible" in r.output
+    assert "value of a researcher's wait-hour: 20 USD" in r.output
+    r = CliRunner().invoke(app, ["roi", "--backtest", "bt-none", "--db", str(d / "w.duckdb")])
+    assert r.exit_code == 2 and "no walk forward 'bt-none'" in r.output
