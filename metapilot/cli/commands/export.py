@@ -1,0 +1,84 @@
+"""`metapilot export --scheduler slurm|pbspro`: the decision as the scheduler's own configuration, a
+fragment to Include (never a whole file), saying which rule it implements and whether the mapping is
+exact (models/steering/export.py says what a config can and cannot express)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def export_cmd(
+    scheduler: Annotated[str, typer.Option(help="slurm or pbspro.")],
+    cluster: Annotated[Optional[str], typer.Option(help="The cluster (its published decision, its longest time limit).")] = None,
+    decision: Annotated[str, typer.Option(help="'published' (the cluster's latest publish decision) or a rule, e.g. SAF+EASY.")] = "published",
+    out: Annotated[Optional[str], typer.Option(help="Folder to write into (default: export/<cluster>/ beside the warehouse).")] = None,
+    site_conf: Annotated[Optional[str], typer.Option(help="Your slurm.conf: its SchedulerParameters line is merged with ours in the fragment.")] = None,
+    db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
+) -> None:
+    """Write the decision as a Slurm or PBS Pro configuration fragment."""
+    from metapilot.ground.files import safe_name
+    from metapilot.ground.paths import beside_db, db_path
+    from metapilot.models.steering.decision import named_rule, published
+    from metapilot.models.steering.export import (
+        SCHEDULERS,
+        SiteFacts,
+        controller_note,
+        pbspro_fragment,
+        slurm_fragment,
+    )
+
+    sched = scheduler.strip().lower()
+    if sched not in SCHEDULERS:
+        raise typer.BadParameter(f"--scheduler must be one of {', '.join(SCHEDULERS)}, not {scheduler!r}")
+    if decision.strip().lower() == "published" and not cluster:
+        raise typer.BadParameter("--decision published needs --cluster (whose decision?)")
+    site_text = None
+    if site_conf is not None:
+        site_text = Path(site_conf).read_text()
+    facts = SiteFacts(cluster or "any")
+    con = None
+    if cluster and db_path(db).exists():
+        from metapilot.warehouse.db import connect
+        from metapilot.warehouse.steer_store import site_facts
+
+        con = connect(db, read_only=True)
+        facts = SiteFacts(cluster, **site_facts(con, cluster))
+    try:
+        if decision.strip().lower() == "published":
+            if con is None:
+                raise FileNotFoundError(f"no warehouse at {db_path(db)}: the published decision lives there (or name a rule)")
+            d = published(con, cluster)
+        else:
+            d = named_rule(decision)
+    finally:
+        if con is not None:
+            con.close()
+    header = ""
+    rules: list[tuple[str, str]]
+    if d.kind == "controller":
+        from metapilot.models.steering.live_state import controller_menu
+
+        menu = controller_menu(d.policy_id, db)
+        header = controller_note(sched, d.policy_id, menu)
+        rules = [("FCFS", "easy")]
+        what = f"{d.label} ({d.source}): only the backfilling its objectives share"
+    else:
+        rules = [(d.priority_rule, d.backfill)]
+        what = f"{d.label} ({d.source})"
+    folder = Path(out) if out else beside_db(db, "export") / safe_name(cluster or "any")
+    folder.mkdir(parents=True, exist_ok=True)
+    for rule, bf in rules:
+        f = (slurm_fragment(rule, bf, facts, decision=what, site_conf=site_text) if sched == "slurm"
+             else pbspro_fragment(rule, bf, facts, decision=what))
+        path = folder / f.name
+        path.write_text(header + f.text)
+        typer.echo(f"{path}: {'exact' if f.exact and not header else 'approximate'} mapping of {d.label}")
+    typer.echo("nothing was applied: review the file, Include it (Slurm) or run its qmgr lines (PBS Pro); "
+               "objective switches go through `metapilot steer`")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export")(export_cmd)

@@ -1,0 +1,230 @@
+"""`metapilot steer --cluster C --slurm`: the live loop that applies the approved decision to a real
+Slurm through the admin site factor (models/steering/loop.py); `steer explain JOBID` for the
+helpdesk; `steer report` compares a dry run's rankings with the order Slurm really started jobs in."""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from typing import Annotated, Optional
+
+import typer
+
+steer_app = typer.Typer(help="Steer a live Slurm by the approved decision (SPEC §12).")
+
+DB_HELP = "Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb)."
+
+
+class _Terminated(Exception):
+    """SIGTERM: leave the loop and release."""
+
+
+def parse_every(text: str) -> float:
+    """'60s', '2m', '1h' or seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not m:
+        raise typer.BadParameter(f"--every: a duration such as 60s, 2m or 1h, not {text!r}")
+    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+
+
+@steer_app.callback(invoke_without_command=True)
+def steer_main(
+    ctx: typer.Context,
+    cluster: Annotated[Optional[str], typer.Option(help="The cluster (its decision, its tables' rows).")] = None,
+    slurm: Annotated[bool, typer.Option("--slurm", help="Steer a Slurm cluster (the client commands on PATH, SLURM_CONF).")] = False,
+    every: Annotated[str, typer.Option(help="Time between cycles (60s, 2m, ...).")] = "60s",
+    policy: Annotated[str, typer.Option(help="'published' (the approved publish decision) or a fixed rule, e.g. SAF+EASY.")] = "published",
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Shadow mode: record what would be set, change nothing.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="One cycle, then exit (the factors stay set; --release clears them).")] = False,
+    release: Annotated[bool, typer.Option("--release", help="Set every steered job's site factor back to 0 and exit.")] = False,
+    resume: Annotated[bool, typer.Option("--resume", help="Steer again after the live tail guard halted steering.")] = False,
+    max_changes: Annotated[int, typer.Option(help="At most this many site factors changed per cycle.")] = 5000,
+    step: Annotated[Optional[int], typer.Option(help="Site factor between adjacent ranks (default: one more than the largest PriorityWeight).")] = None,
+    guard_h: Annotated[Optional[float], typer.Option(help="Live tail guard: release everything and halt when a pending job has waited longer (hours).")] = 168.0,
+    util_floor: Annotated[Optional[float], typer.Option(help="Release everything and halt when cores in use / capacity falls below this while jobs wait (0-1).")] = None,
+    slurm_bin: Annotated[Optional[str], typer.Option(help="Folder of squeue/sinfo/scontrol/sdiag (default: PATH).")] = None,
+    db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Each cycle: read squeue/sinfo, choose the objective, rank the pending jobs within each group Slurm
+    compares, set the site factors that must change (scontrol update job=ID SiteFactor=N)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from metapilot.cli.errors import guarded
+
+    guarded(_run_loop)(cluster, slurm, every, policy, dry_run, once, release, resume, max_changes, step, guard_h,
+                       util_floor, slurm_bin, db)
+
+
+def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max_changes, step, guard_h, util_floor,
+              slurm_bin, db) -> None:
+    import getpass
+    import os
+
+    from metapilot.models.steering.decision import require_approval, resolve
+    from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
+    from metapilot.models.steering.slurm_cli import SlurmCli
+    from metapilot.warehouse.db import connect
+
+    if not cluster:
+        raise typer.BadParameter("--cluster is needed")
+    if not slurm:
+        raise typer.BadParameter("--slurm is needed (the only scheduler steer drives; PBS Pro: `metapilot export`)")
+    if sum([dry_run, release]) > 1:
+        raise typer.BadParameter("--dry-run and --release exclude each other")
+    interval = parse_every(every)
+    if max_changes < 0:
+        raise typer.BadParameter("--max-changes must be >= 0")
+    con = connect(db)
+    try:
+        decision = resolve(con, cluster, policy)
+        if not release:
+            approval = require_approval(con, cluster, decision)
+    finally:
+        con.close()
+    opts = SteerOptions(cluster, dry_run=dry_run, step=step, max_changes=max_changes, guard_h=guard_h,
+                        util_floor=util_floor)
+    advisor = None
+    if decision.kind == "controller" and not release:
+        from metapilot.models.controller.advice import Advisor
+        from metapilot.warehouse.policy_store import registered_sums
+
+        con = connect(db, read_only=True)
+        try:
+            sums = registered_sums(con, decision.policy_id)
+        finally:
+            con.close()
+        advisor = Advisor(decision.policy_id, db, sums)  # verifies the artifact's checksums
+    steerer = Steerer(SlurmCli(bin_dir=slurm_bin), warehouse_connector(db), decision, opts, advisor=advisor)
+    if release:
+        typer.echo(steerer.release("--release").line)
+        return
+    halt = steerer.halted()
+    if halt is not None:
+        if not resume:
+            typer.echo(f"steering on {cluster} is halted since {halt['at']:%Y-%m-%d %H:%M} UTC: {halt['message']}",
+                       err=True)
+            typer.echo(f"look at the queue, then `metapilot steer --cluster {cluster} --slurm --resume`", err=True)
+            raise typer.Exit(3)
+        steerer.resume(os.environ.get("SUDO_USER") or getpass.getuser())
+    typer.echo(f"steering {cluster} by {decision.label} ({decision.source}; approved by {approval['approved_by']})"
+               f"{' in shadow mode (--dry-run): nothing is changed' if dry_run else ''}")
+    for line in steerer.start():
+        typer.echo(line)
+    if once:
+        out = steerer.cycle()
+        typer.echo(out.line)
+        raise typer.Exit(3 if out.row["status"] == "halted" else 0)
+
+    def on_term(signum, frame):  # noqa: ARG001
+        raise _Terminated()
+
+    old = signal.signal(signal.SIGTERM, on_term)
+    reason = "the loop ended"
+    code = 0
+    try:
+        while True:
+            t0 = time.monotonic()
+            out = steerer.cycle()
+            typer.echo(out.line)
+            if out.row["status"] == "halted":
+                code = 3
+                break
+            time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+    except _Terminated:
+        reason = "SIGTERM"
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    finally:
+        signal.signal(signal.SIGTERM, old)
+        if not dry_run:
+            typer.echo(steerer.release(f"exit ({reason})").line)
+    raise typer.Exit(code)
+
+
+@steer_app.command("explain")
+def explain_cmd(
+    job_id: Annotated[str, typer.Argument(help="The job id as squeue shows it (an array: its id).")],
+    cluster: Annotated[str, typer.Option(help="The cluster.")],
+    db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """For the helpdesk: the job's rank, site factor, the objective and why."""
+    from metapilot.models.simulator.objectives import CATALOGUE
+    from metapilot.warehouse.db import connect, require_warehouse
+    from metapilot.warehouse.steer_store import explain_job
+
+    require_warehouse(db)
+    con = connect(db, read_only=True)
+    try:
+        live, shadow = explain_job(con, cluster, job_id)
+    finally:
+        con.close()
+    if live.is_empty() and shadow.is_empty():
+        typer.echo(f"job {job_id}: MetaPilot never set its site factor on {cluster}; its priority is Slurm's own "
+                   "(sprio -j shows the factors)")
+        return
+    if not live.is_empty():
+        r = live.row(0, named=True)
+        obj = CATALOGUE.get(r["objective"])
+        state = (f"released at {r['released_at']:%Y-%m-%d %H:%M:%S} UTC (site factor back to 0, or the job left the queue)"
+                 if r["released_at"] is not None else "still set")
+        typer.echo(f"job {job_id} on {cluster}: site factor {r['site_factor']} ({state}), set "
+                   f"{r['set_at']:%Y-%m-%d %H:%M:%S} UTC")
+        typer.echo(f"  rank {r['rank'] + 1 if r['rank'] is not None else '-'} of {r['group_size']} steered in its group "
+                   f"({r['group_key']}): jobs are only ever reordered among jobs of the same partition and tier")
+        typer.echo(f"  objective {r['objective']}: {obj.describe() if obj else r['objective']}; decision {r['decision']}")
+        typer.echo("  why: the site factor is added to Slurm's multifactor priority (age, fair-share, QOS and the rest "
+                   "still count; `sprio -j` shows it under SITE); a job ranked higher by the objective gets a larger one")
+    if not shadow.is_empty():
+        s = shadow.row(0, named=True)
+        typer.echo(f"  shadow (dry run) at {s['shadow_at']:%Y-%m-%d %H:%M:%S} UTC: rank {s['rank'] + 1} in {s['group_key']}, "
+                   f"would set {s['site_factor']} ({s['objective']})")
+
+
+@steer_app.command("report")
+def report_cmd(
+    cluster: Annotated[str, typer.Option(help="The cluster.")],
+    since: Annotated[Optional[str], typer.Option(help="From this UTC date (default: 7 days ago).")] = None,
+    db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
+) -> None:
+    """Shadow mode's evidence: how well each dry-run ranking matched the order Slurm started jobs in
+    (Kendall's tau per cycle and group, over the jobs that have started since; run `collect` first)."""
+    from datetime import datetime, timedelta, timezone
+
+    from metapilot.models.steering.report import shadow_agreement
+    from metapilot.warehouse.db import connect, require_warehouse
+    from metapilot.warehouse.steer_store import recent_cycles, shadow_vs_starts
+
+    require_warehouse(db)
+    start = (datetime.fromisoformat(since).replace(tzinfo=timezone.utc) if since
+             else datetime.now(timezone.utc) - timedelta(days=7))
+    con = connect(db, read_only=True)
+    try:
+        frame = shadow_vs_starts(con, cluster, start)
+        cycles = recent_cycles(con, cluster, 5)
+    finally:
+        con.close()
+    s = shadow_agreement(frame)
+    if s["groups"] == 0:
+        typer.echo(f"{cluster}: no dry-run ranking since {start:%Y-%m-%d} with two or more of its jobs started yet "
+                   f"(run `metapilot steer --cluster {cluster} --slurm --dry-run`, then `metapilot collect`)")
+    else:
+        typer.echo(f"{cluster} since {start:%Y-%m-%d}: {s['cycles']} dry-run cycles, {s['groups']} rankings with >= 2 "
+                   f"jobs started ({s['jobs']} jobs): Kendall's tau between the shadow ranking and Slurm's start order "
+                   f"median {s['tau_median']:.2f}, mean {s['tau_mean']:.2f}; the shadow's first job started first in "
+                   f"{s['head_agree']:.0%} of them")
+        typer.echo("  tau 1: Slurm already starts jobs in the decision's order (steering would change little); "
+                   "near 0 or below: steering would reorder the queue")
+    if not cycles.is_empty():
+        last = cycles.row(0, named=True)
+        typer.echo(f"  latest cycle {last['started_at']:%Y-%m-%d %H:%M:%S} UTC: {last['mode']} {last['status']}"
+                   + (f" ({last['message']})" if last["message"] else ""))
+
+
+def register(app: typer.Typer) -> None:
+    from metapilot.cli.errors import guarded
+
+    steer_app.registered_commands[:] = []
+    steer_app.command("explain")(guarded(explain_cmd))
+    steer_app.command("report")(guarded(report_cmd))
+    app.add_typer(steer_app, name="steer")

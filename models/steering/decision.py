@@ -1,0 +1,87 @@
+"""Which decision to export or steer by: the published one (what the monthly retrain recorded) or a
+rule named by hand, and whether a person approved it (publishing is not deploying, SPEC §12)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+import duckdb
+
+from metapilot.models.evaluation.walk_forward import parse_rule, rule_name
+from metapilot.warehouse.publish_store import latest_decision
+from metapilot.warehouse.steer_store import latest_approval
+
+
+class DecisionError(ValueError):
+    """No decision to follow, or one not approved: the message says what to run."""
+
+
+@dataclass(frozen=True)
+class SteerDecision:
+    """What to steer by: a fixed rule (`rule`, e.g. 'SAF+EASY') or the published controller."""
+
+    kind: str  # fixed | controller
+    label: str  # 'SAF+EASY' or 'controller <policy_id>'
+    rule: str | None = None
+    policy_id: str | None = None
+    published_at: datetime | None = None
+    source: str = ""
+
+    @property
+    def priority_rule(self) -> str | None:
+        return parse_rule(self.rule)[0] if self.rule else None
+
+    @property
+    def backfill(self) -> str:
+        return parse_rule(self.rule)[1] if self.rule else "easy"
+
+
+def named_rule(text: str) -> SteerDecision:
+    """A rule given by hand ('saf+easy', 'SJF'): the person naming it is its approval."""
+    try:
+        pol, bf = parse_rule(text)
+    except ValueError as e:
+        raise DecisionError(str(e)) from None
+    name = rule_name(pol, bf)
+    return SteerDecision("fixed", name, rule=name, source=f"the rule {name}, named with --policy/--decision")
+
+
+def published(con: duckdb.DuckDBPyConnection, cluster: str) -> SteerDecision:
+    """The cluster's latest publish decision."""
+    d = latest_decision(con, cluster)
+    if d is None:
+        raise DecisionError(f"no publish decision for {cluster} yet: run `metapilot pipeline --cluster {cluster}`, "
+                            "or name a rule (e.g. --policy SAF+EASY)")
+    at = d["published_at"]
+    if d["kind"] == "controller":
+        return SteerDecision("controller", f"controller {d['policy_id']}", policy_id=d["policy_id"], published_at=at,
+                             source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or d['recommendation']}")
+    try:
+        pol, bf = parse_rule(d["recommendation"] or "")
+    except ValueError:
+        raise DecisionError(f"the published decision for {cluster} names no rule to run ({d['recommendation']!r}): "
+                            "keep the scheduler as it is, or name a rule") from None
+    name = rule_name(pol, bf)
+    return SteerDecision("fixed", name, rule=name, published_at=at,
+                         source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or name}")
+
+
+def resolve(con: duckdb.DuckDBPyConnection, cluster: str, spec: str) -> SteerDecision:
+    """'published' or a rule's name."""
+    return published(con, cluster) if spec.strip().lower() == "published" else named_rule(spec)
+
+
+def require_approval(con: duckdb.DuckDBPyConnection, cluster: str, decision: SteerDecision) -> dict:
+    """The approval of a published decision, or DecisionError saying how to approve it. A rule
+    named by hand needs none (naming it is the act)."""
+    if decision.published_at is None:
+        return {"approved_by": "named on the command line", "approved_at": None}
+    a = latest_approval(con, cluster)
+    if a is None or a["decision"] != decision.label or a["published_at"] != decision.published_at:
+        seen = f" (the latest approval is of {a['decision']}, by {a['approved_by']})" if a else ""
+        when = f"{decision.published_at:%Y-%m-%d %H:%M}"
+        raise DecisionError(f"the published decision for {cluster} ({decision.label}, {when} UTC) is not "
+                            f"approved{seen}: a person runs `metapilot approve --cluster {cluster}` "
+                            "first, or name a rule with --policy")
+    return a

@@ -1,0 +1,296 @@
+"""The steering loop's cycle (SPEC §12): read Slurm, choose the objective, rank, set the site factors
+that must change, record. Pure work is in `squeue.py` and `rank.py`; Slurm is reached only through
+`slurm_cli.SlurmCli` (or a stand-in with the same methods); the warehouse through `steer_store`.
+
+Safety: a cycle that cannot read Slurm, or reads what it cannot parse, changes nothing and says so
+in its row; a job gone between the read and the update is reported, the others are set. `release`
+sets every job the loop set back to 0 (on --release, exit, SIGTERM, and at the next start after a
+crash, since the jobs set stay in `steered_jobs` until released). The live tail guard releases
+everything and halts steering (a 'halted' row) when a pending job has waited past the limit or
+utilisation while jobs wait falls below the floor; a halted cluster is steered again only after
+`steer --resume`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import polars as pl
+
+from metapilot.models.steering.decision import SteerDecision
+from metapilot.models.steering.rank import batches, changes, desired_factors, targets
+from metapilot.models.steering.slurm_cli import SlurmUnreachable
+from metapilot.models.steering.squeue import (
+    SlurmParseError,
+    parse_config_weights,
+    parse_partitions,
+    parse_sdiag_rpcs,
+    parse_sinfo,
+    parse_squeue,
+)
+from metapilot.warehouse import steer_store as store
+
+
+@dataclass
+class SteerOptions:
+    cluster: str
+    dry_run: bool = False
+    step: int | None = None  # None: one more than the largest PriorityWeight* (the rule decides the order)
+    max_changes: int = 5000
+    guard_h: float | None = None  # halt when a pending job has waited longer
+    util_floor: float | None = None  # halt when cores in use / capacity falls below while jobs wait
+
+
+@dataclass
+class CycleOutcome:
+    row: dict
+    set: pl.DataFrame = field(default_factory=pl.DataFrame)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def line(self) -> str:
+        r = self.row
+        head = f"{r['started_at']:%H:%M:%S} {r['mode']} {r['status']}"
+        if r["status"] in ("ok",):
+            head += (f": {r['objective']}, {r['pending']} pending, {r['eligible']} ranked, {r['changed']} "
+                     f"{'would change' if r['mode'] == 'dry-run' else 'changed'}")
+            if r["failed"]:
+                head += f", {r['failed']} gone before the update"
+            head += f" ({r['seconds']:.3f} s + Slurm {r['slurm_seconds']:.3f} s)"
+        return head + (f": {r['message']}" if r.get("message") else "")
+
+
+class Steerer:
+    """One cluster's steering: `start` (release leftovers, read the partitions), then `cycle`s,
+    then `release`. `connect` opens the warehouse for writing (one short transaction per cycle)."""
+
+    def __init__(self, slurm, connect, decision: SteerDecision, opts: SteerOptions, advisor=None,
+                 clock=time.time) -> None:
+        self.slurm, self.connect, self.decision, self.opts = slurm, connect, decision, opts
+        self.advisor, self.clock = advisor, clock
+        self.tiers: dict[str, int] = {}
+        self.preempting: frozenset[str] = frozenset()
+        self.step = opts.step
+
+    # --- setup -----------------------------------------------------------------------------
+
+    def halted(self) -> dict | None:
+        con = self.connect()
+        try:
+            h = store.last_halt(con, self.opts.cluster)
+        finally:
+            con.close()
+        return h if h and h["status"] == "halted" else None
+
+    def resume(self, who: str) -> None:
+        self._record(self._row("release", "resumed", message=f"steering resumed by {who}"))
+
+    def start(self) -> list[str]:
+        """Read the partitions' tiers and the step; release what a crashed run left set."""
+        said = []
+        self.tiers = parse_partitions(self.slurm.partitions())
+        if self.step is None:
+            weights = parse_config_weights(self.slurm.config())
+            self.step = max(weights.values(), default=1000) + 1
+            said.append(f"site factor step {self.step} (one more than the largest PriorityWeight: the rule decides "
+                        "the order; a smaller --step blends it with age, fair-share and QOS)")
+        self.preempting = self.slurm.preempting_qos()
+        con = self.connect()
+        try:
+            left = store.current_steered(con, self.opts.cluster)
+        finally:
+            con.close()
+        if not left.is_empty():
+            if self.opts.dry_run:
+                said.append(f"{left.height} jobs still carry a site factor from an earlier run; a dry run leaves them "
+                            "(run `metapilot steer --release`)")
+            else:
+                out = self.release("the previous run ended without releasing (a crash or SIGKILL)")
+                said.append(out.line)
+        return said
+
+    # --- one cycle ---------------------------------------------------------------------------
+
+    def _row(self, mode: str, status: str, **kw) -> dict:
+        row = {"cycle_id": uuid.uuid4().hex[:16], "cluster": self.opts.cluster,
+               "started_at": datetime.fromtimestamp(self.clock(), timezone.utc), "mode": mode,
+               "decision": self.decision.label, "objective": None, "guard_h": self.opts.guard_h, "pending": None,
+               "eligible": None, "changed": 0, "failed": 0, "seconds": 0.0, "slurm_seconds": 0.0, "rpc_counts": None,
+               "status": status, "message": None}
+        row.update(kw)
+        return row
+
+    def _record(self, row: dict, set_rows: pl.DataFrame | None = None, forget: list[str] | None = None,
+                shadow: pl.DataFrame | None = None, con=None) -> None:
+        own = con is None
+        con = self.connect() if own else con
+        try:
+            con.execute("BEGIN")
+            store.record_cycle(con, row)
+            at = row["started_at"]
+            if set_rows is not None and not set_rows.is_empty():
+                zero = set_rows.filter(pl.col("site_factor") == 0)["job_id"].to_list()
+                store.mark_released(con, self.opts.cluster, zero, at)
+                store.record_steered(con, self.opts.cluster, set_rows.filter(pl.col("site_factor") != 0), at)
+            if forget:
+                store.mark_released(con, self.opts.cluster, forget, at)
+            if shadow is not None:
+                store.record_shadow(con, shadow)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            if own:
+                con.close()
+
+    def objective(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now: float) -> str:
+        if self.decision.kind == "fixed":
+            return self.decision.priority_rule
+        from metapilot.models.steering.live_state import live_state
+
+        return self.advisor.decide(live_state(jobs, nodes, now, self.advisor.policy.state_config)).objective
+
+    def guard(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now: float) -> str | None:
+        """Why the live tail guard fires now, or None."""
+        waiting = jobs.filter((pl.col("state") == "PENDING") & pl.col("reason").is_in(["Priority", "Resources"]))
+        if waiting.is_empty():
+            return None
+        if self.opts.guard_h is not None:
+            w = waiting.with_columns((now - pl.col("submit_s")).alias("wait")).sort("wait", descending=True)
+            if w["wait"][0] > self.opts.guard_h * 3600:
+                return (f"job {w['job_id'][0]} has waited {w['wait'][0] / 3600:.1f} h, past the limit of "
+                        f"{self.opts.guard_h:g} h")
+        if self.opts.util_floor is not None and not nodes.is_empty():
+            cap = float(nodes["cpus"].sum())
+            used = float(nodes["alloc_cpus"].sum())
+            if cap > 0 and used / cap < self.opts.util_floor:
+                return (f"{used / cap:.0%} of the cores are in use while {waiting.height} jobs wait, below the floor "
+                        f"of {self.opts.util_floor:.0%}")
+        return None
+
+    def cycle(self) -> CycleOutcome:
+        t0 = time.perf_counter()
+        self.slurm.slurm_seconds = 0.0
+        mode = "dry-run" if self.opts.dry_run else "live"
+        now = self.clock()
+        try:
+            version, jobs = parse_squeue(self.slurm.squeue_json())
+            nodes = parse_sinfo(self.slurm.sinfo_json())
+        except (SlurmUnreachable, SlurmParseError) as e:
+            row = self._row(mode, "error", message=f"nothing changed: {e}",
+                            seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds,
+                            slurm_seconds=self.slurm.slurm_seconds)
+            self._record(row)
+            return CycleOutcome(row)
+        why = self.guard(jobs, nodes, now)
+        if why is not None:
+            if not self.opts.dry_run:
+                self.release(f"live tail guard: {why}")
+            row = self._row(mode, "halted", pending=int((jobs["state"] == "PENDING").sum()),
+                            message=f"{why}: every steered job released; steering stops until "
+                                    f"`metapilot steer --cluster {self.opts.cluster} --resume`")
+            self._record(row)
+            return CycleOutcome(row)
+        objective = self.objective(jobs, nodes, now)
+        ranked = targets(jobs, self.preempting)
+        desired = desired_factors(ranked, objective, now, int(self.step or 1000), self.tiers)
+        con = self.connect()
+        try:
+            return self._apply(con, jobs, ranked, desired, objective, version, now, t0, mode)
+        finally:
+            con.close()
+
+    def _apply(self, con, jobs, ranked, desired, objective, version, now, t0, mode) -> CycleOutcome:
+        current = store.current_steered(con, self.opts.cluster)
+        pending_ids = set(ranked.filter(pl.col("state") == "PENDING")["job_id"].to_list()) | set(
+            ranked.filter(pl.col("array_job_id").is_not_null() & (pl.col("state") == "PENDING"))["array_job_id"].to_list())
+        current_frame = current.select("job_id", "site_factor") if not current.is_empty() else \
+            pl.DataFrame(schema={"job_id": pl.Utf8, "site_factor": pl.Int64})
+        if self.opts.dry_run:
+            # a shadow run compares with what it would have set in its own previous cycle
+            current_frame = self._shadow_current(current_frame)
+        todo, forget = changes(desired, current_frame, pending_ids, self.opts.max_changes)
+        at = datetime.fromtimestamp(now, timezone.utc)
+        failed: dict[str, str] = {}
+        base = dict(objective=objective, pending=int((jobs["state"] == "PENDING").sum()), eligible=desired.height,
+                    message=f"Slurm {version}")
+        if self.opts.dry_run:
+            self._last_shadow = desired
+            shadow = desired.select(pl.lit("").alias("cycle_id"), pl.lit(self.opts.cluster).alias("cluster"),
+                                    pl.lit(at).alias("shadow_at"), pl.col("target").alias("job_id"), "group_key", "rank",
+                                    "site_factor", pl.lit(objective).alias("objective"))
+            row = self._row(mode, "ok", changed=todo.height, **base)
+            shadow = shadow.with_columns(pl.lit(row["cycle_id"]).alias("cycle_id"))
+            row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds, slurm_seconds=self.slurm.slurm_seconds)
+            self._record(row, shadow=shadow, con=con)
+            return CycleOutcome(row, todo)
+        if not todo.is_empty():
+            try:
+                res = self.slurm.update_site_factors(batches(todo))
+                failed = res.failed
+            except SlurmUnreachable as e:
+                row = self._row(mode, "error", message=f"the update failed, nothing recorded as set: {e}", **{
+                    k: v for k, v in base.items() if k != "message"})
+                row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds,
+                           slurm_seconds=self.slurm.slurm_seconds)
+                self._record(row, con=con)
+                return CycleOutcome(row)
+        done = todo.filter(~pl.col("target").is_in(list(failed)))
+        set_rows = done.select(pl.lit(self.opts.cluster).alias("cluster"), pl.col("target").alias("job_id"),
+                               "site_factor", "rank", "group_key", pl.lit(objective).alias("objective"),
+                               pl.lit("").alias("cycle_id"), pl.lit(at).alias("set_at"))
+        rpcs = parse_sdiag_rpcs(self.slurm.sdiag())
+        msg = base.pop("message")
+        if failed:
+            msg += f"; {len(failed)} gone before the update ({next(iter(failed.values()))}): left alone"
+        row = self._row(mode, "ok", changed=done.height, failed=len(failed), rpc_counts=rpcs or None, message=msg, **base)
+        set_rows = set_rows.with_columns(pl.lit(row["cycle_id"]).alias("cycle_id"))
+        row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds, slurm_seconds=self.slurm.slurm_seconds)
+        self._record(row, set_rows, forget + list(failed), con=con)
+        return CycleOutcome(row, done, failed)
+
+    _last_shadow: pl.DataFrame | None = None
+
+    def _shadow_current(self, live_current: pl.DataFrame) -> pl.DataFrame:
+        if self._last_shadow is None:
+            return live_current.clear()
+        return self._last_shadow.select(pl.col("target").alias("job_id"), "site_factor")
+
+    # --- release -----------------------------------------------------------------------------
+
+    def release(self, reason: str) -> CycleOutcome:
+        """Every job the loop set, back to site factor 0 (one scontrol line per 100 jobs)."""
+        t0 = time.perf_counter()
+        self.slurm.slurm_seconds = 0.0
+        con = self.connect()
+        try:
+            left = store.current_steered(con, self.opts.cluster)
+        finally:
+            con.close()
+        ids = left["job_id"].to_list() if not left.is_empty() else []
+        failed: dict[str, str] = {}
+        try:
+            if ids:
+                failed = self.slurm.update_site_factors([(0, ids[i:i + 100]) for i in range(0, len(ids), 100)]).failed
+        except SlurmUnreachable as e:
+            row = self._row("release", "error", message=f"release failed ({reason}): {e}; the jobs stay recorded and "
+                                                        "the next start releases them")
+            self._record(row)
+            return CycleOutcome(row)
+        row = self._row("release", "released", changed=len(ids) - len(failed), failed=len(failed),
+                        seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds,
+                        slurm_seconds=self.slurm.slurm_seconds,
+                        message=f"{reason}: {len(ids) - len(failed)} jobs back to site factor 0"
+                                + (f", {len(failed)} already gone" if failed else ""))
+        self._record(row, forget=ids)
+        return CycleOutcome(row)
+
+
+def warehouse_connector(db: str | Path | None):
+    """A function opening the warehouse for one cycle (see `steer_store.steering_connector`)."""
+    return store.steering_connector(db)

@@ -1,0 +1,110 @@
+"""The one place the steering loop talks to Slurm: subprocess calls of squeue, sinfo, scontrol and
+sdiag, with timeouts. Everything it returns is text for `squeue.py` to parse; updates go in batches
+through one `scontrol` process reading its commands on stdin (one RPC per line, not one process per
+job), and jobs sharing a site factor share a line (`update job=1,2,3 SiteFactor=N`).
+
+Least privilege: every call here is one an account with `AdminLevel=Operator` may make
+(`sacctmgr add user metapilot AdminLevel=Operator`); nothing else is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+
+class SlurmUnreachable(RuntimeError):
+    """A Slurm command could not be run or failed: the message says which and what it said."""
+
+
+@dataclass
+class UpdateResult:
+    lines: int
+    failed: dict[str, str]  # job id -> Slurm's message
+    seconds: float
+
+
+@dataclass
+class SlurmCli:
+    """Slurm's commands, found on PATH (or in `bin_dir`), each call timed into `slurm_seconds`."""
+
+    bin_dir: str | None = None
+    timeout_s: float = 30.0
+    lines_per_call: int = 2000
+    slurm_seconds: float = field(default=0.0)
+    calls: int = field(default=0)
+
+    def _exe(self, name: str) -> str:
+        if self.bin_dir:
+            return os.path.join(self.bin_dir, name)
+        found = shutil.which(name)
+        if not found:
+            raise SlurmUnreachable(f"{name} is not on PATH: run steer where Slurm's client commands are installed")
+        return found
+
+    def _run(self, args: list[str], stdin: str | None = None, ok_codes: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+        t0 = time.perf_counter()
+        try:
+            res = subprocess.run([self._exe(args[0]), *args[1:]], input=stdin, capture_output=True, text=True,
+                                 timeout=self.timeout_s)
+        except subprocess.TimeoutExpired:
+            raise SlurmUnreachable(f"{args[0]} did not answer within {self.timeout_s:g} s") from None
+        except OSError as e:
+            raise SlurmUnreachable(f"{args[0]} could not be run: {e}") from None
+        finally:
+            self.slurm_seconds += time.perf_counter() - t0
+            self.calls += 1
+        if res.returncode not in ok_codes:
+            said = (res.stderr or res.stdout).strip().splitlines()
+            raise SlurmUnreachable(f"{' '.join(args[:2])} failed (exit {res.returncode}): {said[0] if said else 'no message'}")
+        return res
+
+    def squeue_json(self) -> str:
+        return self._run(["squeue", "--all", "--json"]).stdout
+
+    def sinfo_json(self) -> str:
+        return self._run(["sinfo", "--json"]).stdout
+
+    def partitions(self) -> str:
+        return self._run(["scontrol", "-o", "show", "partition"]).stdout
+
+    def config(self) -> str:
+        return self._run(["scontrol", "show", "config"]).stdout
+
+    def sdiag(self) -> str:
+        try:
+            return self._run(["sdiag"]).stdout
+        except SlurmUnreachable:
+            return ""  # sdiag's counts are a record, not a need
+
+    def preempting_qos(self) -> frozenset[str]:
+        """QOS that may preempt others (empty unless PreemptType is preempt/qos)."""
+        if "preempt/qos" not in self.config():
+            return frozenset()
+        try:
+            out = self._run(["sacctmgr", "-nP", "show", "qos", "format=name,preempt"]).stdout
+        except SlurmUnreachable:
+            return frozenset()
+        return frozenset(ln.split("|")[0] for ln in out.splitlines() if "|" in ln and ln.split("|")[1].strip())
+
+    def update_site_factors(self, batches: list[tuple[int, list[str]]]) -> UpdateResult:
+        """Set site factors: one `update job=ID[,ID...] SiteFactor=N` line per batch, read by one
+        scontrol process per `lines_per_call` lines. Jobs Slurm refused (gone since the read) are
+        returned with its message; the others are set."""
+        t0 = time.perf_counter()
+        failed: dict[str, str] = {}
+        lines = [f"update job={','.join(ids)} SiteFactor={value}" for value, ids in batches]
+        for i in range(0, len(lines), self.lines_per_call):
+            chunk = lines[i:i + self.lines_per_call]
+            res = self._run(["scontrol"], stdin="\n".join(chunk) + "\nquit\n", ok_codes=(0, 1))
+            for m in re.finditer(r"^(.*?)\s+for job\s+(\S+)\s*$", res.stderr, re.MULTILINE):
+                for jid in m.group(2).split(","):
+                    failed[jid] = m.group(1).strip()
+            if res.returncode != 0 and not failed:
+                said = res.stderr.strip().splitlines()
+                raise SlurmUnreachable(f"scontrol update failed: {said[-1] if said else 'no message'}")
+        return UpdateResult(len(lines), failed, time.perf_counter() - t0)

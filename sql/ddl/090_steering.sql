@@ -1,0 +1,57 @@
+-- Steering a live Slurm (SPEC §12, issue 39).
+--   steer_approvals  a person's approval of a decision (publishing is not deploying): what, who, when
+--   steer_cycles     one row per cycle of `metapilot steer` (live, dry-run, release, guard): the objective,
+--                    the pending jobs read, those changed, seconds, Slurm's RPC counts (sdiag, JSON),
+--                    status ok | error | guard | released | halted | resumed, and the message in words
+--   steered_jobs     every job whose site factor the loop set, until released (released_at)
+--   steer_shadow     what a --dry-run cycle would have set: the ranking compared with the order Slurm
+--                    really started jobs in (`metapilot steer report`)
+CREATE TABLE IF NOT EXISTS steer_approvals (
+    cluster       VARCHAR NOT NULL,
+    decision      VARCHAR NOT NULL,     -- 'SAF+EASY', or 'controller <policy_id>'
+    kind          VARCHAR NOT NULL,     -- fixed | controller
+    policy_id     VARCHAR,
+    published_at  TIMESTAMPTZ,          -- the publish decision approved (NULL: a rule named by hand)
+    approved_by   VARCHAR NOT NULL,
+    approved_at   TIMESTAMPTZ NOT NULL,
+    note          VARCHAR
+);
+CREATE TABLE IF NOT EXISTS steer_cycles (
+    cycle_id      VARCHAR NOT NULL,
+    cluster       VARCHAR NOT NULL,
+    started_at    TIMESTAMPTZ NOT NULL,
+    mode          VARCHAR NOT NULL,     -- live | dry-run | release
+    decision      VARCHAR,
+    objective     VARCHAR,
+    guard_h       DOUBLE,
+    pending       INTEGER,
+    eligible      INTEGER,
+    changed       INTEGER,
+    failed        INTEGER,
+    seconds       DOUBLE,               -- the cycle's own work, Slurm's answers excluded
+    slurm_seconds DOUBLE,               -- waiting for squeue/sinfo/scontrol/sdiag
+    rpc_counts    VARCHAR,              -- JSON: sdiag's RPC counts by message type
+    status        VARCHAR NOT NULL,
+    message       VARCHAR
+);
+CREATE TABLE IF NOT EXISTS steered_jobs (
+    cluster       VARCHAR NOT NULL,
+    job_id        VARCHAR NOT NULL,     -- what scontrol was given (an array's id for the whole array)
+    site_factor   BIGINT NOT NULL,
+    rank          INTEGER,
+    group_key     VARCHAR,
+    objective     VARCHAR,
+    cycle_id      VARCHAR NOT NULL,
+    set_at        TIMESTAMPTZ NOT NULL,
+    released_at   TIMESTAMPTZ
+);
+CREATE TABLE IF NOT EXISTS steer_shadow (
+    cycle_id      VARCHAR NOT NULL,
+    cluster       VARCHAR NOT NULL,
+    shadow_at     TIMESTAMPTZ NOT NULL,
+    job_id        VARCHAR NOT NULL,
+    group_key     VARCHAR,
+    rank          INTEGER,
+    site_factor   BIGINT,
+    objective     VARCHAR
+);

@@ -1,0 +1,3 @@
+-- Jobs whose site factor is back at 0, or that are gone ($cluster, $stamp; the ids in __ids).
+UPDATE steered_jobs SET released_at = $stamp
+WHERE cluster = $cluster AND released_at IS NULL AND job_id IN (SELECT job_id FROM __ids);
