@@ -35,7 +35,7 @@ import polars as pl
 from metapilot.models.evaluation.heldout import backlog_utilisation
 from metapilot.models.simulator import BASELINES, Capacity
 from metapilot.models.simulator.epoch_replay import EpochReplay
-from metapilot.models.simulator.metrics import job_frame
+from metapilot.models.simulator.metrics import job_frame, wait_stats
 from metapilot.models.simulator.objectives import Setting
 from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.engine import backfill_code
@@ -207,12 +207,10 @@ class Figures:
     def of(cls, frame: pl.DataFrame) -> Figures:
         if frame.height == 0:
             return cls(0, *(float("nan"),) * 6)
-        r = frame.select(
-            pl.len().alias("n"), pl.col("wait").mean().alias("mean"), pl.col("wait").quantile(0.95, "linear").alias("p95"),
-            pl.col("wait").quantile(0.99, "linear").alias("p99"), pl.col("wait").max().alias("max"),
-            pl.col("bsld").mean().alias("bsld"), pl.col("bsld").filter(pl.col("run") >= 60.0).mean().alias("bsld1"),
-        ).row(0)
-        return cls(int(r[0]), *(float("nan") if v is None else float(v) for v in r[1:]))
+        r = frame.select(wait_stats()).row(0, named=True)
+        num = lambda k: float("nan") if r[k] is None else float(r[k])  # noqa: E731
+        return cls(int(r["jobs"]), num("mean_wait"), num("p95_wait"), num("p99_wait"), num("max_wait"),
+                   num("mean_bsld"), num("mean_bsld_1min"))
 
     def admissible(self, current: Figures, factor: float = ADMISSIBLE_TAIL) -> bool:
         """Starves no one more than `current`: p99 and max wait within `factor` of its (a rule

@@ -64,7 +64,9 @@ def job_frame(result: SimResult) -> pl.DataFrame:
     return df.with_columns(to_ts("submit").alias("submit_ts"), to_ts("end").alias("end_ts"))
 
 
-def _wait_stats() -> list[pl.Expr]:
+def wait_stats() -> list[pl.Expr]:
+    """The wait and bounded-slowdown figures of a set of replayed jobs (`job_frame` rows): one
+    definition for the run summaries, the weekly figures and the walk forward's choices."""
     return [
         pl.len().alias("jobs"),
         pl.col("wait").mean().alias("mean_wait"),
@@ -112,7 +114,7 @@ def _used_between(times: np.ndarray, level: np.ndarray, cum: np.ndarray, a: np.n
 def overall(result: SimResult) -> pl.DataFrame:
     """One row: the run's policy, jobs, waits, bounded slowdown, utilisation, makespan, counters."""
     df = job_frame(result)
-    stats = df.select(_wait_stats())
+    stats = df.select(wait_stats())
     if df.height:
         first, last = float(df["submit"].min()), float(df["end"].max())
         used = df.select((pl.col(r) * (pl.col("end") - pl.col("start"))).sum() for r in RESOURCES).row(0)
@@ -143,7 +145,7 @@ def weekly(result: SimResult) -> pl.DataFrame:
     if df.height == 0:
         return pl.DataFrame()
     week = lambda c: pl.col(c).dt.truncate("1w")  # noqa: E731  (Monday 00:00 UTC)
-    waits = df.group_by(week("submit_ts").alias("week_start")).agg(_wait_stats())
+    waits = df.group_by(week("submit_ts").alias("week_start")).agg(wait_stats())
     done = df.group_by(week("end_ts").alias("week_start")).agg(pl.len().alias("jobs_completed"))
     first_wk = df["submit_ts"].min().replace(hour=0, minute=0, second=0, microsecond=0)
     first_wk -= timedelta(days=first_wk.weekday())
