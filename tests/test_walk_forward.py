@@ -188,3 +188,34 @@ def test_the_record_prefers_the_planner_only_when_ahead_on_both_and_admissible()
     assert not wf.record_prefers(fig(9.0, 1_000.0, 5_000.0, 9_000.0), gl, cur)  # a tie on mean wait is no win
     assert not wf.record_prefers(fig(9.0, 900.0, 5_000.0, 16_000.0), gl, cur)  # starves more than 1.5x today
     assert not wf.record_prefers(wf.Figures.of(pl.DataFrame({"wait": [], "bsld": [], "run": []})), gl, cur)
+
+
+def test_a_fold_whose_learning_fails_is_a_verdict_not_the_end(monkeypatch, tmp_path, prefect_harness):
+    """The fold is recorded as failed with its reason (and then followed by the guarded leader);
+    the walk forward goes on. Its private warehouse holds only the past of its origin."""
+    from prefect import flow
+
+    import metapilot.flows.backtest as bt
+    from metapilot.warehouse.db import connect
+
+    db = str(tmp_path / "w.duckdb")
+    con = connect(db)
+    con.execute("INSERT INTO capacity (cluster, partition, cores, gpus, mem_mib, valid_from, source) VALUES "
+                "('c', '*', 16, 0, NULL, TIMESTAMPTZ '2000-01-01 00:00:00+00', 'config')")
+    con.close()
+    seen = {}
+
+    def boom(cluster, windows, db, **kw):
+        seen["db"] = db
+        raise RuntimeError("the GPU caught fire")
+
+    monkeypatch.setattr(bt, "learn_flow", boom)
+    weeks = busy(12)
+
+    @flow
+    def one() -> object:
+        return bt.learn_fold(db, "c", weeks[0], weeks, weeks[8], 10, str(tmp_path / "folds"))
+
+    fold = one()
+    assert fold.gate == "failed" and "RuntimeError: the GPU caught fire" in fold.note and fold.policy_id is None
+    assert seen["db"] == fold.db and fold.db.startswith(str(tmp_path / "folds"))
