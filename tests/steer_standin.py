@@ -29,7 +29,7 @@ def job(job_id: int, *, limit_min: int, cpus: int = 1, submit: int = 1_800_000_0
 
 
 def _main() -> None:
-    tool = Path(sys.argv[0]).name
+    tool = os.environ["STEER_STANDIN_TOOL"]
     state_path = Path(os.environ["STEER_STANDIN_STATE"])
     state = json.loads(state_path.read_text())
     stdin = sys.stdin.read() if tool == "scontrol" and len(sys.argv) == 1 else ""
@@ -83,7 +83,7 @@ def make_bin(folder: Path, state_path: Path) -> Path:
     for tool in TOOLS:
         exe = folder / tool
         exe.write_text(f"#!{sys.executable}\nimport os, runpy, sys\nos.environ['STEER_STANDIN_STATE'] = {str(state_path)!r}\n"
-                       f"sys.argv[0] = {tool!r}\nrunpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')\n")
+                       f"os.environ['STEER_STANDIN_TOOL'] = {tool!r}\nrunpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')\n")
         exe.chmod(0o755)
     return folder
 

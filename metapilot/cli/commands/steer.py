@@ -75,10 +75,14 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     interval = parse_every(every)
     if max_changes < 0:
         raise typer.BadParameter("--max-changes must be >= 0")
+    from metapilot.models.steering.decision import SteerDecision
+
     con = connect(db)
     try:
-        decision = resolve(con, cluster, policy)
-        if not release:
+        if release:  # releasing needs no decision: it undoes whatever the loop set
+            decision = SteerDecision("release", "release", source="--release")
+        else:
+            decision = resolve(con, cluster, policy)
             approval = require_approval(con, cluster, decision)
     finally:
         con.close()

@@ -1,0 +1,170 @@
+"""The steering loop against a stand-in Slurm (tests/steer_standin.py): batching, only changed jobs,
+bad input (Slurm unreachable, unparsable squeue, a job gone before the update), dry run, release,
+the live tail guard, approval, explain."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import polars as pl
+import pytest
+from steer_standin import calls, job, make_bin
+from typer.testing import CliRunner
+
+from metapilot.cli.app import app
+from metapilot.models.steering.decision import DecisionError, named_rule
+from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
+from metapilot.models.steering.slurm_cli import SlurmCli
+
+NOW = time.time()
+
+
+@pytest.fixture
+def standin(tmp_path):
+    state = tmp_path / "slurm-state.json"
+    jobs = [job(i, limit_min=m, submit=int(NOW) - 600 + i) for i, m in ((1, 9), (2, 3), (3, 7), (4, 5))]
+    jobs += [job(5, limit_min=1, reason="JobHeldUser"), job(6, limit_min=1, state="RUNNING", reason="None")]
+    state.write_text(json.dumps({"jobs": jobs, "mode": "ok"}))
+    return state, make_bin(tmp_path / "bin", state), str(tmp_path / "w.duckdb")
+
+
+def _set(state) -> dict:
+    return json.loads(state.read_text()).get("site_factors", {})
+
+
+def _update(state, **kw) -> None:
+    s = json.loads(state.read_text())
+    s.update(kw)
+    state.write_text(json.dumps(s))
+
+
+def _steerer(standin, **opts) -> Steerer:
+    state, bin_dir, db = standin
+    s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                SteerOptions("mini", step=opts.pop("step", 10), guard_h=opts.pop("guard_h", None), **opts))
+    s.start()
+    return s
+
+
+def _table(db: str, sql: str) -> pl.DataFrame:
+    from metapilot.warehouse.db import connect, query_frame
+
+    con = connect(db, read_only=True)
+    try:
+        return query_frame(con, sql)
+    finally:
+        con.close()
+
+
+def test_one_cycle_sets_the_rule_order_in_one_scontrol_process(standin):
+    state, _, db = standin
+    s = _steerer(standin)
+    out = s.cycle()
+    assert out.row["status"] == "ok" and out.row["changed"] == 3
+    assert _set(state) == {"2": 30, "4": 20, "3": 10}  # SJF: 3, 5, 7 min; job 1 (9 min) stays at 0
+    updates = [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
+    assert len(updates) == 1 and updates[0]["lines"] == 4  # three updates and `quit`
+    steered = _table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id")
+    assert steered["job_id"].to_list() == ["2", "3", "4"]  # never the held (5) or the running (6) job
+    row = _table(db, "SELECT * FROM steer_cycles").row(0, named=True)
+    assert row["objective"] == "SJF" and json.loads(row["rpc_counts"]) == {"REQUEST_UPDATE_JOB": 7}
+    again = s.cycle()  # nothing moved: nothing sent
+    assert again.row["changed"] == 0 and len([c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]) == 1
+
+
+def test_slurm_unreachable_or_unparsable_changes_nothing_and_the_loop_goes_on(standin):
+    state, _, db = standin
+    s = _steerer(standin)
+    _update(state, mode="down")
+    out = s.cycle()
+    assert out.row["status"] == "error" and "Unable to contact slurm controller" in out.row["message"]
+    _update(state, mode="garbage")
+    out = s.cycle()
+    assert out.row["status"] == "error" and "did not answer JSON" in out.line
+    assert _set(state) == {}
+    _update(state, mode="ok")
+    assert s.cycle().row["status"] == "ok" and _set(state)
+    assert _table(db, "SELECT status FROM steer_cycles ORDER BY started_at")["status"].to_list()[-3:] == ["error", "error", "ok"]
+
+
+def test_a_job_gone_before_the_update_is_reported_and_the_others_set(standin):
+    state, _, db = standin
+    _update(state, vanish=[4])
+    out = _steerer(standin).cycle()
+    assert out.row["failed"] == 1 and "gone before the update" in out.line and "Invalid job id" in out.line
+    assert _set(state) == {"2": 30, "3": 10}
+    assert sorted(_table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL")["job_id"]) == ["2", "3"]
+
+
+def test_dry_run_changes_nothing_and_records_the_shadow(standin):
+    state, _, db = standin
+    out = _steerer(standin, dry_run=True).cycle()
+    assert out.row["mode"] == "dry-run" and out.row["changed"] == 3
+    assert _set(state) == {} and not [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
+    assert _table(db, "SELECT count(*) AS n FROM steered_jobs")["n"][0] == 0
+    shadow = _table(db, "SELECT job_id, rank FROM steer_shadow ORDER BY rank")
+    assert shadow["job_id"].to_list() == ["2", "4", "3", "1"]
+
+
+def test_release_sets_every_factor_back_to_zero_and_the_next_start_after_a_crash_releases(standin):
+    state, bin_dir, db = standin
+    _steerer(standin).cycle()
+    assert set(_set(state).values()) == {10, 20, 30}
+    # a crash: the process is gone, its jobs are still recorded as set; the next start releases them
+    s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"), SteerOptions("mini", step=10))
+    said = s.start()
+    assert any("without releasing" in x for x in said)
+    assert set(_set(state).values()) == {0}
+    assert _table(db, "SELECT count(*) AS n FROM steered_jobs WHERE released_at IS NULL")["n"][0] == 0
+    s.cycle()
+    out = s.release("--release")
+    assert out.row["status"] == "released" and out.row["changed"] == 3 and set(_set(state).values()) == {0}
+
+
+def test_live_tail_guard_releases_halts_and_needs_resume(standin):
+    state, bin_dir, db = standin
+    s = _steerer(standin)
+    s.cycle()
+    s.opts.guard_h = 0.1  # job 1 has waited ~10 min > 6 min
+    out = s.cycle()
+    assert out.row["status"] == "halted" and "past the limit" in out.line and set(_set(state).values()) == {0}
+    runner = CliRunner()
+    args = ["steer", "--cluster", "mini", "--slurm", "--policy", "SJF+EASY", "--once", "--slurm-bin", str(bin_dir),
+            "--db", db, "--step", "10"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 3 and "halted" in res.output
+    res = runner.invoke(app, [*args, "--resume"])
+    assert res.exit_code == 0, res.output
+    assert "live ok: SJF" in res.output
+
+
+def test_published_decision_needs_approval(standin):
+    state, bin_dir, db = standin
+    from datetime import datetime, timezone
+
+    from metapilot.warehouse.db import connect
+
+    con = connect(db)
+    con.execute("INSERT INTO published_policies (cluster, partition, policy_id, published_at, kind, recommendation, message) "
+                "VALUES ('mini', '*', 'p1', ?, 'fixed', 'SAF+easy', 'Keep SAF+EASY')", [datetime.now(timezone.utc)])
+    con.close()
+    runner = CliRunner()
+    args = ["steer", "--cluster", "mini", "--slurm", "--once", "--slurm-bin", str(bin_dir), "--db", db]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2 and "not approved" in res.output and _set(state) == {}
+    res = runner.invoke(app, ["approve", "SJF+EASY", "--cluster", "mini", "--db", db])
+    assert res.exit_code == 2 and "is SAF+EASY, not SJF+EASY" in res.output
+    res = runner.invoke(app, ["approve", "--cluster", "mini", "--db", db, "--note", "reviewed the shadow report"])
+    assert res.exit_code == 0 and "approved for steering on mini: SAF+EASY" in res.output
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0 and "steering mini by SAF+EASY" in res.output and _set(state)
+    res = runner.invoke(app, ["steer", "explain", "2", "--cluster", "mini", "--db", db])
+    assert "rank 1 of" in res.output and "objective SAF" in res.output and "sprio" in res.output
+    res = runner.invoke(app, ["steer", "explain", "6", "--cluster", "mini", "--db", db])
+    assert "never set its site factor" in res.output
+
+
+def test_unknown_rule_is_refused():
+    with pytest.raises(DecisionError, match="unknown rule"):
+        named_rule("FASTEST+EASY")

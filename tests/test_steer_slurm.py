@@ -1,0 +1,151 @@
+"""`metapilot steer` against a real one-node Slurm (scripts/slurm.sh): with a fixed rule, queued jobs
+that cannot backfill start in exactly the rule's order, their multifactor priority otherwise intact
+(sprio: the site factor is the only change); --release puts every site factor back to 0; a held job,
+a running job and a job in another partition tier are untouched; --dry-run changes nothing; SIGKILL
+then the next start releases, SIGTERM releases."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from slurm_fixtures import slurm, slurm_session  # noqa: F401
+
+SJF_ORDER_LIMITS = (9, 3, 7, 5)  # minutes, in submission order; SJF starts them 3, 5, 7, 9
+STEP = 100_000
+
+
+def _metapilot(slurm, db: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "metapilot.cli", *args, "--db", db], env=slurm.env,
+                         capture_output=True, text=True, timeout=120)
+    if check:
+        assert res.returncode == 0, res.stdout + res.stderr
+    return res
+
+
+def _sprio(slurm) -> dict[str, dict[str, int]]:
+    """job -> weighted factors (priority, site, age, fair-share, job size, partition, QOS, nice)."""
+    out = slurm.run("sprio", "-h", "-o", "%i|%Y|%S|%A|%F|%J|%P|%Q|%N", check=False).stdout
+    keys = ("priority", "site", "age", "fairshare", "jobsize", "partition", "qos", "nice")
+    return {ln.split("|")[0].strip(): dict(zip(keys, (int(float(x)) for x in ln.split("|")[1:])))
+            for ln in out.splitlines() if ln.strip()}
+
+
+def _reasons(slurm) -> dict[str, str]:
+    """job -> its state reason as squeue --json gives it (the text format shows a description instead)."""
+    import json
+
+    jobs = json.loads(slurm.run("squeue", "--json").stdout)["jobs"]
+    return {str(j["job_id"]): j["state_reason"] for j in jobs
+            if j["job_state"] in ("PENDING", "RUNNING", "COMPLETING")}  # --json also lists ended jobs
+
+
+def _wait(pred, timeout_s: float = 60.0, what: str = "") -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def queue(slurm):
+    """A running blocker holding the whole node, four whole-node jobs queued behind it (none can
+    backfill), a held job, and a job alone in the higher-tier partition."""
+    blocker = slurm.sbatch("-n", "64", "-t", "10", wrap="sleep 600")
+    _wait(lambda: _reasons(slurm).get(blocker) == "None" and slurm.run("squeue", "-h", "-j", blocker, "-o", "%t").stdout.strip() == "R",
+          what="the blocker to run")
+    queued = [slurm.sbatch("-n", "64", "-t", str(m), wrap="sleep 1") for m in SJF_ORDER_LIMITS]
+    held = slurm.sbatch("-H", "-n", "64", "-t", "1", wrap="sleep 1")
+    high = slurm.sbatch("-p", "high", "-n", "64", "-t", "2", wrap="sleep 1")
+    _wait(lambda: all(_reasons(slurm).get(j) in ("Priority", "Resources") for j in [*queued, high]),
+          what="Slurm to evaluate the queue")
+    return {"blocker": blocker, "queued": queued, "held": held, "high": high}
+
+
+def _starts(slurm, ids: list[str]) -> list[str]:
+    out = slurm.run("sacct", "-n", "-X", "-P", "-j", ",".join(ids), "-o", "jobid,start,state").stdout
+    rows = [ln.split("|") for ln in out.splitlines() if ln.strip()]
+    assert all(r[2] == "COMPLETED" for r in rows), rows
+    return [r[0] for r in sorted(rows, key=lambda r: r[1])]
+
+
+def test_once_applies_sjf_exactly_and_release_clears(tmp_path, slurm, queue):
+    db = str(tmp_path / "w.duckdb")
+    before = _sprio(slurm)
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once",
+                     "--step", str(STEP))
+    assert "live ok: SJF" in res.stdout
+    after = _sprio(slurm)
+    q = queue["queued"]
+    expect = {q[1]: 3 * STEP, q[3]: 2 * STEP, q[2]: STEP, q[0]: 0}  # 3, 5, 7, 9 minutes
+    assert {j: after[j]["site"] for j in q} == expect
+    for j in q:  # the site factor is the only change: every other factor as before
+        for k in ("age", "fairshare", "jobsize", "partition", "qos", "nice"):
+            assert after[j][k] == before[j][k], (j, k)
+        assert after[j]["priority"] - before[j]["priority"] == after[j]["site"]
+    assert after[queue["high"]]["site"] == 0  # alone in its tier: untouched
+    assert queue["held"] not in after or after[queue["held"]]["site"] == 0
+    steered = _metapilot(slurm, db, "sql", "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id",
+                         "--format", "csv").stdout
+    assert sorted(steered.split()[1:]) == sorted([q[1], q[3], q[2]])  # not the held, running or high-tier job
+
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
+    assert "released" in res.stdout
+    assert all(v["site"] == 0 for v in _sprio(slurm).values())
+
+    _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once",
+               "--step", str(STEP))
+    slurm.run("scancel", queue["blocker"])
+    _wait(lambda: not [j for j in q if j in _reasons(slurm)], timeout_s=90, what="the queued jobs to run")
+    _wait(lambda: len(_starts(slurm, q)) == 4, what="sacct to record the starts")
+    assert _starts(slurm, q) == [q[1], q[3], q[2], q[0]]  # exactly SJF's order, not submission order
+
+
+def test_dry_run_changes_nothing(tmp_path, slurm, queue):
+    db = str(tmp_path / "w.duckdb")
+    before = _sprio(slurm)
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SAF+EASY", "--dry-run",
+                     "--once")
+    assert "dry-run ok: SAF" in res.stdout and "would change" in res.stdout
+    after = _sprio(slurm)
+    assert {j: v["site"] for j, v in after.items()} == {j: 0 for j in before}
+    assert {j: v["priority"] for j, v in after.items()} == {j: v["priority"] for j, v in before.items()}
+    n = _metapilot(slurm, db, "sql", "SELECT count(*) AS n FROM steer_shadow", "--format", "csv").stdout.split()[1]
+    assert int(n) == 5  # the four in debug and the one in high (ranked alone in its tier, at 0)
+
+
+def test_sigkill_then_next_start_releases_and_sigterm_releases(tmp_path, slurm, queue):
+    db = str(tmp_path / "w.duckdb")
+    args = [sys.executable, "-m", "metapilot.cli", "steer", "--cluster", slurm.cluster, "--slurm", "--policy",
+            "SJF+EASY", "--every", "1s", "--step", str(STEP), "--db", db]
+    loop = subprocess.Popen(args, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait(lambda: any(v["site"] > 0 for v in _sprio(slurm).values()), what="the loop to set factors")
+    finally:
+        os.kill(loop.pid, signal.SIGKILL)
+        loop.wait(timeout=30)
+    assert any(v["site"] > 0 for v in _sprio(slurm).values()), "SIGKILL leaves the factors set"
+    loop = subprocess.Popen(args, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    try:
+        while True:
+            line = loop.stdout.readline()
+            lines.append(line)
+            if "live ok" in line or not line:
+                break
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        out, _ = loop.communicate(timeout=60)
+    text = "".join(lines) + out
+    assert "without releasing" in text, text  # the start after the crash released first
+    assert "exit (SIGTERM)" in text and loop.returncode == 0, text
+    assert all(v["site"] == 0 for v in _sprio(slurm).values())
+    n = _metapilot(slurm, db, "sql", "SELECT count(*) AS n FROM steered_jobs WHERE released_at IS NULL",
+                   "--format", "csv").stdout.split()[1]
+    assert int(n) == 0
