@@ -114,3 +114,112 @@ def test_a_header_only_node_list_says_so_and_keeps_the_nodes_loaded_before(tmp_p
     r = cli("ingest", empty, "--cluster", "d", "--db", db)
     r = cli("place", "replay", "--cluster", "d", "--db", db)
     assert r.exit_code == 2 and "holds no node line (only its header)" in " ".join(r.output.split()), r.output
+
+
+# 5. a Prometheus file with bad lines: recognised by its lines, each bad line quarantined with why
+
+METRICS = REPO / "tests" / "data" / "metrics" / "node_exporter-e2e-output.txt.gz"
+BAD_SAMPLES = {
+    'node_load1{instance="n2:9100" 0.7': "unclosed label braces",
+    'node_load5{instance="n2:9100"}': "no sample value",
+    "node_load15 0.3 12ab": "timestamp '12ab' is not a whole number of milliseconds",
+    '{instance="n2"} 1': "no metric name",
+    "this is a stray line of text": "not a Prometheus sample line",
+    'node_cpu_seconds{cpu="0",cpu="1"} 4': "label 'cpu' given twice",
+    "node_boot_time_seconds 1.7e9 99999999999999": "timestamp 99999999999999 ms (5138-",
+    "node_boot_time_seconds 1.7e9 1000": "is before 1980",
+}
+
+
+def test_bad_lines_of_a_prometheus_file_are_quarantined_one_by_one(tmp_path):
+    with gzip.open(METRICS, "rt") as f:
+        real = f.read().splitlines()[55:120]  # comments and real node_exporter samples
+    prom = tmp_path / "node-metrics.prom"
+    prom.write_text("\n".join(real[:20] + list(BAD_SAMPLES) + real[20:]) + "\n")
+    db = tmp_path / "w.duckdb"
+    r = cli("ingest", prom, "--cluster", "c", "--db", db)
+    assert r.exit_code == 0, r.output
+    got = dict(query(db, "SELECT line_no, reason FROM quarantine ORDER BY line_no"))
+    assert sorted(got) == list(range(21, 21 + len(BAD_SAMPLES))), got
+    for (line, why), n in zip(BAD_SAMPLES.items(), range(21, 30)):
+        assert why in got[n], (line, got[n])
+    (read, loaded, quarantined, skipped), = query(db, "SELECT lines_read, rows_loaded, rows_quarantined, lines_skipped "
+                                                      "FROM ingest_files")
+    assert quarantined == len(BAD_SAMPLES) and loaded > 10 and read == loaded + quarantined + skipped
+
+
+def test_format_forces_a_placement_format_and_the_hint_names_them(tmp_path):
+    db = tmp_path / "w.duckdb"
+    odd = tmp_path / "odd.prom"  # mostly bad lines: not recognised as exposition text by itself
+    odd.write_text('node_load1{instance="n1:9100"} 0.5 1700000000000\nnode_load1{x="1" 2\nnonsense here please\n')
+    r = cli("ingest", odd, "--cluster", "c", "--db", db)
+    assert r.exit_code == 1 and "Prometheus text exposition" in r.output and "openb node and pod lists" in r.output, r.output
+    r = cli("ingest", odd, "--cluster", "c", "--format", "prom-text", "--db", db)
+    assert r.exit_code == 0, r.output
+    assert query(db, "SELECT count(*) FROM node_metrics")[0][0] == 1
+    assert [n for n, in query(db, "SELECT line_no FROM quarantine ORDER BY 1")] == [2, 3]
+
+
+# 8. sql --out: never overwrites a file by accident; a full disk is one message for both formats
+
+
+def test_sql_out_refuses_an_existing_file_and_a_full_disk_is_one_message(tmp_path):
+    db = tmp_path / "w.duckdb"
+    nodes, _ = cpu_only_lists(tmp_path)
+    assert cli("ingest", nodes, "--cluster", "c", "--db", db).exit_code == 0
+    before = nodes.read_bytes()
+    for name in ("cpu_nodes.csv",):
+        r = cli("sql", "SELECT * FROM nodes", "--db", db, "--out", tmp_path / name)
+        assert r.exit_code == 2 and "the file exists; add --force" in r.output, r.output
+        assert nodes.read_bytes() == before
+    r = cli("sql", "SELECT * FROM nodes", "--db", db, "--out", nodes, "--force")
+    assert r.exit_code == 0 and "40 rows written" in r.output
+    for suffix in ("parquet", "csv"):
+        full = tmp_path / f"full.{suffix}"
+        full.symlink_to("/dev/full")  # writes to it fail with ENOSPC, as on a full disk
+        r = cli("sql", "SELECT * FROM nodes", "--db", db, "--out", full, "--force")
+        assert r.exit_code == 2, r.output
+        assert f"--out {full}: the disk is full (no space left on device): nothing was written" in " ".join(r.output.split())
+        assert "MetaPilot bug" not in r.output
+
+
+# 6, 9. the weekly report of a placement-only cluster shows what the pods held; report.md carries
+# no raw HTML from a cluster name
+
+
+def test_a_placement_only_report_shows_the_pods_usage_and_its_markdown_no_raw_html(tmp_path):
+    import json
+
+    lines = (OPENB / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("\n".join([lines[0]] + lines[1::30]) + "\n")
+    db, name = tmp_path / "w.duckdb", "ob<img src=x onerror=alert(1)>"
+    r = cli("ingest", nodes, OPENB / "openb_pod_list_gpuspec33_head.csv", "--cluster", name, "--db", db)
+    assert r.exit_code == 0, r.output
+    r = cli("report", "--cluster", name, "--db", db)
+    assert r.exit_code == 0, r.output
+    folder = next((tmp_path / "reports").iterdir())
+    report = json.loads(next(folder.rglob("report.json")).read_text())
+    whole = next(g for g in report["glance"] if g["scope"] == "cluster")
+    assert whole["jobs_started"] > 0
+    assert whole["cpu_hours"] > 0 and whole["gpu_hours"] > 0 and whole["utilisation_gpu"] > 0, whole
+    md = next(folder.rglob("report.md")).read_text()
+    assert "<img" not in md and "&lt;img src=x onerror=alert(1)>" in md
+
+
+# 9. serve: --list only looks; a file as --landing and an unknown --timezone are one sentence
+
+
+def test_serve_list_creates_nothing_and_bad_options_are_one_sentence(tmp_path):
+    landing = tmp_path / "deep" / "landing"
+    r = cli("serve", "--list", "--landing", landing, "--db", tmp_path / "w.duckdb")
+    assert r.exit_code == 0 and "daily-ingest" in r.output, r.output
+    assert not (tmp_path / "deep").exists() and not (tmp_path / "w.duckdb").exists()
+    afile = tmp_path / "landing.txt"
+    afile.write_text("not a folder\n")
+    r = cli("serve", "--list", "--landing", afile)
+    assert r.exit_code == 2 and "--landing: " in r.output and "is a file: name the folder" in r.output, r.output
+    assert "Errno" not in r.output
+    r = cli("serve", "--list", "--landing", landing, "--timezone", "Mars/Olympus")
+    assert r.exit_code == 2 and "'Mars/Olympus' is not a time zone" in r.output, r.output
+    assert "validation error" not in r.output.lower() and not (tmp_path / "deep").exists()

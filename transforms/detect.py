@@ -182,4 +182,32 @@ def detect_format(head_lines: list[str]) -> str | None:
     return None
 
 
-__all__ = ["detect_format"]
+SUPPORTED = ("Slurm sacct text and --json, PBS/Torque accounting, SWF, SGE/UGE accounting, LSF lsb.acct; for node "
+             "placement, openb node and pod lists and Prometheus text exposition or query_range JSON")
+
+
+def _binary(lines: list[str]) -> bool:
+    """Whether a head looks like binary data: replacement characters (undecodable bytes) or control
+    bytes other than tab in a good share of its text."""
+    text = "".join(lines)
+    if not text:
+        return False
+    odd = sum(1 for ch in text if ch == "\ufffd" or (ord(ch) < 32 and ch != "\t"))
+    return odd >= max(1, 0.05 * len(text))
+
+
+def unrecognised_reason(head_lines: list[str]) -> str:
+    """Why a file's content names no format, with only the hints that apply: an empty file is
+    empty (nothing to load, no option helps); binary data is not a log (no --encoding reads it);
+    text is compared with the supported formats and the options that read an unusual sacct layout."""
+    if not _content_lines(head_lines):
+        return ("the file is empty (no line with content): nothing to load; if it is still being written, ingest it "
+                "once it is complete")
+    if _binary(head_lines):
+        return ("the file is binary data, not a text log (undecodable or control bytes in its first lines): check that "
+                "it is the right file; an archive other than .gz must be unpacked first")
+    return (f"could not recognise the log format from its content (supported: {SUPPORTED}); if it is sacct output "
+            "with an unusual layout, pass --format sacct with --delimiter and --fields")
+
+
+__all__ = ["detect_format", "unrecognised_reason", "SUPPORTED"]

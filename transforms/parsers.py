@@ -69,22 +69,19 @@ def _with_bad_lines(res: ParseResult, bad: pl.DataFrame, encoding: str | None = 
 
 
 def _resolve_format(path: Path, opts: ParseOptions, head: list[str]) -> str:
-    from metapilot.transforms.detect import detect_format
+    from metapilot.transforms.detect import detect_format, unrecognised_reason
 
     if opts.fmt != "auto":
         fmt = FORMAT_ALIASES.get(opts.fmt, opts.fmt)
         if fmt not in FORMATS:
-            raise UnknownFormatError(f"unknown --format {opts.fmt!r}: use one of auto, {', '.join(FORMATS)} (uge = sge)")
+            raise UnknownFormatError(f"unknown --format {opts.fmt!r}: use one of auto, {', '.join(FORMATS)} (uge = sge), "
+                                     "or for node placement openb-nodes, openb-pods, prom-text, prom-range")
         return fmt
     if opts.delimiter or opts.fields:
         return "sacct"
     fmt = detect_format(head)
     if fmt is None:
-        raise UnknownFormatError(
-            "could not recognise the log format from its content (supported: Slurm sacct text and --json, "
-            "PBS/Torque accounting, SWF, SGE/UGE accounting, LSF lsb.acct); if it is sacct output with an unusual "
-            "layout, pass --format sacct with --delimiter and --fields"
-        )
+        raise UnknownFormatError(unrecognised_reason(head))
     return fmt
 
 

@@ -12,17 +12,22 @@ Two inputs, both pure text in, frame out:
 
 Rows: `node, metric, labels (JSON, sorted keys, __name__ left out), ts (UTC), value`. The node is
 the `instance` label (without its port), else `default_node` (the file's name).
-A line that is not a sample, a comment or blank is quarantined with the reason, never dropped.
+A line that is not a sample, a comment or blank is quarantined with the reason, never dropped
+(issue 41: one bad line no longer makes the whole file unrecognised): an unclosed brace, a sample
+with no value or a non-numeric one, a timestamp that is not whole milliseconds, a line without a
+metric name, a label given twice, a timestamp before 1980 or after the file was written (plus two
+days). A scrape whose samples span more than a day carries a warning.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import polars as pl
 from metapilot.transforms.canonical import empty_quarantine, quarantine_rows
+from metapilot.transforms.data_checks import FUTURE_MARGIN, SCHEDULER_EPOCH
 
 UTC_TS = pl.Datetime("us", "UTC")
 METRIC_SCHEMA: dict[str, pl.DataType] = {
@@ -86,16 +91,47 @@ def _labels_json(labels: dict[str, str]) -> str:
     return json.dumps({k: labels[k] for k in sorted(labels) if k != "__name__"}, separators=(",", ":"))
 
 
+def _numeric_sample(line: str) -> bool:
+    m = _SAMPLE_RE.match(line)
+    return m is not None and parse_value(m.group(3)) is not None
+
+
+SPAN_WARN = timedelta(days=1)  # one scrape is one moment: samples further apart than this are suspect
+
+
 def is_exposition(head_lines: list[str]) -> bool:
-    """Text exposition: `# TYPE`/`# HELP` comments and lines that are samples (most of them)."""
+    """Text exposition, recognised by its lines: with `# TYPE`/`# HELP` comments, at least half the
+    other lines are samples (the rest are quarantined line by line); without them, at least three
+    lines and nine in ten samples with a numeric value."""
     lines = [ln.strip() for ln in head_lines if ln.strip()]
     comments = [ln for ln in lines if ln.startswith("#")]
     samples = [ln for ln in lines if not ln.startswith("#")]
     typed = any(ln.startswith(("# TYPE ", "# HELP ")) for ln in comments)
     if not samples:
         return typed and len(comments) == len(lines)
-    ok = sum(1 for ln in samples if _SAMPLE_RE.match(ln))
-    return typed and ok >= 0.8 * len(samples)
+    ok = sum(1 for ln in samples if _numeric_sample(ln))
+    if typed:
+        return ok >= 1 and ok >= 0.5 * len(samples)
+    return len(samples) >= 3 and ok >= 0.9 * len(samples)
+
+
+def _why_not_a_sample(s: str) -> str:
+    """The reason a line that is not a comment does not parse as a sample."""
+    if not re.match(_NAME, s):
+        return "no metric name at the start of the line (name{labels} value [timestamp])"
+    if "{" in s and "}" not in s:
+        return "unclosed label braces: '{' without '}'"
+    rest = re.sub(r"^" + _NAME + r"(\{.*\})?", "", s).split()
+    if not rest:
+        return "no sample value after the metric name"
+    if len(rest) == 2 and not re.fullmatch(r"-?\d+", rest[1]):
+        return f"timestamp {rest[1]!r} is not a whole number of milliseconds"
+    return "not a Prometheus sample line (name{labels} value [timestamp])"
+
+
+def _repeated_label(text: str | None) -> str | None:
+    names = [m.group(1) for m in _LABEL_RE.finditer(text or "")]
+    return next((n for i, n in enumerate(names) if n in names[:i]), None)
 
 
 def is_query_range_json(head_lines: list[str]) -> bool:
@@ -107,7 +143,10 @@ def is_query_range_json(head_lines: list[str]) -> bool:
 def parse_exposition(lines: pl.DataFrame, default_node: str, default_ts: datetime) -> tuple[pl.DataFrame, pl.DataFrame, int]:
     """Exposition lines (`line_no`, `line`) -> (metric rows, quarantine, lines skipped).
 
-    Comments and blank lines are skipped; every other line is a row or quarantined."""
+    Comments and blank lines are skipped; every other line is a row or quarantined. `default_ts`
+    (the file's modification time) dates samples without a timestamp and bounds the others: a
+    sample cannot be later than the file that holds it (plus `FUTURE_MARGIN` for clocks)."""
+    latest = default_ts + FUTURE_MARGIN
     rows: list[tuple] = []
     bad_no: list[int] = []
     bad_raw: list[str] = []
@@ -121,7 +160,7 @@ def parse_exposition(lines: pl.DataFrame, default_node: str, default_ts: datetim
             continue
         m = _SAMPLE_RE.match(s)
         if m is None:
-            bad_no.append(line_no), bad_raw.append(line), bad_why.append("not a Prometheus sample line (name{labels} value [timestamp])")
+            bad_no.append(line_no), bad_raw.append(line), bad_why.append(_why_not_a_sample(s))
             continue
         name, label_text, value_text, ts_text = m.groups()
         if label_text not in label_cache:
@@ -132,11 +171,36 @@ def parse_exposition(lines: pl.DataFrame, default_node: str, default_ts: datetim
             why = "malformed label set" if labels is None else f"sample value {value_text!r} is not a number"
             bad_no.append(line_no), bad_raw.append(line), bad_why.append(why)
             continue
-        ts = default_ts if ts_text is None else datetime.fromtimestamp(int(ts_text) / 1000, tz=timezone.utc)
+        twice = _repeated_label(label_text)
+        if twice is not None:
+            bad_no.append(line_no), bad_raw.append(line), bad_why.append(f"label {twice!r} given twice: which value holds is unknown")
+            continue
+        try:
+            ts = default_ts if ts_text is None else datetime.fromtimestamp(int(ts_text) / 1000, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            ts = None
+        if ts is None or ts < SCHEDULER_EPOCH or ts > latest:
+            shown = "out of range" if ts is None else ts.strftime("%Y-%m-%d %H:%M:%S")
+            bad_no.append(line_no), bad_raw.append(line)
+            bad_why.append(f"timestamp {ts_text} ms ({shown} UTC) is before {SCHEDULER_EPOCH.year} or after the file was "
+                           f"written ({default_ts:%Y-%m-%d %H:%M} UTC) plus {FUTURE_MARGIN.days} days: a corrupt timestamp")
+            continue
         rows.append((node_of(labels, default_node), name, _labels_json(labels), ts, value, line_no))
     df = pl.DataFrame(rows, schema=METRIC_SCHEMA, orient="row") if rows else empty_metrics()
     q = quarantine_rows(bad_no, bad_raw, pl.Series(bad_why, dtype=pl.Utf8)) if bad_no else empty_quarantine()
     return df, q, skipped
+
+
+def span_warning(df: pl.DataFrame) -> str | None:
+    """A warning when one scrape's samples lie more than `SPAN_WARN` apart (a clock or a file
+    stitched together from several scrapes), naming the range."""
+    if not df.height:
+        return None
+    lo, hi = df["ts"].min(), df["ts"].max()
+    if hi - lo <= SPAN_WARN:
+        return None
+    return (f"the samples span {lo:%Y-%m-%d %H:%M} to {hi:%Y-%m-%d %H:%M} UTC, more than {SPAN_WARN.days} day for one "
+            "scrape: check the timestamps (they are loaded as given)")
 
 
 def parse_query_range(text: str, default_node: str) -> tuple[pl.DataFrame, list[str]]:
@@ -180,5 +244,5 @@ def finite(df: pl.DataFrame) -> pl.DataFrame:
     return df.filter(pl.col("value").is_finite())
 
 
-__all__ = ["parse_exposition", "parse_query_range", "parse_labels", "is_exposition", "is_query_range_json",
+__all__ = ["parse_exposition", "span_warning", "parse_query_range", "parse_labels", "is_exposition", "is_query_range_json",
            "node_of", "finite", "empty_metrics", "METRIC_SCHEMA"]

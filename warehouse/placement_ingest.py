@@ -20,7 +20,13 @@ from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.lines import iter_line_chunks, open_binary, read_head
 from metapilot.transforms.openb import TRACE_EPOCH, detect_openb, parse_node_list, parse_pod_list
 from metapilot.transforms.privacy import keyed_hash, pseudonymise
-from metapilot.transforms.prometheus import is_exposition, is_query_range_json, parse_exposition, parse_query_range
+from metapilot.transforms.prometheus import (
+    is_exposition,
+    is_query_range_json,
+    parse_exposition,
+    parse_query_range,
+    span_warning,
+)
 from metapilot.transforms.data_checks import check_jobs
 
 from metapilot.ground.files import shown_path
@@ -34,8 +40,11 @@ PLACEMENT_FORMATS = ("openb-nodes", "openb-pods", "prom-text", "prom-range")
 
 
 def placement_format(path: Path, fmt: str = "auto") -> str | None:
-    """The placement format of a file from its content, or None for anything else (a job log)."""
-    if fmt not in ("auto", *PLACEMENT_FORMATS):
+    """The placement format of a file from its content, or None for anything else (a job log);
+    `--format` naming one of them forces it (its lines are then loaded or quarantined one by one)."""
+    if fmt in PLACEMENT_FORMATS:
+        return fmt
+    if fmt != "auto":
         return None
     try:
         head = read_head(path, max_lines=50)
@@ -46,7 +55,7 @@ def placement_format(path: Path, fmt: str = "auto") -> str | None:
         found = "prom-range"
     if found is None and is_exposition(head):
         found = "prom-text"
-    return found if fmt == "auto" or fmt == found else None
+    return found
 
 
 def _quarantine(con, q: pl.DataFrame, sha: str, path: Path, cluster: str, now: datetime) -> None:
@@ -132,6 +141,8 @@ def _load_metrics(con, path: Path, fmt: str, cluster: str, sha: str, now: dateti
         res = ParseResult(conform(pl.DataFrame()), q, lines.height, skipped=skipped)
         if rows["ts"].n_unique() and rows.height and rows["ts"].max() == mtime:
             warnings.append(f"samples without timestamps are dated with the file's modification time ({mtime.isoformat()})")
+        if (spread := span_warning(rows)) is not None:
+            warnings.append(spread)
         n_lines = rows["source_line"].n_unique()
     else:
         with open_binary(path) as f:
