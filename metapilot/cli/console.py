@@ -7,6 +7,7 @@ import sys
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from metapilot.ground.units import fmt_duration
 
@@ -52,7 +53,7 @@ def print_frame(df: pl.DataFrame, limit: int = 50, title: str | None = None,
     for name, dtype in df.schema.items():
         table.add_column(name, justify="right" if dtype.is_numeric() else "left")
     for row in df.head(limit).iter_rows():
-        table.add_row(*[fmt_cell(v, units.get(c)) for c, v in zip(df.columns, row, strict=True)])
+        table.add_row(*[Text(fmt_cell(v, units.get(c))) for c, v in zip(df.columns, row, strict=True)])  # data, not markup
     console.print(table)
     if df.height > limit:
         console.print(f"[dim]... {df.height - limit} more rows (use --limit or --format csv)[/dim]")

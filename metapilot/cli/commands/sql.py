@@ -69,12 +69,33 @@ def explain_sql_error(e: Exception, query: str) -> str:
     return "\n".join(out)
 
 
+def _write_out(df, target: Path, kind: str) -> None:
+    """Write the result; a failure (a full disk, above all) is one message whatever the format
+    (polars reports Parquet's as a ComputeError, CSV's as an OSError), and no partial file is left."""
+    import polars as pl
+
+    try:
+        if kind == "parquet":
+            df.write_parquet(target)
+        else:
+            df.write_csv(target, separator="\t" if kind == "tsv" else ",")
+    except (OSError, pl.exceptions.PolarsError) as e:
+        target.unlink(missing_ok=True)
+        text = str(e)
+        why = ("the disk is full (no space left on device)" if "No space left" in text or getattr(e, "errno", None) == 28
+               else f"it could not be written ({text.splitlines()[0] if text else type(e).__name__})")
+        typer.echo(f"error: --out {target}: {why}: nothing was written; free some space or choose another folder, "
+                   "then run the query again", err=True)
+        raise typer.Exit(2) from None
+
+
 def sql_cmd(
     query: Annotated[str, typer.Argument(help="A read-only SQL query, e.g. \"SELECT * FROM mart_daily LIMIT 5\".")],
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format", help="table, csv or json.")] = OutputFormat.table,
     limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 50,
     out: Annotated[Optional[str], typer.Option("--out", help="Write the whole result to FILE (.csv or .parquet) instead of printing it.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="With --out: replace FILE if it exists.")] = False,
 ) -> None:
     """Run a read-only SQL query against the warehouse (no file, database, extension or setting access)."""
     import duckdb
@@ -82,6 +103,12 @@ def sql_cmd(
     from metapilot.warehouse.db import connect_sandboxed
 
     kind = _out_kind(out) if out else None
+    if out and Path(out).exists() and not force:  # before the query: never overwrite a file (an input list...) by accident
+        typer.echo(f"error: --out {out}: the file exists; add --force to replace it, or name another file", err=True)
+        raise typer.Exit(2)
+    if limit < 0:
+        typer.echo(f"error: --limit {limit}: give the number of rows to show (0 or more; --format csv prints every row)", err=True)
+        raise typer.Exit(2)
     try:
         con = connect_sandboxed(db, log=lambda m: typer.echo(m, err=True))
     except FileNotFoundError as e:
@@ -101,10 +128,7 @@ def sql_cmd(
     if kind is not None:
         target = Path(out)
         target.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "parquet":
-            df.write_parquet(target)
-        else:
-            df.write_csv(target, separator="\t" if kind == "tsv" else ",")
+        _write_out(df, target, kind)
         typer.echo(f"{df.height:,} rows written to {target}", err=True)
         return
     if fmt is OutputFormat.csv:
