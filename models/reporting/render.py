@@ -530,4 +530,11 @@ def render_markdown(report: dict) -> str:
     if link:
         out.append(f"\n[Validation results of every ingested file (GX data docs)]({link})")
     out.append(f"\n---\nFigures from `sql/reports/` on the warehouse; code version {report['code_version']}.\n")
-    return "\n".join(out)
+    return _no_raw_html("\n".join(out))
+
+
+def _no_raw_html(md: str) -> str:
+    """Markdown passes raw HTML through (report.md, the Prefect artifact): names from the data (a
+    cluster, a file) must not become tags, so `&` and `<` are written as entities; they render the
+    same, and no line of the report uses HTML on purpose."""
+    return md.replace("&", "&amp;").replace("<", "&lt;")

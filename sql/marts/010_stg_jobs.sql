@@ -45,9 +45,14 @@ WITH j AS (
         submit_time,
         start_time,
         end_time,
-        alloc_cpus,
+        -- openb pods (SPEC §11) record requests, not allocations: a pod that ran held its request
+        -- (Kubernetes reserves it), its milli-CPU and its share of each GPU (issue 41: a
+        -- placement-only cluster's report showed no usage at all)
+        CASE WHEN source_format = 'openb' AND alloc_cpus IS NULL AND start_time IS NOT NULL
+             THEN cpu_milli / 1000.0 ELSE alloc_cpus END AS alloc_cpus,
         alloc_nodes,
-        alloc_gpus,
+        CASE WHEN source_format = 'openb' AND alloc_gpus IS NULL AND start_time IS NOT NULL
+             THEN coalesce(req_gpus, 0) * coalesce(gpu_milli, 0) / 1000.0 ELSE alloc_gpus END AS alloc_gpus,
         -- naive UTC copies for period arithmetic (independent of the session TimeZone)
         timezone('UTC', submit_time) AS submit_ts,
         timezone('UTC', start_time)  AS start_ts,
@@ -65,4 +70,4 @@ SELECT
     coalesce(sc.size_order, 99)        AS size_order
 FROM j
 LEFT JOIN ref_job_size_classes sc
-    ON j.alloc_cpus BETWEEN sc.min_cpus AND coalesce(sc.max_cpus, 9223372036854775807);
+    ON ceil(j.alloc_cpus) BETWEEN sc.min_cpus AND coalesce(sc.max_cpus, 9223372036854775807);
