@@ -264,11 +264,29 @@ class _OneLine(logging.Filter):
         return True
 
 
+class _NoFailureEcho(logging.Filter):
+    """Console logs without Prefect's echo of a run's failure ("Task run failed with exception",
+    "Encountered exception during execution", "Finished in state Failed", ...: four lines for one
+    error, issue 37): the command says it once, in its own words. The server keeps them."""
+
+    RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
+    ECHOES = ("Finished in state Failed", "Finished in state Crashed")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self.RUN_LOGGERS):
+            return True
+        if record.levelno >= logging.ERROR:
+            return False
+        return not str(record.msg).startswith(self.ECHOES)
+
+
 def quiet_prefect_tracebacks() -> None:
-    """Keep Prefect's console output to one line per failure (tracebacks come with --debug)."""
+    """Keep Prefect's console output to the command's own: no tracebacks (they come with --debug),
+    and no echo of a failure the command then reports in one line."""
     import prefect.main  # noqa: F401 - configures Prefect's logging (its console handler) first
     from prefect.logging.handlers import PrefectConsoleHandler
 
     for handler in logging.getLogger().handlers + logging.getLogger("prefect").handlers:
         if isinstance(handler, PrefectConsoleHandler) and not any(isinstance(f, _OneLine) for f in handler.filters):
             handler.addFilter(_OneLine())
+            handler.addFilter(_NoFailureEcho())

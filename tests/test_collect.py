@@ -221,3 +221,18 @@ def test_cursor_view_and_its_fallback(mem_con):
     assert {k: v.astimezone(timezone.utc) for k, v in got.items()} == want
     mem_con.execute("DROP VIEW collect_cursor")  # a warehouse from before the view, opened read-only
     assert {c: collect_cursor(mem_con, c) for c in "cd"} == want
+
+
+def test_a_failing_collect_is_one_error_line_without_prefects_echo(tmp_path, standin, monkeypatch, capfd):
+    """Issue 37: Prefect's four lines about the failed task and flow are not printed before the
+    command's own one-line error."""
+    from typer.testing import CliRunner
+
+    from metapilot.cli import app
+
+    monkeypatch.setenv("SACCT_STANDIN_FAIL", "1")
+    res = CliRunner().invoke(app, ["collect", "--cluster", "pozidriv", "--db", str(tmp_path / "m.duckdb")])
+    out = res.output + "".join(capfd.readouterr())
+    assert res.exit_code == 2, out
+    assert out.count("sacct exited with status 1") == 1, out
+    assert "| ERROR" not in out and "Finished in state Failed" not in out, out

@@ -415,3 +415,36 @@ def test_an_swf_file_with_a_nan_token_is_recognised_by_its_header(tmp_path):
     r = cli("ingest", swf, "--db", db)
     assert r.exit_code == 0, r.output
     assert query(db, "SELECT format, rows_loaded, rows_quarantined FROM ingest_files") == [("swf", 1, 1)]
+
+
+def test_an_empty_file_and_binary_junk_get_only_the_hints_that_apply(tmp_path):
+    empty, junk = tmp_path / "empty.log", tmp_path / "junk.log"
+    empty.write_bytes(b"")
+    junk.write_bytes(bytes((i * 97 + 13) % 256 for i in range(4000)))  # no text, no line structure
+    r = cli("ingest", empty, junk, "--db", tmp_path / "m.duckdb")
+    assert r.exit_code == 1, r.output
+    said = " ".join(r.output.split())
+    assert "empty.log: the file is empty (no line with content): nothing to load" in said, said
+    assert "junk.log: the file is binary data, not a text log" in said, said
+    messages = [m for m in said.split("error: ") if m.startswith(str(tmp_path))]
+    assert len(messages) == 2, said
+    for message in messages:
+        message = message.split("warehouse:", 1)[0]
+        assert "--encoding" not in message and "sacct" not in message and "--fields" not in message, message
+
+
+def test_switches_show_no_type_in_help_and_a_value_after_one_is_refused(tmp_path, site_log):
+    r = cli("ingest", "--help", env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and "--keep-names" in r.output and "<bool>" not in r.output, r.output
+    db = tmp_path / "m.duckdb"
+    r = cli("ingest", "--keep-names", "true", site_log, "--db", db)
+    assert r.exit_code == 2, r.output
+    assert "'true' is not a file: switches (--keep-names" in " ".join(r.output.split()) and "take no value" in r.output
+    assert not db.exists()
+
+
+def test_sql_limit_below_zero_is_refused_and_the_remaining_rows_are_counted_right(small_db):
+    r = cli("sql", "SELECT * FROM jobs", "--limit", "-1", "--db", small_db)
+    assert r.exit_code == 2 and "--limit -1: give the number of rows to show (0 or more" in r.output, r.output
+    r = cli("sql", "SELECT * FROM jobs", "--limit", "10", "--db", small_db)
+    assert r.exit_code == 0 and "... 20 more rows" in r.output, r.output

@@ -83,7 +83,7 @@ def _keep_freed_memory() -> None:
 def ingest_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, globs, directories; .gz is read transparently.")],
     cluster: Annotated[Optional[str], typer.Option(help="Cluster name (default: from the log, else the file name).")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="auto|sacct|sacct-json|pbs|swf|sge|lsf (uge = sge)")] = "auto",
+    fmt: Annotated[str, typer.Option("--format", help="auto|sacct|sacct-json|pbs|swf|sge|lsf (uge = sge); for node placement openb-nodes|openb-pods|prom-text|prom-range")] = "auto",
     timezone: Annotated[str, typer.Option(help="Time zone of local times in the logs (sacct, PBS).")] = "UTC",
     delimiter: Annotated[Optional[str], typer.Option(help="sacct field delimiter (any string, multi-byte too).")] = None,
     fields: Annotated[Optional[str], typer.Option(help="Column names of headerless sacct output, comma-separated.")] = None,
@@ -103,6 +103,9 @@ def ingest_cmd(
 
     from metapilot.cli.options import timezone_option
 
+    from metapilot.cli.flags import refuse_switch_values
+
+    refuse_switch_values(paths, "--keep-names, --mix-names, --new-key, --flow")  # `--keep-names true`
     timezone_option(timezone)  # a bad option is refused before any file is read or recorded
     if keep_names and not mix_names:
         _refuse_raw_beside_hashed(db)
