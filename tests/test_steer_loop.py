@@ -168,3 +168,31 @@ def test_published_decision_needs_approval(standin):
 def test_unknown_rule_is_refused():
     with pytest.raises(DecisionError, match="unknown rule"):
         named_rule("FASTEST+EASY")
+
+
+def test_ten_thousand_pending_batched_and_only_moved_jobs_change(tmp_path):
+    """10,000 pending jobs: a handful of scontrol processes (one per 5,000 lines), not one per job; the
+    start of a group's first job changes no other job, nor does a new job at the top (only its own)."""
+    import random
+
+    rng = random.Random(0)
+    jobs = [job(i, limit_min=rng.randint(1, 2880), cpus=rng.choice([1, 4, 16, 64]), submit=int(NOW) - rng.randint(0, 86400))
+            for i in range(1, 10_001)]
+    state = tmp_path / "s.json"
+    state.write_text(json.dumps({"jobs": jobs, "mode": "ok"}))
+    s = Steerer(SlurmCli(bin_dir=str(make_bin(tmp_path / "bin", state))), warehouse_connector(str(tmp_path / "w.duckdb")),
+                named_rule("SAF+EASY"), SteerOptions("mini", step=10, max_changes=20_000))
+    s.start()
+    first = s.cycle()
+    assert first.row["changed"] == 9_999 and first.row["failed"] == 0
+    updates = [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
+    assert len(updates) == 2 and sum(c["lines"] - 1 for c in updates) == 9_999
+    top = first.set.sort("site_factor", descending=True)["target"][0]
+    doc = json.loads(state.read_text())
+    for j in doc["jobs"]:
+        if str(j["job_id"]) == top:
+            j["job_state"], j["state_reason"] = "RUNNING", "None"
+    doc["jobs"].append(job(99_999, limit_min=1, cpus=1, submit=int(NOW)))
+    state.write_text(json.dumps(doc))
+    second = s.cycle()
+    assert second.row["changed"] == 1 and second.set["target"].to_list() == ["99999"], second.line

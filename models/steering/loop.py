@@ -99,6 +99,7 @@ class Steerer:
             said.append(f"site factor step {self.step} (one more than the largest PriorityWeight: the rule decides "
                         "the order; a smaller --step blends it with age, fair-share and QOS)")
         self.preempting = self.slurm.preempting_qos()
+        _warm_up()
         con = self.connect()
         try:
             left = store.current_steered(con, self.opts.cluster)
@@ -289,6 +290,15 @@ class Steerer:
                                 + (f", {len(failed)} already gone" if failed else ""))
         self._record(row, forget=ids)
         return CycleOutcome(row)
+
+
+def _warm_up() -> None:
+    """Compile the ranking's numba kernel before the first cycle, not inside it (about a second)."""
+    import numpy as np
+
+    from metapilot.models.simulator.objectives import queue_order
+
+    queue_order("FCFS", submit_s=np.zeros(2), req_time_s=np.ones(2), cores=np.ones(2), job_seq=np.arange(2.0), now_s=1.0)
 
 
 def warehouse_connector(db: str | Path | None):

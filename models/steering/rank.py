@@ -102,12 +102,10 @@ def changes(desired: pl.DataFrame, current: pl.DataFrame, still_pending: set[str
 
 def batches(todo: pl.DataFrame, per_line: int = 100) -> list[tuple[int, list[str]]]:
     """(value, job ids) per scontrol line: jobs sharing a value in one `update job=a,b,c` line."""
-    out = []
-    for (value,), g in todo.group_by(["site_factor"], maintain_order=True):
-        ids = g["target"].to_list()
-        for i in range(0, len(ids), per_line):
-            out.append((int(value), ids[i:i + per_line]))
-    return out
+    by_value: dict[int, list[str]] = {}
+    for value, jid in zip(todo["site_factor"].to_list(), todo["target"].to_list()):
+        by_value.setdefault(int(value), []).append(jid)
+    return [(value, ids[i:i + per_line]) for value, ids in by_value.items() for i in range(0, len(ids), per_line)]
 
 
 def kendall_tau(a: np.ndarray, b: np.ndarray) -> float:

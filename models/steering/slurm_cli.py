@@ -34,7 +34,7 @@ class SlurmCli:
 
     bin_dir: str | None = None
     timeout_s: float = 30.0
-    lines_per_call: int = 2000
+    lines_per_call: int = 5000
     slurm_seconds: float = field(default=0.0)
     calls: int = field(default=0)
 
