@@ -1,0 +1,306 @@
+"""Steering a real Slurm against the replay engine (issue 39), and the cost of a steering cycle.
+
+    .venv/bin/python bench/bench_slurm_live.py cycle [--jobs 10000]     # stand-in Slurm: a cycle's own time
+    .venv/bin/python bench/bench_slurm_live.py live [--jobs 120 --compress 300] [--write]
+
+`cycle`: 10,000 pending jobs answered by a stand-in squeue/scontrol (tests/steer_standin.py) that
+counts its calls; three cycles (all set; then the first job starts and one arrives; then nothing
+moves): the loop's own seconds (wall minus the time waiting for the stand-in), scontrol processes
+and update lines.
+
+`live`: a slice of the real KTH-SP2 trace (tests/data/kth_sp2_days22-25.swf, PROVENANCE.md) is
+submitted to a real one-node Slurm (scripts/slurm.sh, 100 CPUs like the SP2) three times: Slurm's
+default (multifactor, backfill), `steer` with a fixed rule (SJF+EASY), `steer` with the approved
+decision (a published SAF+EASY, approved). Arrivals and run times (`sleep`) are the trace's divided
+by --compress; time limits are whole minutes: the requested time divided by --limit-compress,
+rounded up (dividing it by --compress would make nearly every limit 1 minute and SJF meaningless).
+Each run is loaded with `metapilot collect` and replayed by the engine with the same arrivals,
+run times, limits and cores (FCFS for Slurm's default: every job's priority is equal within a
+run, so Slurm orders by job id; conservative backfilling: Slurm reserves for every job it tests).
+Table: mean / p95 / max wait measured and predicted, per-job start difference, Kendall's tau
+between the real and replayed start orders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+SWF = REPO / "tests" / "data" / "kth_sp2_days22-25.swf"
+HEADING = "Steering a live Slurm (issue 39)"
+
+
+# --- the cost of one cycle ------------------------------------------------------------------------
+
+def bench_cycle(n_jobs: int) -> dict:
+    from steer_standin import calls, job, make_bin
+
+    from metapilot.models.steering.decision import named_rule
+    from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
+    from metapilot.models.steering.slurm_cli import SlurmCli
+
+    tmp = Path(tempfile.mkdtemp(prefix="steer-bench-"))
+    rng = random.Random(0)
+    now = int(time.time())
+    jobs = [job(i, limit_min=rng.randint(1, 2880), cpus=rng.choice([1, 2, 4, 8, 16, 64]),
+                submit=now - rng.randint(0, 86400), partition=rng.choice(["debug", "debug", "high"]))
+            for i in range(1, n_jobs + 1)]
+    state = tmp / "state.json"
+    state.write_text(json.dumps({"jobs": jobs, "mode": "ok"}))
+    s = Steerer(SlurmCli(bin_dir=str(make_bin(tmp / "bin", state))), warehouse_connector(str(tmp / "w.duckdb")),
+                named_rule("SAF+EASY"), SteerOptions("bench", step=10, max_changes=2 * n_jobs))
+    s.start()
+    rows = []
+    for k in range(3):
+        before = len(calls(state))
+        t0 = time.perf_counter()
+        out = s.cycle()
+        wall = time.perf_counter() - t0
+        new = calls(state)[before:]
+        updates = [c for c in new if c["tool"] == "scontrol" and not c["argv"]]
+        rows.append({"cycle": k + 1, "changed": out.row["changed"], "own_s": wall - out.row["slurm_seconds"],
+                     "slurm_s": out.row["slurm_seconds"], "scontrol_processes": len(updates),
+                     "update_lines": sum(c["lines"] - 1 for c in updates)})
+        if k == 0:  # the top job of the debug group starts, one short job arrives
+            doc = json.loads(state.read_text())
+            top = out.set.filter(out.set["group_key"] == "debug|tier 1").sort("site_factor", descending=True)["target"][0]
+            for j in doc["jobs"]:
+                if str(j["job_id"]) == top:
+                    j["job_state"], j["state_reason"] = "RUNNING", "None"
+            doc["jobs"].append(job(n_jobs + 1, limit_min=1, cpus=1, submit=now))
+            state.write_text(json.dumps(doc))
+    return {"jobs": n_jobs, "cycles": rows}
+
+
+# --- live against replay ---------------------------------------------------------------------------
+
+def kth_slice(n: int, first: int) -> list[dict]:
+    rows = [ln.split() for ln in SWF.read_text().splitlines() if ln.strip() and not ln.startswith(";")]
+    out = []
+    for r in rows[first:first + n]:
+        procs = int(r[7]) if int(r[7]) > 0 else int(r[4])
+        out.append({"id": r[0], "submit": int(r[1]), "run": max(int(r[3]), 1), "req": max(int(r[8]), int(r[3]), 60),
+                    "cores": min(max(procs, 1), 100)})
+    t0 = out[0]["submit"]
+    for j in out:
+        j["submit"] -= t0
+    return out
+
+
+def workload_plan(jobs: list[dict], compress: float, limit_compress: float) -> list[dict]:
+    plan = []
+    for j in jobs:
+        limit_min = max(1, math.ceil(j["req"] / limit_compress / 60))
+        sleep = max(1, round(j["run"] / compress))
+        sleep = min(sleep, limit_min * 60 - 2)
+        plan.append({**j, "at": j["submit"] / compress, "limit_min": limit_min, "sleep": sleep})
+    return plan
+
+
+def run_live(plan: list[dict], env: dict, db: str, steer: list[str] | None, cluster: str) -> dict[str, str]:
+    """Submit the plan in real time (with a steering loop beside it), wait until every job ended;
+    returns trace id -> Slurm job id."""
+    loop = None
+    if steer:
+        loop = subprocess.Popen([sys.executable, "-m", "metapilot.cli", "steer", "--cluster", cluster, "--slurm",
+                                 "--every", "2s", "--step", "100000", "--guard-h", "1000", "--db", db, *steer],
+                                env=env, stdout=open(db + ".steer.log", "a"), stderr=subprocess.STDOUT)
+        time.sleep(3)
+    ids = {}
+    t0 = time.monotonic()
+    for j in plan:
+        delay = j["at"] - (time.monotonic() - t0)
+        if delay > 0:
+            time.sleep(delay)
+        out = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp", "-N", "1", "-n", str(j["cores"]),
+                              "-t", str(j["limit_min"]), "-J", f"kth{j['id']}", "--wrap", f"sleep {j['sleep']}"],
+                             env=env, capture_output=True, text=True, check=True)
+        ids[j["id"]] = out.stdout.strip().split(";")[0]
+    while True:
+        left = subprocess.run(["squeue", "-h", "-t", "PD,R,CG", "-o", "%i"], env=env, capture_output=True, text=True).stdout
+        if not left.strip():
+            break
+        time.sleep(2)
+    if loop is not None:
+        loop.send_signal(signal.SIGTERM)
+        loop.wait(timeout=60)
+    return ids
+
+
+def measured(db: str, cluster: str, ids: dict[str, str]) -> dict[str, tuple[float, float, float]]:
+    """trace id -> (submit, start, end) epoch seconds, from the warehouse `collect` loaded."""
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        rows = con.execute("SELECT job_id, epoch(submit_time), epoch(start_time), epoch(end_time) FROM jobs "
+                           "WHERE cluster = ?", [cluster]).fetchall()
+    finally:
+        con.close()
+    by_slurm = {r[0]: r[1:] for r in rows}
+    return {tid: by_slurm[sid] for tid, sid in ids.items() if sid in by_slurm}
+
+
+def replay(plan: list[dict], real: dict, policy: str, backfill: str) -> dict[str, float]:
+    """trace id -> start (s after the first real submit) in the engine, given the real arrivals and run times."""
+    from metapilot.models.simulator import Capacity, simulate
+    from metapilot.transforms.workload import Workload
+
+    base = min(v[0] for v in real.values())
+    keep = [j for j in plan if j["id"] in real]
+    submit = [real[j["id"]][0] - base for j in keep]
+    run = [max(real[j["id"]][2] - real[j["id"]][1], 1.0) for j in keep]
+    req = [max(j["limit_min"] * 60.0, r) for j, r in zip(keep, run)]
+    w = Workload.from_arrays(submit=submit, run=run, req_time=req, cores=[j["cores"] for j in keep],
+                             job_ids=[j["id"] for j in keep])
+    r = simulate(w, Capacity.single(100), policy, backfill)
+    return {str(i): float(s) for i, s in zip(w.job_ids, r.start)}
+
+
+def compare(real: dict, pred: dict) -> dict:
+    from metapilot.models.steering.rank import kendall_tau
+
+    base = min(v[0] for v in real.values())
+    ids = sorted(set(real) & set(pred))
+    sub = np.array([real[i][0] - base for i in ids])
+    rs = np.array([real[i][1] - base for i in ids])
+    ps = np.array([pred[i] for i in ids])
+    rw, pw = rs - sub, ps - sub
+    diff = np.abs(rs - ps)
+    return {"jobs": len(ids), "mean_real": rw.mean(), "mean_pred": pw.mean(), "p95_real": np.percentile(rw, 95),
+            "p95_pred": np.percentile(pw, 95), "max_real": rw.max(), "max_pred": pw.max(),
+            "mean_dev": (pw.mean() - rw.mean()) / rw.mean() if rw.mean() > 0 else float("nan"),
+            "start_diff_median": float(np.median(diff)), "start_diff_p95": float(np.percentile(diff, 95)),
+            "tau": kendall_tau(rs, ps)}
+
+
+def bench_live(n: int, first: int, compress: float, limit_compress: float) -> dict:
+    from slurm_fixtures import parse_exports
+
+    plan = workload_plan(kth_slice(n, first), compress, limit_compress)
+    env = {**os.environ, "METAPILOT_SLURM_CPUS": "100", "METAPILOT_SLURM_NO_INSTALL": "1"}
+    start = subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "start"], env=env, capture_output=True, text=True)
+    if start.returncode:
+        raise SystemExit(start.stderr)
+    env.update(parse_exports(start.stdout))
+    env["PATH"] = os.environ["PATH"] + ":/usr/sbin"
+    cluster = env["METAPILOT_SLURM_CLUSTER"]
+    work = Path(tempfile.mkdtemp(prefix="slurm-live-"))
+    results = {}
+    try:
+        runs = [("Slurm's default", None, "FCFS"), ("steer SJF+EASY", ["--policy", "SJF+EASY"], "SJF"),
+                ("steer the approved decision (SAF+EASY)", ["--policy", "published"], "SAF")]
+        for label, steer, rule in runs:
+            db = str(work / f"{rule}.duckdb")
+            if steer and steer[-1] == "published":
+                _publish_and_approve(db, cluster, env)
+            t0 = time.time()
+            ids = run_live(plan, env, db, steer, cluster)
+            span = time.time() - t0
+            subprocess.run([sys.executable, "-m", "metapilot.cli", "collect", "--cluster", cluster, "--db", db],
+                           env=env, check=True, capture_output=True, text=True, timeout=600)
+            real = measured(db, cluster, ids)
+            row = {"run": label, "span_s": span}
+            for bf in ("conservative", "easy"):
+                row[bf] = compare(real, replay(plan, real, rule, bf))
+            results[label] = row
+            print(json.dumps(row, default=float), flush=True)
+    finally:
+        subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "stop", env["METAPILOT_SLURM_DIR"]], env=env)
+    return {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_compress": limit_compress,
+                     "limits_min": sorted({j["limit_min"] for j in plan})}, "runs": results}
+
+
+def _publish_and_approve(db: str, cluster: str, env: dict) -> None:
+    from datetime import datetime, timezone
+
+    from metapilot.warehouse.db import connect
+
+    con = connect(db)
+    con.execute("INSERT INTO published_policies (cluster, partition, policy_id, published_at, kind, recommendation, "
+                "message) VALUES (?, '*', 'bench', ?, 'fixed', 'SAF+easy', 'Keep SAF+EASY (benchmark)')",
+                [cluster, datetime.now(timezone.utc)])
+    con.close()
+    subprocess.run([sys.executable, "-m", "metapilot.cli", "approve", "--cluster", cluster, "--db", db,
+                    "--note", "benchmark"], env=env, check=True, capture_output=True)
+
+
+# --- the document ------------------------------------------------------------------------------------
+
+def section(cycle: dict | None, live: dict | None) -> str:
+    from common import machine
+
+    out = [f"## {HEADING}", "", f"Machine: {machine()}. `bench/bench_slurm_live.py`.", ""]
+    if cycle:
+        out += [f"**One cycle with {cycle['jobs']:,} pending jobs** (stand-in squeue/scontrol counting calls; SAF+EASY; "
+                "own time = wall time minus the time waiting for the stand-in's answers, the warehouse writes "
+                "included):", "",
+                "| cycle | what changed | site factors set | own s | stand-in s | scontrol processes | update lines |",
+                "|---|---|---:|---:|---:|---:|---:|"]
+        what = ("every job ranked (all but the last of each group)", "the first job started, a short one arrived",
+                "nothing moved")
+        for r, w in zip(cycle["cycles"], what):
+            out.append(f"| {r['cycle']} | {w} | {r['changed']:,} | {r['own_s']:.3f} | {r['slurm_s']:.3f} | "
+                       f"{r['scontrol_processes']} | {r['update_lines']:,} |")
+        out.append("")
+    if live:
+        p = live["plan"]
+        out += [f"**Live against replay**: {p['jobs']} KTH-SP2 jobs (from job {p['first']} of the test slice), "
+                f"arrivals and run times / {p['compress']:g}, limits = requested time / {p['limit_compress']:g} in whole "
+                f"minutes ({p['limits_min']}), on a real one-node Slurm 22.05 with 100 CPUs; each run collected with "
+                "`metapilot collect` and replayed by the engine with its real arrivals and run times.", "",
+                "| run | engine mode | jobs | mean wait real / predicted (s) | deviation | p95 real / pred | "
+                "max real / pred | start diff median / p95 (s) | Kendall tau |",
+                "|---|---|---:|---|---:|---|---|---|---:|"]
+        for label, row in live["runs"].items():
+            for bf in ("conservative", "easy"):
+                c = row[bf]
+                out.append(f"| {label} | {bf} | {c['jobs']} | {c['mean_real']:.1f} / {c['mean_pred']:.1f} | "
+                           f"{100 * c['mean_dev']:+.1f}% | {c['p95_real']:.0f} / {c['p95_pred']:.0f} | "
+                           f"{c['max_real']:.0f} / {c['max_pred']:.0f} | {c['start_diff_median']:.1f} / "
+                           f"{c['start_diff_p95']:.1f} | {c['tau']:.3f} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("cycle", "live", "both"))
+    ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--first", type=int, default=120)
+    ap.add_argument("--compress", type=float, default=300.0)
+    ap.add_argument("--limit-compress", type=float, default=30.0)
+    ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+    cycle = bench_cycle(a.jobs or 10_000) if a.what in ("cycle", "both") else None
+    if cycle:
+        print(json.dumps(cycle, indent=1))
+    live = bench_live(a.jobs or 120, a.first, a.compress, a.limit_compress) if a.what in ("live", "both") else None
+    if a.json:
+        Path(a.json).write_text(json.dumps({"cycle": cycle, "live": live}, default=float, indent=1))
+    text = section(cycle, live)
+    print(text)
+    if a.write:
+        from common import write_section
+
+        write_section(HEADING, text)
+
+
+if __name__ == "__main__":
+    main()
