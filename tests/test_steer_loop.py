@@ -196,3 +196,42 @@ def test_ten_thousand_pending_batched_and_only_moved_jobs_change(tmp_path):
     state.write_text(json.dumps(doc))
     second = s.cycle()
     assert second.row["changed"] == 1 and second.set["target"].to_list() == ["99999"], second.line
+
+
+def test_steer_report_compares_the_shadow_with_the_real_start_order(standin):
+    from datetime import datetime, timedelta, timezone
+
+    from metapilot.warehouse.db import connect
+
+    state, _, db = standin
+    _steerer(standin, dry_run=True).cycle()  # shadow: 2, 4, 3, 1
+    con = connect(db)
+    t = datetime.now(timezone.utc) + timedelta(minutes=1)
+    for k, jid in enumerate(["2", "4", "1", "3"]):  # Slurm started 1 before 3
+        con.execute("INSERT INTO jobs (cluster, job_id, source_format, source_file_id, submit_time, start_time, ingested_at) "
+                    "VALUES ('mini', ?, 'sacct', 'f', ?, ?, ?)", [jid, t - timedelta(hours=1), t + timedelta(minutes=k), t])
+    con.close()
+    res = CliRunner().invoke(app, ["steer", "report", "--cluster", "mini", "--db", db])
+    assert res.exit_code == 0, res.output
+    assert "1 dry-run cycles, 1 rankings" in res.output and "median 0.67" in res.output and "100%" in res.output
+
+
+def test_live_state_uses_advises_aggregates():
+    from metapilot.models.steering.live_state import live_aggregates, live_state
+    from metapilot.models.steering.squeue import parse_sinfo, parse_squeue
+    from metapilot.transforms.state import AGGREGATES, StateConfig
+
+    now = 1_800_000_000
+    doc = {"meta": {"Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}}}, "errors": [],
+           "jobs": [job(1, limit_min=10, cpus=4, submit=now - 100), job(2, limit_min=30, cpus=8, submit=now - 7200),
+                    job(3, limit_min=5, cpus=16, state="RUNNING", reason="None", submit=now - 50)]}
+    _, jobs = parse_squeue(json.dumps(doc))
+    nodes = parse_sinfo(json.dumps({"meta": doc["meta"], "errors": [], "nodes": [
+        {"name": "n", "state": "mixed", "cpus": 64, "alloc_cpus": 16, "real_memory": 1000, "alloc_memory": 0}]}))
+    agg = live_aggregates(jobs, nodes, now, StateConfig())
+    assert set(agg) == set(AGGREGATES)
+    assert agg["used_cpu"] == 16 and agg["cap_cpu"] == 64 and agg["queue_len"] == 2 and agg["queued_cpu"] == 12
+    assert agg["wait_max_s"] == 7200 and agg["arrivals"] == 2 and agg["req_mean_s"] == 1200
+    assert live_state(jobs, nodes, now, StateConfig()).shape[0] == 1
+    with pytest.raises(ValueError, match="lookahead"):
+        live_state(jobs, nodes, now, StateConfig(lookahead_h=2))
