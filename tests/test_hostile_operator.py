@@ -223,3 +223,35 @@ def test_serve_list_creates_nothing_and_bad_options_are_one_sentence(tmp_path):
     r = cli("serve", "--list", "--landing", landing, "--timezone", "Mars/Olympus")
     assert r.exit_code == 2 and "'Mars/Olympus' is not a time zone" in r.output, r.output
     assert "validation error" not in r.output.lower() and not (tmp_path / "deep").exists()
+
+
+# 9. place train's verdict and place replay agree on FGD's inflate allocation: pods that fit no node
+# are not drawn (one of them made the arrived demand jump past 100% at once, so the figure at 100%
+# was 0% or a third depending on the seed)
+
+
+def test_pods_that_fit_no_node_are_not_drawn_so_fgds_inflate_figure_holds_across_seeds(tmp_path):
+    import json
+    import re
+
+    db = tmp_path / "w.duckdb"
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text(NODE_HEADER + "\n" + "".join(f"n{i},32000,131072,2,T4\n" for i in range(5)))
+    pods = tmp_path / "pods.csv"
+    head = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+    rows = [f"p-{i:04d},4000,8192,1,1000,,LS,Running,{100 + i},{5000 + i},{100 + i}" for i in range(30)]
+    rows += [f"p-{100 + i:04d},4000,8192,64,1000,,LS,Running,{200 + i},{900 + i},{200 + i}" for i in range(10)]
+    pods.write_text(head + "\n" + "\n".join(rows) + "\n")
+    assert cli("ingest", nodes, pods, "--cluster", "c", "--db", db).exit_code == 0
+    shares = []
+    for seed in (0, 1, 2):
+        r = cli("place", "replay", "--cluster", "c", "--policy", "fgd", "--mode", "inflate", "--seed", seed,
+                "--db", db, "--json", tmp_path / f"r{seed}.json")
+        assert r.exit_code == 0, r.output
+        assert "10 pods of the list fit no node of the empty cluster" in " ".join(r.output.split())
+        shares.append(json.loads((tmp_path / f"r{seed}.json").read_text())["gpu_alloc_share"])
+    assert min(shares) >= 0.9, shares  # ten 2-GPU nodes' worth of 1-GPU pods: FGD fills them
+    r = cli("place", "train", "--cluster", "c", "--steps", "64", "--db", db)
+    assert r.exit_code == 0, r.output
+    fgd = float(re.search(r"vs FGD ([\d.]+)%", " ".join(r.output.split())).group(1))
+    assert fgd >= 90.0, r.output

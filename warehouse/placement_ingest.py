@@ -96,12 +96,11 @@ def _load_nodes(con, path: Path, cluster: str, sha: str, now: datetime) -> tuple
                 else "it holds no node line (only its header)")
         return res, 0, 0, [f"no node loaded: {what}; cluster {cluster}'s node list is unchanged"]
     con.execute(sql_text("placement/forget_nodes.sql"), {"cluster": cluster})
-    if rows.height:
-        insert_frame(con, "nodes", rows)
-        tot = rows.select(pl.len(), pl.col("cpu_milli").sum(), pl.col("gpus").sum(), pl.col("memory_mib").sum()).row(0)
-        upsert_capacity(con, {"cluster": cluster, "partition": "*", "valid_from": TRACE_EPOCH, "nodes": tot[0],
-                              "cores": tot[1] // 1000, "gpus": tot[2], "mem_mib": tot[3], "source": "node-list",
-                              "note": f"from the node list {path.name}: {tot[0]} nodes"})
+    insert_frame(con, "nodes", rows)
+    tot = rows.select(pl.len(), pl.col("cpu_milli").sum(), pl.col("gpus").sum(), pl.col("memory_mib").sum()).row(0)
+    upsert_capacity(con, {"cluster": cluster, "partition": "*", "valid_from": TRACE_EPOCH, "nodes": tot[0],
+                          "cores": tot[1] // 1000, "gpus": tot[2], "mem_mib": tot[3], "source": "node-list",
+                          "note": f"from the node list {path.name}: {tot[0]} nodes"})
     return res, rows.height, rows.height, []
 
 

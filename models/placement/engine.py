@@ -3,7 +3,8 @@
 Two experiments: `time` (pods arrive at their creation time, hold their resources for their
 logged duration, wait in a queue when nothing fits) and `inflate` (the FGD paper's: pods drawn
 at random with replacement, seeded, no departures, each placed or failed and dropped, until the
-GPUs requested reach 130% of the cluster's; the result is the allocated GPU share at every arrived
+GPUs requested reach 130% of the cluster's; pods that fit no node of the empty cluster are not
+drawn: `not_drawn_unfit` counts them; the result is the allocated GPU share at every arrived
 percentage). The loop itself is compiled (`kernels`); this module builds its arrays from frames,
 runs it, and turns its sums into the metrics of SPEC §11:
 
@@ -161,18 +162,30 @@ def without_gpus(cluster: Cluster, name: str = "the cluster") -> str | None:
             "places its pods on CPU and memory")
 
 
-def inflate_draws(w: Workload, cluster: Cluster, seed: int, to: float = INFLATE_TO) -> np.ndarray:
-    """Pod indices drawn at random with replacement until their GPUs reach `to` x the cluster's."""
+def inflate_draws(w: Workload, cluster: Cluster, seed: int, to: float = INFLATE_TO,
+                  drawable: np.ndarray | None = None) -> np.ndarray:
+    """Pod indices drawn at random with replacement until their GPUs reach `to` x the cluster's.
+
+    `drawable` (a mask over the pods): only those are drawn. A pod that fits no node of the empty
+    cluster is no demand the cluster could serve: drawn, one such pod asking for more GPUs than the
+    cluster has made the arrived demand jump past 100% at once, and the allocation "at 100%"
+    depended on whether it came first (0% on one seed, 33% on another: issue 41)."""
     if (why := without_gpus(cluster)) is not None:
         raise ValueError(why)
     rng = np.random.default_rng(seed)
     target = to * cluster.gpu_milli
     req = (w.ng * w.gm).astype(np.float64)
-    mean = max(req.mean(), 1.0)
+    pool = None if drawable is None or bool(drawable.all()) else np.flatnonzero(drawable)
+    asks = req if pool is None else req[pool]
+    if not asks.size or asks.sum() <= 0:
+        raise ValueError("no pod that fits a node of the cluster asks for a GPU: the inflate experiment draws GPU demand "
+                         "until it reaches 130% of the GPUs, and there is none; use --mode time")
+    mean = max(asks.mean(), 1.0)
     out: list[np.ndarray] = []
     total = 0.0
     while total < target:
-        batch = rng.integers(0, w.n, size=int(target / mean * 1.2) + 64)
+        size = int(target / mean * 1.2) + 64
+        batch = rng.integers(0, w.n, size=size) if pool is None else pool[rng.integers(0, pool.size, size=size)]
         c = total + np.cumsum(req[batch])
         cut = int(np.searchsorted(c, target, side="left")) + 1
         out.append(batch[:cut])
@@ -218,7 +231,7 @@ class Replay:
             fv[K.FV_NOW] = float(w.t_arr[self.order[0]]) if w.n else 0.0
             fv[K.FV_T0] = fv[K.FV_NOW]
         else:
-            self.order = inflate_draws(w, cluster, seed)
+            self.order = inflate_draws(w, cluster, seed, drawable=~self.unfit)
             self.curve = np.full(int(round(INFLATE_TO * 100)) + 1, np.nan, np.float64)
             self.curve[0] = 0.0
         K.seed_rng(seed)
@@ -316,6 +329,7 @@ class Replay:
             drawn = self.order[: int(iv[K.IV_DRAWN])]
             reached = not np.isnan(self.curve[100])
             out = {"pods": int(drawn.size), "placed": int(iv[K.IV_PLACED]), "mean_wait_s": None,
+                   "not_drawn_unfit": int(self.unfit.sum()),
                    "gpu_alloc_share": float(self.curve[100]) if reached else None,
                    "frag_gpu_share": float(fv[K.FV_SNAP_FRAG]) if reached else None,
                    "imbalance": float(fv[K.FV_SNAP_STD]) if reached else None,

@@ -168,7 +168,8 @@ def sample_env(cluster: Cluster, w: Workload, typical: tuple, rng: np.random.Gen
         start = int(rng.integers(0, order.size - k + 1))
         return PlacementEnv(sub, w, "time", seed, typical, reward, order[start:start + k])
     env = PlacementEnv(sub, w, "inflate", seed, typical, reward)
-    env.rp.order = inflate_draws(w, sub, seed, inflate_to)
+    fits = ~env.rp.unfit  # pods that fit no node of this subset are no demand it could serve
+    env.rp.order = inflate_draws(w, sub, seed, inflate_to, fits if fits.any() else None)
     return env
 
 

@@ -88,6 +88,9 @@ def replay_cluster(con: duckdb.DuckDBPyConnection, cluster: str, policy: str, mo
         agent = load_registered_agent(con, policy, db)
         out = replay_agent(c, w, agent.choose, policy, mode, seed)
         out["trained_on"] = agent.card["cluster"]
+    if mode == "inflate" and out.get("not_drawn_unfit"):
+        out["warning"] = (f"{out['not_drawn_unfit']:,} pods of the list fit no node of the empty cluster (too large, or a "
+                          "GPU model no node has): left out of the inflation draws; a time replay counts them as unfit")
     if mode == "time" and not w.timed:
         out["warning"] = "the pod list has no deletion times: every pod stays once placed" + (
             " (use --mode inflate)" if c.gpu_milli else "")
