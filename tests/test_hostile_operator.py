@@ -255,3 +255,15 @@ def test_pods_that_fit_no_node_are_not_drawn_so_fgds_inflate_figure_holds_across
     assert r.exit_code == 0, r.output
     fgd = float(re.search(r"vs FGD ([\d.]+)%", " ".join(r.output.split())).group(1))
     assert fgd >= 90.0, r.output
+
+
+def test_inflating_pods_that_ask_for_no_gpu_is_refused_instead_of_looping_forever(tmp_path):
+    db = tmp_path / "w.duckdb"
+    _, pods = cpu_only_lists(tmp_path)  # CPU-only pods on GPU nodes
+    lines = (OPENB / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    nodes = tmp_path / "gpu_nodes.csv"
+    nodes.write_text("\n".join(lines[:11]) + "\n")
+    assert cli("ingest", nodes, pods, "--cluster", "g", "--db", db).exit_code == 0
+    r = cli("place", "replay", "--cluster", "g", "--mode", "inflate", "--db", db)
+    assert r.exit_code == 2, r.output
+    assert "asks for a GPU" in r.output and "use --mode time" in r.output, r.output
