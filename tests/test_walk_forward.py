@@ -219,3 +219,14 @@ def test_a_fold_whose_learning_fails_is_a_verdict_not_the_end(monkeypatch, tmp_p
     fold = one()
     assert fold.gate == "failed" and "RuntimeError: the GPU caught fire" in fold.note and fold.policy_id is None
     assert seen["db"] == fold.db and fold.db.startswith(str(tmp_path / "folds"))
+
+
+def test_the_json_of_a_contender_never_holds_nan():
+    """Lublin-256 logs no start times: its as-run figures were NaN, and `--json` wrote `NaN`, which is not JSON."""
+    import json
+
+    from metapilot.models.evaluation.backtest import _contender_json
+
+    row = _contender_json({"name": "as-run", "wait_mean_s": float("nan"), "regret_bsld_ci": [float("nan"), 0.1]})
+    assert row["wait_mean_s"] is None and row["regret_bsld_ci"] == [None, 0.1]
+    json.dumps(row, allow_nan=False)

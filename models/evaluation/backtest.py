@@ -18,6 +18,7 @@ MetaPilot's decision for a period (issue 38 item 5, chosen on the walk forward's
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -208,8 +209,12 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
         contenders.append(Contender(r, "fixed", simulate(workload, capacity, pol, bf)))
     cur = next(c for c in contenders if c.name == current)
     contenders.append(Contender(f"{current} (current)", "current", cur.result, note="the site's rule today"))
-    contenders.append(Contender("as-run", "as-run", asrun_result(workload, capacity, jobs),
-                                note="the logged starts; the real cluster also ran jobs submitted before the span"))
+    asrun = asrun_result(workload, capacity, jobs)
+    if len(workload) and np.isnan(asrun.start).all():  # SWF wait -1 throughout (NASA-iPSC, Lublin-256)
+        contenders.append(Contender("as-run", "as-run", None, note="the log records no start times: no as-run history"))
+    else:
+        contenders.append(Contender("as-run", "as-run", asrun,
+                                    note="the logged starts; the real cluster also ran jobs submitted before the span"))
     contenders.append(Contender("leader", "leader", follow(
         workload, capacity, [(s, RuleDecider(c.leader)) for s, c in zip(starts, choices, strict=True)], epoch_s=EPOCH_S),
         note="at each origin, the fixed rule with the lowest bounded slowdown over all the past"))
@@ -284,8 +289,17 @@ JSON_FIELDS = ("name", "kind", "wait_mean_s", "wait_p95_s", "wait_p99_s", "wait_
                "worst_account_wait_s", "jain_users", "note")
 
 
+def json_safe(v: Any) -> Any:
+    """A figure that does not exist is null, never NaN or infinity (which are not JSON)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {k: json_safe(x) for k, x in v.items()}
+    return [json_safe(x) for x in v] if isinstance(v, (list, tuple)) else v
+
+
 def _contender_json(row: dict) -> dict:
-    return {k: row.get(k) for k in JSON_FIELDS}
+    return {k: json_safe(row.get(k)) for k in JSON_FIELDS}
 
 
 def _contender_rows(span: pl.DataFrame, cluster: str, t0: datetime, t1: datetime, current: str) -> pl.DataFrame:

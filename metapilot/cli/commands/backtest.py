@@ -69,7 +69,10 @@ def backtest_cmd(
     if out.get("folds_kept"):
         console.print(f"fold warehouses kept: {out['folds_kept']}")
     if json_out:
-        Path(json_out).write_text(json.dumps(out, indent=2, default=str) + "\n", encoding="utf-8")
+        from metapilot.models.evaluation.backtest import json_safe
+
+        Path(json_out).write_text(json.dumps(json_safe(out), indent=2, default=str, allow_nan=False) + "\n",
+                                  encoding="utf-8")
         console.print(f"JSON: {json_out}")
 
 
