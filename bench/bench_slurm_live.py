@@ -156,15 +156,16 @@ def measured(db: str, cluster: str, ids: dict[str, str]) -> dict[str, tuple[floa
     return {tid: by_slurm[sid] for tid, sid in ids.items() if sid in by_slurm}
 
 
-def replay(plan: list[dict], real: dict, policy: str, backfill: str) -> dict[str, float]:
-    """trace id -> start (s after the first real submit) in the engine, given the real arrivals and run times."""
+def replay(plan: list[dict], real: dict, policy: str, backfill: str, hold_s: float = 0.0) -> dict[str, float]:
+    """trace id -> start (s after the first real submit) in the engine, given the real arrivals and run
+    times; `hold_s`: the cores stay held this long after the recorded end (Slurm's COMPLETING)."""
     from metapilot.models.simulator import Capacity, simulate
     from metapilot.transforms.workload import Workload
 
     base = min(v[0] for v in real.values())
     keep = [j for j in plan if j["id"] in real]
     submit = [real[j["id"]][0] - base for j in keep]
-    run = [max(real[j["id"]][2] - real[j["id"]][1], 1.0) for j in keep]
+    run = [max(real[j["id"]][2] - real[j["id"]][1], 1.0) + hold_s for j in keep]
     req = [max(j["limit_min"] * 60.0, r) for j, r in zip(keep, run)]
     w = Workload.from_arrays(submit=submit, run=run, req_time=req, cores=[j["cores"] for j in keep],
                              job_ids=[j["id"] for j in keep])
@@ -182,7 +183,11 @@ def compare(real: dict, pred: dict) -> dict:
     ps = np.array([pred[i] for i in ids])
     rw, pw = rs - sub, ps - sub
     diff = np.abs(rs - ps)
-    return {"jobs": len(ids), "mean_real": rw.mean(), "mean_pred": pw.mean(), "p95_real": np.percentile(rw, 95),
+    at_once = pw < 0.5
+    latency = float(np.median(rw[at_once])) if at_once.any() else 0.0
+    return {"latency": latency,
+            "mean_dev_latency": (pw.mean() + latency - rw.mean()) / rw.mean() if rw.mean() > 0 else float("nan"),
+            "jobs": len(ids), "mean_real": rw.mean(), "mean_pred": pw.mean(), "p95_real": np.percentile(rw, 95),
             "p95_pred": np.percentile(pw, 95), "max_real": rw.max(), "max_pred": pw.max(),
             "mean_dev": (pw.mean() - rw.mean()) / rw.mean() if rw.mean() > 0 else float("nan"),
             "start_diff_median": float(np.median(diff)), "start_diff_p95": float(np.percentile(diff, 95)),
@@ -203,8 +208,8 @@ def bench_live(n: int, first: int, compress: float, limit_compress: float) -> di
     work = Path(tempfile.mkdtemp(prefix="slurm-live-"))
     results = {}
     try:
-        runs = [("Slurm's default", None, "FCFS"), ("steer SJF+EASY", ["--policy", "SJF+EASY"], "SJF"),
-                ("steer the approved decision (SAF+EASY)", ["--policy", "published"], "SAF")]
+        steer_args = {"FCFS": None, "SJF": ["--policy", "SJF+EASY"], "SAF": ["--policy", "published"]}
+        runs = [(label, steer_args[rule], rule) for label, rule in RUNS]
         for label, steer, rule in runs:
             db = str(work / f"{rule}.duckdb")
             if steer and steer[-1] == "published":
@@ -216,12 +221,46 @@ def bench_live(n: int, first: int, compress: float, limit_compress: float) -> di
                            env=env, check=True, capture_output=True, text=True, timeout=600)
             real = measured(db, cluster, ids)
             row = {"run": label, "span_s": span}
-            for bf in ("conservative", "easy"):
-                row[bf] = compare(real, replay(plan, real, rule, bf))
+            for mode in MODES:
+                row[mode] = compare(real, replay(plan, real, rule, *MODES[mode]))
             results[label] = row
             print(json.dumps(row, default=float), flush=True)
     finally:
         subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "stop", env["METAPILOT_SLURM_DIR"]], env=env)
+    return {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_compress": limit_compress,
+                     "limits_min": sorted({j["limit_min"] for j in plan})}, "runs": results}
+
+
+MODES = {"conservative": ("conservative", 0.0), "easy": ("easy", 0.0),
+         "conservative, cores freed 1 s after the end": ("conservative", 1.0),
+         "easy, cores freed 1 s after the end": ("easy", 1.0)}
+RUNS = (("Slurm's default", "FCFS"), ("steer SJF+EASY", "SJF"), ("steer the approved decision (SAF+EASY)", "SAF"))
+
+
+def analyse(work: Path, n: int, first: int, compress: float, limit_compress: float) -> dict:
+    """Recompute the table from a finished `live` run's warehouses (`work`: its slurm-live-* folder):
+    each run's jobs in Slurm id order are the plan's jobs in submission order."""
+    from metapilot.warehouse.db import connect
+
+    plan = workload_plan(kth_slice(n, first), compress, limit_compress)
+    results = {}
+    for label, rule in RUNS:
+        db = work / f"{rule}.duckdb"
+        if not db.exists():
+            continue
+        con = connect(str(db), read_only=True)
+        try:
+            rows = con.execute("SELECT job_id, epoch(submit_time), epoch(start_time), epoch(end_time) FROM jobs").fetchall()
+        finally:
+            con.close()
+        if len(rows) < len(plan):
+            continue  # not collected yet
+        rows = sorted(rows, key=lambda r: int(r[0]))[-len(plan):]
+        real = {j["id"]: r[1:] for j, r in zip(plan, rows)}
+        row = {"run": label}
+        for mode in MODES:
+            row[mode] = compare(real, replay(plan, real, rule, *MODES[mode]))
+        results[label] = row
     return {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_compress": limit_compress,
                      "limits_min": sorted({j["limit_min"] for j in plan})}, "runs": results}
 
@@ -264,14 +303,15 @@ def section(cycle: dict | None, live: dict | None) -> str:
                 f"arrivals and run times / {p['compress']:g}, limits = requested time / {p['limit_compress']:g} in whole "
                 f"minutes ({p['limits_min']}), on a real one-node Slurm 22.05 with 100 CPUs; each run collected with "
                 "`metapilot collect` and replayed by the engine with its real arrivals and run times.", "",
-                "| run | engine mode | jobs | mean wait real / predicted (s) | deviation | p95 real / pred | "
-                "max real / pred | start diff median / p95 (s) | Kendall tau |",
-                "|---|---|---:|---|---:|---|---|---|---:|"]
+                "| run | engine mode | jobs | mean wait real / predicted (s) | deviation | start latency (s) | "
+                "p95 real / pred | max real / pred | start diff median / p95 (s) | Kendall tau |",
+                "|---|---|---:|---|---:|---:|---|---|---|---:|"]
         for label, row in live["runs"].items():
-            for bf in ("conservative", "easy"):
+            for bf in MODES:
                 c = row[bf]
                 out.append(f"| {label} | {bf} | {c['jobs']} | {c['mean_real']:.1f} / {c['mean_pred']:.1f} | "
-                           f"{100 * c['mean_dev']:+.1f}% | {c['p95_real']:.0f} / {c['p95_pred']:.0f} | "
+                           f"{100 * c['mean_dev']:+.1f}% | {c['latency']:.1f} | "
+                           f"{c['p95_real']:.0f} / {c['p95_pred']:.0f} | "
                            f"{c['max_real']:.0f} / {c['max_pred']:.0f} | {c['start_diff_median']:.1f} / "
                            f"{c['start_diff_p95']:.1f} | {c['tau']:.3f} |")
         out.append("")
@@ -280,7 +320,9 @@ def section(cycle: dict | None, live: dict | None) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("cycle", "live", "both"))
+    ap.add_argument("what", choices=("cycle", "live", "both", "analyse"))
+    ap.add_argument("--work", default=None, help="analyse: the slurm-live-* folder of a finished live run")
+    ap.add_argument("--cycle-json", default=None, help="a cycle result (--json of `cycle`) to put in the section")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--first", type=int, default=120)
     ap.add_argument("--compress", type=float, default=300.0)
@@ -289,9 +331,13 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     cycle = bench_cycle(a.jobs or 10_000) if a.what in ("cycle", "both") else None
+    if a.cycle_json:
+        cycle = json.loads(Path(a.cycle_json).read_text())["cycle"]
     if cycle:
         print(json.dumps(cycle, indent=1))
     live = bench_live(a.jobs or 120, a.first, a.compress, a.limit_compress) if a.what in ("live", "both") else None
+    if a.what == "analyse":
+        live = analyse(Path(a.work), a.jobs or 120, a.first, a.compress, a.limit_compress)
     if a.json:
         Path(a.json).write_text(json.dumps({"cycle": cycle, "live": live}, default=float, indent=1))
     text = section(cycle, live)
