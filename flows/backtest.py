@@ -4,8 +4,11 @@ then every fold's decision followed over the span and judged (`models.evaluation
 Each fold learns in its own warehouse, holding only the jobs submitted before its origin
 (`warehouse.fold_store`): it cannot see the future by construction, folds run in parallel without
 waiting on one another's locks, and their policies and held-out replays never mix with the
-operator's (the weekly report reads those). The fold warehouses sit under
-`backtests/<backtest_id>/` beside the warehouse and are removed once judged, unless kept.
+operator's (the weekly report reads those). The fold warehouses stay under
+`backtests/folds/<cluster>/` beside the warehouse, named by what they learned from (the origin, the
+past's fingerprint, the training steps, the code version): the next walk forward (the monthly
+deployment) reuses every fold whose past has not changed and learns only the new ones. Folds no
+longer used are removed; `relearn` learns every fold again.
 
 A fold whose learning fails is recorded with its reason and followed by the guarded leader; the
 other folds are still learned and reported. Nothing is stored in the operator's warehouse until the
@@ -13,6 +16,8 @@ whole comparison is ready, and then in one transaction."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -52,45 +57,76 @@ def judge_task(db: str | None, cluster: str, folds: list, span_end: datetime, cu
             con.close()
 
 
-def fold_dir(db: str | None, backtest_id: str) -> Path:
-    """Where one walk forward's fold warehouses live while it runs (beside the operator's warehouse)."""
+def fold_root(db: str | None, cluster: str) -> Path:
+    """Where a cluster's fold warehouses live, beside the operator's warehouse."""
+    from metapilot.ground.files import safe_name
     from metapilot.ground.paths import db_path
 
-    return db_path(db).parent / "backtests" / backtest_id
+    return db_path(db).parent / "backtests" / "folds" / safe_name(cluster)
+
+
+def fold_home(db: str | None, cluster: str, origin: datetime, steps: int) -> Path:
+    """The folder of one fold, named by everything its learning depends on."""
+    from metapilot.ground.version import code_version
+    from metapilot.warehouse.fold_store import fold_fingerprint
+
+    key = f"{cluster}|{origin.isoformat()}|{fold_fingerprint(db, cluster, origin)}|{steps}|{code_version()}"
+    return fold_root(db, cluster) / f"{origin:%Y-%m-%d}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
 
 
 def learn_fold(db: str | None, cluster: str, first: datetime, busy: list[datetime], origin: datetime,
-               steps: int, folder: str) -> "Fold":
+               steps: int, relearn: bool = False) -> "Fold":
     """The learning stages of `pipeline`, in a warehouse of their own that holds only the jobs
-    submitted before `origin`; a failure is the fold's verdict, with its reason, never the walk
-    forward's end."""
+    submitted before `origin`, or what an earlier walk forward learned from the same past; a
+    failure is the fold's verdict, with its reason, never the walk forward's end."""
     from metapilot.models.evaluation.backtest import Fold
     from metapilot.transforms.windows import split_history
     from metapilot.warehouse.fold_store import make_fold_warehouse
 
-    fold_db = str(Path(folder) / f"fold-{origin:%Y-%m-%d}" / "warehouse.duckdb")
+    log = get_run_logger()
+    home = fold_home(db, cluster, origin, steps)
+    record, fold_db = home / "fold.json", str(home / "warehouse.duckdb")
+    if record.exists() and not relearn:
+        try:
+            fold = Fold.from_dict(json.loads(record.read_text()), fold_db)
+            log.info("fold at %s: its past has not changed since it was learned: reused (%s)", origin.date(), home)
+            return fold
+        except (ValueError, KeyError, TypeError):  # a damaged record: learn again
+            pass
+    shutil.rmtree(home, ignore_errors=True)
     try:
         windows = split_history(first, origin, busy_weeks=[w for w in busy if w < origin])
         make_fold_warehouse(db, cluster, origin, fold_db)
         learned = learn_flow(cluster, windows, db=fold_db, steps=steps, dask=None, publish=False)
         decision = learned["published"]
-        return Fold(origin, learned["policy_id"], decision["kind"], decision["message"], fold_db)
+        fold = Fold(origin, learned["policy_id"], decision["kind"], decision["message"], fold_db)
     except Exception as e:  # noqa: BLE001 - one fold's failure is reported, the others still run
-        get_run_logger().warning("fold at %s: learning failed: %s: %s", origin.date(), type(e).__name__, e)
+        log.warning("fold at %s: learning failed: %s: %s", origin.date(), type(e).__name__, e)
         return Fold(origin, None, "failed", f"learning failed: {type(e).__name__}: {e}", fold_db)
+    record.write_text(json.dumps(fold.to_dict()) + "\n")  # last: a fold without it is learned again
+    return fold
+
+
+def prune_folds(db: str | None, cluster: str, keep: list[str | None]) -> None:
+    """Remove the cluster's fold folders this walk forward did not use (older pasts, older code)."""
+    root = fold_root(db, cluster)
+    used = {Path(k).parent.resolve() for k in keep if k}
+    for home in root.glob("*") if root.is_dir() else []:
+        if home.is_dir() and home.resolve() not in used:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 @task(name="walk-forward-fold", cache_policy=NONE)
 def fold_task(db: str | None, cluster: str, first: datetime, busy: list[datetime], origin: datetime, steps: int,
-              folder: str):
-    return learn_fold(db, cluster, first, busy, origin, steps, folder)
+              relearn: bool):
+    return learn_fold(db, cluster, first, busy, origin, steps, relearn)
 
 
 @flow(name="walk-forward-folds")
 def folds_flow(db: str | None, cluster: str, first: datetime, busy: list[datetime], origins: list[datetime],
-               steps: int, folder: str) -> list:
+               steps: int, relearn: bool = False) -> list:
     """Every origin's fold at once, on the flow's task runner (Dask workers with `--dask`)."""
-    futures = [fold_task.submit(db, cluster, first, busy, t, steps, folder) for t in origins]
+    futures = [fold_task.submit(db, cluster, first, busy, t, steps, relearn) for t in origins]
     return [f.result() for f in futures]
 
 
@@ -98,7 +134,7 @@ def folds_flow(db: str | None, cluster: str, first: datetime, busy: list[datetim
 def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks: int = 4,
                   warmup_weeks: int | None = None, start: datetime | None = None, end: datetime | None = None,
                   current: str = "FCFS+EASY", steps: int = 2000, dask: str | None = None, planner: bool = True,
-                  keep_folds: bool = False) -> dict:
+                  relearn: bool = False) -> dict:
     """Walk forward over the cluster's history (see the module docstring); returns the result.
     Without `dask` the folds learn one after another (each already uses the machine's cores); with
     it, in parallel on the Dask cluster, each fold's own training on that worker's threads."""
@@ -111,19 +147,14 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     cluster, first, busy, origins, span_end = plan_origins(db, cluster, every_weeks, warmup_weeks, start, end)
     log.info("walk forward on %s: %d origins from %s, every %d weeks, to %s", cluster, len(origins),
              origins[0].date(), every_weeks, span_end.date())
-    backtest_id = new_backtest_id()
-    folder = fold_dir(db, backtest_id)
-    try:
-        if dask:
-            folds = with_runner(folds_flow, dask)(db, cluster, first, busy, origins, steps, str(folder))
-        else:
-            folds = [learn_fold(db, cluster, first, busy, t, steps, str(folder)) for t in origins]
-        out = judge_task(db, cluster, folds, span_end, current, planner, backtest_id)
-    finally:
-        if not keep_folds:
-            shutil.rmtree(folder, ignore_errors=True)
-    if keep_folds:
-        out["folds_kept"] = str(folder)
+    if dask:
+        folds = with_runner(folds_flow, dask)(db, cluster, first, busy, origins, steps, relearn)
+    else:
+        folds = [learn_fold(db, cluster, first, busy, t, steps, relearn) for t in origins]
+    out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id())
+    if start is None and end is None:  # a narrowed span leaves the whole walk's folds for the next run
+        prune_folds(db, cluster, [f.db for f in folds])
+    out["folds"] = str(fold_root(db, cluster))
     return out
 
 

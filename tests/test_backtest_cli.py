@@ -66,9 +66,10 @@ def test_the_warehouse_holds_the_walk_forward_and_none_of_the_folds_learning(wal
         con.close()
     assert n_contenders == len(doc["contenders"]) and per == n_contenders
     assert len(periods) == 1 and periods[0][1] in ("controller", "fixed") and periods[0][2]
-    # the fold trained a policy and replayed it, in its own warehouse, removed once judged
+    # the fold trained a policy and replayed it in its own warehouse, kept for the next walk forward
     assert policies == 0 and replays == 0
-    assert not any((d / "backtests").glob("*/fold-*"))
+    folds = list((d / "backtests" / "folds" / CLUSTER).glob("2002-09-09-*/fold.json"))
+    assert len(folds) == 1 and json.loads(folds[0].read_text())["policy_id"] == periods[0][2]
 
 
 def test_the_weekly_report_says_what_following_metapilot_would_have_done(walked):
@@ -92,3 +93,16 @@ def test_roi_prices_the_walk_forward(walked):
     assert "value of a researcher's wait-hour: 20 USD" in r.output
     r = CliRunner().invoke(app, ["roi", "--backtest", "bt-none", "--db", str(d / "w.duckdb")])
     assert r.exit_code == 2 and "no walk forward 'bt-none'" in r.output
+
+
+def test_the_next_walk_forward_reuses_the_folds_whose_past_has_not_changed(walked):
+    d, doc, _ = walked
+    out = d / "again.json"
+    r = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), "--steps", "50", "--no-planner",
+                                 "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    again = json.loads(out.read_text())
+    assert again["backtest_id"] != doc["backtest_id"]
+    assert [p["decision"] for p in again["periods"]] == [p["decision"] for p in doc["periods"]]
+    assert again["periods"][0]["fold_policy_id"] == doc["periods"][0]["fold_policy_id"]  # not learned again
+    # (the last test of the module: "latest" is now this walk forward)

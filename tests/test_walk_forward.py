@@ -4,6 +4,7 @@ the choices made from the past, regret with its block bootstrap, fairness, and t
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -214,11 +215,12 @@ def test_a_fold_whose_learning_fails_is_a_verdict_not_the_end(monkeypatch, tmp_p
 
     @flow
     def one() -> object:
-        return bt.learn_fold(db, "c", weeks[0], weeks, weeks[8], 10, str(tmp_path / "folds"))
+        return bt.learn_fold(db, "c", weeks[0], weeks, weeks[8], 10)
 
     fold = one()
     assert fold.gate == "failed" and "RuntimeError: the GPU caught fire" in fold.note and fold.policy_id is None
-    assert seen["db"] == fold.db and fold.db.startswith(str(tmp_path / "folds"))
+    assert seen["db"] == fold.db and fold.db.startswith(str(tmp_path / "backtests" / "folds" / "c"))
+    assert not (Path(fold.db).parent / "fold.json").exists()  # a failed fold is learned again next time
 
 
 def test_the_json_of_a_contender_never_holds_nan():

@@ -11,6 +11,16 @@ from metapilot.ground.paths import sql_text
 from metapilot.warehouse.db import connect, insert_frame, query_frame
 
 
+def fold_fingerprint(db: str | Path | None, cluster: str, before: datetime) -> str:
+    """The past a fold learns from, in a few numbers (sql/backtest/fold_fingerprint.sql)."""
+    con = connect(db, read_only=True)
+    try:
+        row = con.execute(sql_text("backtest/fold_fingerprint.sql"), {"cluster": cluster, "before": before}).fetchall()[0]
+    finally:
+        con.close()
+    return "|".join(str(v) for v in row)
+
+
 def make_fold_warehouse(db: str | Path | None, cluster: str, before: datetime, path: str | Path) -> Path:
     """Create `path` holding `cluster`'s jobs submitted before `before` and its capacity rows."""
     path = Path(path)

@@ -67,6 +67,13 @@ class Fold:
     note: str = ""
     db: str | None = None  # the fold's own warehouse, where its policy and replays are
 
+    def to_dict(self) -> dict:
+        return {"origin": self.origin.isoformat(), "policy_id": self.policy_id, "gate": self.gate, "note": self.note}
+
+    @classmethod
+    def from_dict(cls, d: dict, db: str | None) -> Fold:
+        return cls(datetime.fromisoformat(d["origin"]), d.get("policy_id"), d["gate"], d.get("note") or "", db)
+
 
 def new_backtest_id() -> str:
     return f"bt-{datetime.now(timezone.utc):%Y%m%d%H%M%S}-{uuid.uuid4().hex[:6]}"

@@ -30,8 +30,8 @@ def backtest_cmd(
     dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N, for each fold's training.")] = None,
     planner: Annotated[bool, typer.Option("--planner/--no-planner", help="Also follow the lookahead planner and its oracle bound (slower).")] = True,
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this file.")] = None,
-    keep_folds: Annotated[bool, typer.Option("--keep-folds", help="Keep each fold's own warehouse (its past, policy and "
-                                                                   "replays) under backtests/ID/ beside the warehouse.")] = False,
+    relearn: Annotated[bool, typer.Option("--relearn", help="Learn every fold again, even those whose past has not changed "
+                                                            "since an earlier walk forward learned them.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file.")] = None,
 ) -> None:
     """Walk forward: learn at each origin from the past only, follow each decision to the next, compare."""
@@ -64,10 +64,10 @@ def backtest_cmd(
         from metapilot.flows.backtest import backtest_flow
 
         out = backtest_flow(db=db, cluster=name, every_weeks=every_w, warmup_weeks=warmup_w, start=t_from, end=t_to,
-                            current=current, steps=steps, dask=dask, planner=planner, keep_folds=keep_folds)
+                            current=current, steps=steps, dask=dask, planner=planner, relearn=relearn)
     print_backtest(out)
-    if out.get("folds_kept"):
-        console.print(f"fold warehouses kept: {out['folds_kept']}")
+    console.print(f"[dim]each fold's own warehouse (its past, policy and replays): {out['folds']}; the next walk forward "
+                  "reuses the folds whose past has not changed (--relearn: learn them all again)[/dim]")
     if json_out:
         from metapilot.models.evaluation.backtest import json_safe
 
