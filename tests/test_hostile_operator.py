@@ -183,8 +183,8 @@ def test_sql_out_refuses_an_existing_file_and_a_full_disk_is_one_message(tmp_pat
         assert "MetaPilot bug" not in r.output
 
 
-# 6, 9. the weekly report of a placement-only cluster shows what the pods held; report.md carries
-# no raw HTML from a cluster name
+# 6, 9 (and 2). the weekly report of a placement-only cluster shows what the pods held; report.md
+# carries no raw HTML from a cluster name; its Data quality names a file that could not load
 
 
 def test_a_placement_only_report_shows_the_pods_usage_and_its_markdown_no_raw_html(tmp_path):
@@ -196,6 +196,9 @@ def test_a_placement_only_report_shows_the_pods_usage_and_its_markdown_no_raw_ht
     db, name = tmp_path / "w.duckdb", "ob<img src=x onerror=alert(1)>"
     r = cli("ingest", nodes, OPENB / "openb_pod_list_gpuspec33_head.csv", "--cluster", name, "--db", db)
     assert r.exit_code == 0, r.output
+    notes = tmp_path / "notes.txt"  # a file that cannot load (issue 41, 2): the report's Data quality names it
+    notes.write_text("minutes of the user meeting\nnothing about jobs here\n")
+    assert cli("ingest", notes, "--cluster", name, "--db", db).exit_code == 1
     r = cli("report", "--cluster", name, "--db", db)
     assert r.exit_code == 0, r.output
     folder = next((tmp_path / "reports").iterdir())
@@ -205,6 +208,7 @@ def test_a_placement_only_report_shows_the_pods_usage_and_its_markdown_no_raw_ht
     assert whole["cpu_hours"] > 0 and whole["gpu_hours"] > 0 and whole["utilisation_gpu"] > 0, whole
     md = next(folder.rglob("report.md")).read_text()
     assert "<img" not in md and "&lt;img src=x onerror=alert(1)>" in md
+    assert "Not loaded (failed): notes.txt: could not recognise the log format" in md, md
 
 
 # 9. serve: --list only looks; a file as --landing and an unknown --timezone are one sentence

@@ -3,7 +3,7 @@ deployment, served by `metapilot serve` (the process that picks up and runs its 
 worker) against a real Prefect server, is triggered through the server's API and judged by the
 final state of its run. A quiet day is Completed ("nothing new"); a lost file (a truncated .gz, an
 unrecognised file) fails the run naming it, after the other files loaded, and `serve --list` keeps
-naming it; a file still being written (changing over the settle interval, or a `.part`) waits for
+naming it (the weekly report too: tests/test_hostile_operator.py); a file still being written (changing over the settle interval, or a `.part`) waits for
 the next run, so no torn line is quarantined and the complete file is counted once."""
 
 from __future__ import annotations
@@ -69,13 +69,24 @@ def served(tmp_path_factory):
         server.stop()
 
 
+def call(send, *args, **kw) -> dict:
+    """One API call, tried again while the server answers 503 (its SQLite busy on a loaded machine)."""
+    for _ in range(20):
+        r = send(*args, **kw)
+        if r.status_code != 503:
+            assert r.status_code < 300, r.text
+            return r.json()
+        time.sleep(0.5)
+    pytest.fail(f"the Prefect server kept answering 503: {r.text}")
+
+
 def run_deployment(s: dict, timeout: float = 180) -> dict:
     """Trigger one run of the deployment and wait for its final state, as the UI shows it."""
     api = s["api"]
-    run = api.post(f"/deployments/{s['id']}/create_flow_run", json={}).json()
+    run = call(api.post, f"/deployments/{s['id']}/create_flow_run", json={})
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        state = api.get(f"/flow_runs/{run['id']}").json()["state"]
+        state = call(api.get, f"/flow_runs/{run['id']}")["state"]
         if state["type"] in FINAL:
             return state
         time.sleep(0.5)
@@ -143,11 +154,7 @@ def test_daily_ingest_runs_tell_the_truth(served):
                              "--db", str(s["db"])], cwd=s["root"], env=s["env"], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0, listed.stderr
     assert "not loaded (2 file(s)" in listed.stdout and "cut.log.gz" in listed.stdout and "notes.txt" in listed.stdout
-    report = subprocess.run([sys.executable, "-m", "metapilot.cli", "report", "--cluster", "good", "--db", str(s["db"])],
-                            cwd=s["root"], env=s["env"], capture_output=True, text=True, timeout=300)
-    assert report.returncode == 0, report.stdout + report.stderr
-    md = next((s["root"] / "reports" / "good").rglob("report.md")).read_text()
-    assert "Not loaded (failed): notes.txt: could not recognise" in md and "Not loaded (failed): cut.log.gz" in md, md
+    # (the weekly report's Data quality names them too: tests/test_hostile_operator.py, the report test)
 
     # 3. the writer is done, the .part renamed, the lost files taken away: the next run loads both whole
     (s["landing"] / "cut.log.gz").unlink()
