@@ -270,14 +270,13 @@ class _NoFailureEcho(logging.Filter):
     error, issue 37): the command says it once, in its own words. The server keeps them."""
 
     RUN_LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
-    ECHOES = ("Finished in state Failed", "Finished in state Crashed")
+    ECHOES = ("Task run failed with exception", "Encountered exception during execution", "Finished in state Failed",
+              "Finished in state Crashed", "Task run encountered an exception")
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not record.name.startswith(self.RUN_LOGGERS):
             return True
-        if record.levelno >= logging.ERROR:
-            return False
-        return not str(record.msg).startswith(self.ECHOES)
+        return not record.getMessage().startswith(self.ECHOES)  # MetaPilot's own log lines stay
 
 
 def quiet_prefect_tracebacks() -> None:
