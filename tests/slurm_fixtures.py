@@ -94,23 +94,29 @@ def stop_cluster(cluster: SlurmCluster) -> subprocess.CompletedProcess:
                           timeout=300, env=cluster.env)
 
 
+_SHARED: list[SlurmCluster] = []
+
+
+def shared_cluster() -> SlurmCluster:
+    """The session's one cluster: started on first use, stopped when the test process exits (each
+    test module imports the fixtures, so pytest may make one fixture instance per module; they all
+    share this cluster)."""
+    if not _SHARED:
+        cluster, started = start_cluster()
+        os.environ["SLURM_CONF"] = str(cluster.conf)
+        os.environ["METAPILOT_SLURM_CLUSTER"] = cluster.cluster
+        if started:
+            import atexit
+
+            atexit.register(stop_cluster, cluster)
+        _SHARED.append(cluster)
+    return _SHARED[0]
+
+
 @pytest.fixture(scope="session")
 def slurm_session():
     """One real Slurm for the whole session (its SLURM_CONF exported while it runs)."""
-    cluster, started = start_cluster()
-    saved = {k: os.environ.get(k) for k in ("SLURM_CONF", "METAPILOT_SLURM_CLUSTER")}
-    os.environ["SLURM_CONF"] = str(cluster.conf)
-    os.environ["METAPILOT_SLURM_CLUSTER"] = cluster.cluster
-    try:
-        yield cluster
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        if started:
-            stop_cluster(cluster)
+    return shared_cluster()
 
 
 @pytest.fixture

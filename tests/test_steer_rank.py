@@ -49,10 +49,11 @@ def test_only_jobs_pending_for_priority_or_resources_are_touched():
         job(20, limit_min=5, array_job_id=9, array_task_string="3-4"),  # array 9: one task running
         job(21, limit_min=5, array_job_id=9, array_task_id=1, state="RUNNING", reason="None"),
         job(22, limit_min=5, array_job_id=9, array_task_id=2),  # a split pending task: its own id
+        job(23, limit_min=5, reason="None"),  # being evaluated by a scheduling pass: still steerable
     ]))
     t = dict(zip(f["job_id"], f["target"]))
     assert t == {"1": "1", "2": "2", "3": None, "4": None, "5": None, "6": None, "7": None, "8": "8", "20": None,
-                 "21": None, "22": "9_2"}
+                 "21": None, "22": "9_2", "23": "23"}
 
 
 def test_rank_within_partition_tier_and_factors_from_the_bottom():

@@ -22,7 +22,7 @@ from pathlib import Path
 import polars as pl
 
 from metapilot.models.steering.decision import SteerDecision
-from metapilot.models.steering.rank import batches, changes, desired_factors, targets
+from metapilot.models.steering.rank import STEERABLE_REASONS, batches, changes, desired_factors, targets
 from metapilot.models.steering.slurm_cli import SlurmUnreachable
 from metapilot.models.steering.squeue import (
     SlurmParseError,
@@ -158,7 +158,7 @@ class Steerer:
 
     def guard(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now: float) -> str | None:
         """Why the live tail guard fires now, or None."""
-        waiting = jobs.filter((pl.col("state") == "PENDING") & pl.col("reason").is_in(["Priority", "Resources"]))
+        waiting = jobs.filter((pl.col("state") == "PENDING") & pl.col("reason").is_in(list(STEERABLE_REASONS)))
         if waiting.is_empty():
             return None
         if self.opts.guard_h is not None:

@@ -1,7 +1,7 @@
 """Pending jobs -> the site factor each should carry (SPEC §12): pure frames, no Slurm.
 
-Which jobs: only those pending for Priority or Resources (never running, held, limit-blocked or
-dependency-waiting ones), and an array as a whole (its pending record's id, which scontrol applies
+Which jobs: only those pending for Priority or Resources, or with no reason yet (never running,
+held, limit-blocked or dependency-waiting ones), and an array as a whole (its pending record's id, which scontrol applies
 to every task) or a split task by its own id; never a task of an array that is partly running or
 split, through the array's id. Jobs in a reservation keep their place (not ranked).
 
@@ -23,7 +23,10 @@ import polars as pl
 
 from metapilot.models.simulator.objectives import queue_order
 
-STEERABLE_REASONS = ("Priority", "Resources")
+# "None": Slurm clears a pending job's reason while a scheduling pass evaluates it (measured on 22.05:
+# every pending job showed None for a moment); leaving such jobs out made the loop reset their factor
+# to 0 and set it again the next cycle. Held, dependent and limit-blocked jobs always carry their reason.
+STEERABLE_REASONS = ("Priority", "Resources", "None")
 SITE_FACTOR_MAX = 2_147_483_645  # scontrol's bound
 
 
