@@ -4,26 +4,32 @@ Each file is parsed and staged with no database connection open and committed in
 transaction under the writer lock, so queries answer during a long ingest and a second ingest
 started meanwhile waits only for the other's commit (saying so). The batch logic is
 `warehouse.ingest.ingest_batch`; this flow runs it with each file as a Prefect task.
+`landing_ingest_flow` is the daily run of a landing folder, whose final state tells the operator
+what happened (issue 41): a quiet day succeeds, a file that could not load fails the run.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from metapilot.flows.common import is_transient
+from metapilot.ground.files import shown_path
+from metapilot.ground.landing import settle_seconds, settled
 from metapilot.warehouse.ingest import (
     FileReport,
     IngestOptions,
     describe,
+    expand_paths,
     ingest_batch,
     ingest_file_to,
 )
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
+from prefect.states import Completed, Failed
 
 
 @task(name="ingest-file", cache_policy=NONE, retries=2, retry_delay_seconds=2, retry_condition_fn=is_transient)
 def ingest_file_task(path: str, db: str | None, opts: IngestOptions, key: bytes) -> FileReport:
-    from pathlib import Path
-
     log = get_run_logger()
     rep = ingest_file_to(db, Path(path), opts, key, log=log.info)
     if rep.outcome == "failed":
@@ -67,13 +73,6 @@ def landing_ingest_flow(landing: str, db: str | None = None, settle_s: float | N
     next run; every other file is loaded, then the run ends Failed, naming each file that failed
     or of which no line loaded and why (they stay listed by `serve --list` and in the weekly
     report's Data quality section until loaded)."""
-    from pathlib import Path
-
-    from metapilot.ground.files import shown_path
-    from metapilot.ground.landing import settle_seconds, settled
-    from metapilot.warehouse.ingest import expand_paths
-    from prefect.states import Completed, Failed
-
     log = get_run_logger()
     folder = Path(landing)
     if not folder.is_dir():

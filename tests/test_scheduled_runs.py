@@ -41,7 +41,7 @@ def served(tmp_path_factory):
     server = TemporaryPrefectServer()
     url = server.start(log=lambda m: None)
     env = {k: v for k, v in os.environ.items() if k not in ("METAPILOT_DEBUG",)} | {
-        "PREFECT_API_URL": url, "PREFECT_RUNNER_POLL_FREQUENCY": "1", "METAPILOT_LANDING_SETTLE_S": "1",
+        "PREFECT_API_URL": url, "PREFECT_RUNNER_POLL_FREQUENCY": "1", "METAPILOT_LANDING_SETTLE_S": "2",
         "PREFECT_HOME": str(root / "prefect-home"), "PREFECT_LOGGING_LEVEL": "INFO"}
     log = open(root / "serve.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "metapilot.cli", "serve", "--landing", str(landing), "--db", str(db)],
@@ -71,7 +71,7 @@ def served(tmp_path_factory):
 
 def call(send, *args, **kw) -> dict:
     """One API call, tried again while the server answers 503 (its SQLite busy on a loaded machine)."""
-    for _ in range(20):
+    for _ in range(60):
         r = send(*args, **kw)
         if r.status_code != 503:
             assert r.status_code < 300, r.text
@@ -119,7 +119,7 @@ class SlowWriter(threading.Thread):
                 pos += pos < len(self.data) - 40
                 f.flush()
                 os.utime(self.path)
-                time.sleep(0.2)
+                time.sleep(0.1)
             f.write(self.data[pos:])
 
 
@@ -160,7 +160,7 @@ def test_daily_ingest_runs_tell_the_truth(served):
     (s["landing"] / "cut.log.gz").unlink()
     (s["landing"] / "notes.txt").unlink()
     (s["landing"] / "next.log.part").rename(s["landing"] / "next.log")
-    time.sleep(1.1)  # older than the settle interval
+    time.sleep(2.1)  # older than the settle interval
     state = run_deployment(s)
     assert state["type"] == "COMPLETED", state
     rows = {Path(p).name: (r, n, m, q) for p, r, n, m, q in query(
