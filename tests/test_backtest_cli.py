@@ -22,6 +22,15 @@ pytestmark = [pytest.mark.usefixtures("prefect_harness"),
               pytest.mark.skipif(not HPC2N.exists(), reason="../shared/data is not beside the repository")]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_code_version():
+    """A fold is keyed by the code version, which a commit in the checkout changes while the module
+    runs (`git describe --dirty`); it is held still here so that reuse is what is tested."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("metapilot.ground.version.code_version", lambda: "test-version")
+        yield
+
+
 @pytest.fixture(scope="module")
 def walked(tmp_path_factory) -> tuple[Path, dict, str]:
     d = tmp_path_factory.mktemp("backtest")
