@@ -120,7 +120,7 @@ def section(r: dict) -> str:
         lines.append(f"| {c['name']} | {c['kind']}{tag} | {fmt_s(c['wait_mean_s'])} | {fmt_s(c['wait_p99_s'])} | "
                      f"{fmt_s(c['wait_max_s'])} | {c['bsld_mean']:.2f} | {ci('regret_bsld')} | {ci('regret_wait_mean')} | "
                      f"{pct(c['regret_bsld_any'])} | {c['wait_max_s'] / cur['wait_max_s']:.2f}x | "
-                     f"{c['jain_users'] if c.get('jain_users') is None else format(c['jain_users'], '.2f')} |")
+                     f"{'–' if c.get('jain_users') is None else format(c['jain_users'], '.2f')} |")
     me, gl = by["MetaPilot"], by.get("guarded leader")
     bar = doc["bar"]
     lines += ["", f"Bar (a)-(d): **{'met' if bar.get('met') else 'not met'}** (beats {doc['current']} on mean wait and "
