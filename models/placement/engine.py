@@ -15,7 +15,8 @@ runs it, and turns its sums into the metrics of SPEC §11:
 - `gpu_alloc_share`: allocated milli-GPU / cluster milli-GPU: in inflate mode when the arrived
   demand reaches 100% (the paper's headline figure), in time mode time-weighted over the replay;
 - `frag_gpu_share`: idle milli-GPU that the typical pods cannot use (FGD's fragment measure,
-  typical pods = the most common pod shapes making up 95% of the list) / cluster milli-GPU;
+  `NodeGpuShareFragAmountScore`; typical pods = the most common pod shapes making up 95% of the
+  list, `typical.target_pod_list`) / cluster milli-GPU;
 - `imbalance`: standard deviation across nodes of node utilisation (mean of CPU and GPU
   allocated shares), `hot_node_share`: share of nodes above 80% CPU or GPU; both time-weighted
   (time mode) or at the 100% point (inflate);
@@ -35,6 +36,7 @@ import numpy as np
 import polars as pl
 
 from metapilot.models.placement import kernels as K
+from metapilot.models.placement.typical import POPULARITY_THRESHOLD, grouped, target_pod_list
 
 POLICIES = ("random", "first-fit", "best-fit", "least-loaded", "fgd")
 POLICY_CODES = {"random": K.RANDOM, "first-fit": K.FIRST_FIT, "best-fit": K.BEST_FIT,
@@ -42,11 +44,6 @@ POLICY_CODES = {"random": K.RANDOM, "first-fit": K.FIRST_FIT, "best-fit": K.BEST
 GPU_SEL = {"random": 1, "fgd": 2}  # the others take the fitting GPU with the least milli left
 MODES = ("time", "inflate")
 INFLATE_TO = 1.30
-# FGD's target workload: the most common pod shapes making up this share of the list. The paper's
-# runs pass 95 (podPopularityThreshold); on the openb default list a 95% cut keeps 35 of 91 shapes
-# and leaves out every multi-GPU shape, and FGD then allocates ~89.5% at 100% arrived, not the
-# published 95.2%; at 98-100% it reproduces the published figure (docs/benchmarks.md).
-TYPICAL_SHARE = 0.99
 METRICS = ("pods", "placed", "failed", "mean_wait_s", "gpu_alloc_share", "frag_gpu_share", "imbalance",
            "hot_node_share", "idle_share")
 
@@ -128,27 +125,10 @@ def build_workload(pods: pl.DataFrame, cluster: Cluster) -> Workload:
                     np.nan_to_num(t, nan=0.0), np.where(np.isnan(dur), -1.0, dur), timed, unknown)
 
 
-def typical_pods(w: Workload, share: float = TYPICAL_SHARE) -> tuple:
-    """FGD's target workload: the most common pod shapes (CPU, milli-GPU, GPUs, model constraint)
-    until they make up `share` of the pods, renormalised; grouped for the compiled frag measure."""
-    keys = pl.DataFrame({"cpu": w.cpu, "gm": w.gm, "ng": w.ng, "spec": w.spec})
-    counts = keys.group_by("cpu", "gm", "ng", "spec").len().sort(["len", "cpu", "gm", "ng", "spec"], descending=True)
-    cum = counts["len"].cum_sum()
-    k = int((cum < share * w.n).sum()) + 1
-    top = counts.head(k).with_columns((pl.col("len") / pl.col("len").sum()).alias("p"))
-    nogpu = top.filter((pl.col("gm") == 0) | (pl.col("ng") == 0))
-    gpu = top.filter((pl.col("gm") > 0) & (pl.col("ng") > 0)).sort(["gm", "ng", "spec", "cpu"])
-    groups = gpu.group_by("gm", "ng", "spec", maintain_order=True).agg(pl.col("cpu"), pl.col("p"))
-    g_cpu, g_cum, g_start, g_len = [], [], [], []
-    for cpus, ps in zip(groups["cpu"].to_list(), groups["p"].to_list()):
-        g_start.append(len(g_cpu))
-        g_len.append(len(cpus))
-        g_cpu.extend(cpus)
-        g_cum.extend(np.cumsum(ps).tolist())
-    return (groups["gm"].to_numpy().astype(np.int64), groups["ng"].to_numpy().astype(np.int64),
-            groups["spec"].to_numpy().astype(np.int64), np.array([sum(p) for p in groups["p"].to_list()], np.float64),
-            np.array(g_start, np.int64), np.array(g_len, np.int64), np.array(g_cpu, np.int64),
-            np.array(g_cum, np.float64), float(nogpu["p"].sum()))
+def typical_pods(w: Workload, threshold: int = POPULARITY_THRESHOLD) -> tuple:
+    """FGD's target workload, as the paper's simulator builds it (`typical.target_pod_list`:
+    `GetTypicalPods` of pkg/utils/frag.go), grouped for the compiled fragment measure."""
+    return grouped(target_pod_list(w.cpu, w.gm, w.ng, w.spec, threshold))
 
 
 def without_gpus(cluster: Cluster, name: str = "the cluster") -> str | None:

@@ -37,7 +37,13 @@ N_FV = 21
 
 @nb.njit(cache=True)
 def node_frag(n, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu):
-    """Expected idle milli-GPUs of node n that the typical pods cannot use (FGD's fragment measure)."""
+    """Expected idle milli-GPUs of node n that the typical pods cannot use (FGD's fragment measure:
+    `NodeGpuShareFragAmountScore` of pkg/utils/frag.go, i.e. `NodeGpuShareFragAmount` summed except
+    Q3). Per typical pod, weighted by its frequency (`GetNodePodFrag` classifies it): a CPU-only pod
+    (XL/XR) or one the node's GPU type excludes (NoAccess) makes every idle milli-GPU a fragment; a
+    pod that fits neither GPUs nor CPU (Q1), GPUs only short (Q2) or CPU short (Q4) likewise; a pod
+    that fits (Q3) makes the idle milli-GPU of the GPUs too small for it a fragment
+    (`GetGpuFragMilliByNodeResAndPodRes`: the per-GPU measure of fractional GPUs)."""
     k = ngpu[n]
     left = 0
     for i in range(k):
@@ -125,15 +131,19 @@ def _share_gpu_choice(n, p, how, gfree, ngpu, p_gm, cpu_free, frag_args, p_cpu):
         return best
     if how == 2:
         cpu_free_, gfree_, ngpu_, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = frag_args
-        best_f = 1e300
+        # calculateGpuShareFragExtendScore (fgd_score.go): the GPU with the highest integer score
+        # int(sigmoid((F_before - F_after) / 1000) * 100), the first one among equal scores
+        f0 = node_frag(n, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu)
+        best_s = -1
         cpu_free[n] -= p_cpu[p]
         for i in range(ngpu[n]):
             if gfree[n, i] >= gm:
                 gfree[n, i] -= gm
                 f = node_frag(n, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu)
                 gfree[n, i] += gm
-                if f < best_f:
-                    best_f = f
+                sc = _sigmoid_score(f0 - f)
+                if sc > best_s:
+                    best_s = sc
                     best = i
         cpu_free[n] += p_cpu[p]
         return best
@@ -146,19 +156,28 @@ def _share_gpu_choice(n, p, how, gfree, ngpu, p_gm, cpu_free, frag_args, p_cpu):
 
 
 @nb.njit(cache=True)
+def _sigmoid_score(drop):
+    """int(sigmoid(drop / 1000) * MaxNodeScore) (fgd_score.go, calculateGpuShareFragExtendScore)."""
+    return int((1.0 / (1.0 + math.exp(-drop / 1000.0))) * 100.0)
+
+
+@nb.njit(cache=True)
 def _fgd_score(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum,
                p_nogpu, f_old, p_cpu, p_ng, p_gm):
-    """The FGD plugin's score: int(sigmoid((F_before - F_after) / 1000) * 100), the best GPU choice."""
+    """The FGD plugin's score (`FGDScorePlugin.Score` -> `calculateGpuShareFragExtendScore`,
+    pkg/simulator/plugin/fgd_score.go): int(sigmoid((F_before - F_after) / 1000) * 100); for a
+    GPU-share pod the best over the GPUs it fits, for others after `NodeResource.Sub`."""
     best = _frag_after(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu,
                        g_cum, p_nogpu, p_cpu, p_ng, p_gm)
-    x = (f_old[n] - best) / 1000.0
-    return int((1.0 / (1.0 + math.exp(-x))) * 100.0)
+    return _sigmoid_score(f_old[n] - best)
 
 
 @nb.njit(cache=True)
 def _frag_after(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum,
                 p_nogpu, p_cpu, p_ng, p_gm):
-    """Node n's fragment measure once pod p is on it (FGD's GPU choice: the one leaving the least)."""
+    """Node n's fragment measure once pod p is on it: a GPU-share pod on the GPU leaving the least
+    (the highest score of `calculateGpuShareFragExtendScore`), a whole-GPU pod on free GPUs (`Sub`
+    takes the least sufficient GPUs, which for 1000 milli are the free ones)."""
     gm = p_gm[p]
     cpu_free[n] -= p_cpu[p]
     best = 1e300
@@ -193,7 +212,11 @@ def select_node(p, policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, acce
                 g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu, f_old, mask,
                 p_shape, node_ver, sc_ver, sc_val):
     """The node a heuristic puts pod p on (-1: nothing fits). Fills `mask` with the feasible nodes.
-    Ties between equal scores are broken at random (kube-scheduler's selectHost). FGD's score of a
+    Ties between equal scores go to the first node, i.e. the smallest name (`engine.build_cluster`
+    sorts the nodes by name): the FGD paper's simulator builds on a kube-scheduler fork
+    (mental2008/kubernetes v1.20.5-minor, pkg/scheduler/core/generic_scheduler.go, `selectHost`)
+    whose selectHost picks "the smallest lexicographical order if the score remains the same";
+    random-fit (RandomScore: a random score per node) breaks them at random. FGD's score of a
     node depends on the node and on the pod's (CPU, GPUs, milli-GPU) only: it is kept per pod shape
     and node (`sc_val`) until the node changes (`node_ver`)."""
     n_nodes = cpu_cap.shape[0]
@@ -233,7 +256,7 @@ def select_node(p, policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, acce
             best_s = s
             best = n
             ties = 1
-        elif s == best_s and policy != LEAST_LOADED:
+        elif s == best_s and policy == RANDOM:
             ties += 1
             if np.random.randint(ties) == 0:
                 best = n
