@@ -223,8 +223,21 @@ def select_node(p, policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, acce
     best = -1
     best_s = -1e300
     ties = 0
+    pc, pm, need, gm, sp = p_cpu[p], p_mem[p], p_ng[p], p_gm[p], p_spec[p]
     for n in range(n_nodes):
-        ok = fits(n, p, cpu_free, mem_free, gfree, ngpu, model, access, p_cpu, p_mem, p_ng, p_gm, p_spec)
+        # `fits`, inlined: this loop runs once per node and pod, and is most of a replay's time
+        ok = cpu_free[n] >= pc and mem_free[n] >= pm
+        if ok and need > 0:
+            if sp >= 0 and (model[n] < 0 or not access[sp, model[n]]):
+                ok = False
+            else:
+                c = 0
+                for i in range(ngpu[n]):
+                    if gfree[n, i] >= gm:
+                        c += 1
+                        if c >= need:
+                            break
+                ok = c >= need
         mask[n] = ok
         if not ok:
             continue
