@@ -93,3 +93,24 @@ def test_fgd_score_and_its_ties():
         rp = Replay(c, w, "time", seed=seed)
         rp.run("fgd")
         assert rp.st[3][0] == 0
+
+
+def test_gpushare_list_is_made_from_the_default_list():
+    """tests/data/openb/openb_pod_list_gpushare80.csv.gz is what bench/make_gpushare.py makes (seed 0)."""
+    import gzip
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("make_gpushare", root / "bench" / "make_gpushare.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    pods = pl.read_csv(gzip.decompress(mod.DEFAULT.read_bytes()), infer_schema_length=0)
+    pods = pods.with_columns(pl.col("num_gpu", "gpu_milli", "creation_time").cast(pl.Int64))
+    made = mod.gpushare(pods, 0.8, 0).select(pods.columns).cast(pl.Utf8)
+    kept = pl.read_csv(gzip.decompress((mod.DEFAULT.parent / "openb_pod_list_gpushare80.csv.gz").read_bytes()),
+                       infer_schema_length=0)
+    assert made.fill_null("").equals(kept.fill_null(""))
+    gpu = made.filter(pl.col("num_gpu") != "0")
+    share = gpu.filter((pl.col("num_gpu") == "1") & (pl.col("gpu_milli").cast(pl.Int64) < 1000))
+    assert made.height == pods.height and share.height == round(0.8 * gpu.height)
