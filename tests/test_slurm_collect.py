@@ -47,10 +47,12 @@ def test_collect_twice_loads_every_real_job_once(tmp_path, slurm):
     _wait_done(slurm, second)
     time.sleep(1.1)  # sacct's window has whole seconds
     out2 = collect_flow(slurm.cluster, db=db)
+    seen = slurm.run("sacct", "-X", "-P", "-n", "-o", "jobid,submit,start,end,state", "--starttime", out2["start"],
+                     "--endtime", out2["end"], check=False).stdout  # what sacct said, for the message
     assert out2["cursor"] is not None and out2["start"] == out2["cursor"], "the second run asks from the cursor"
     assert out2["start"] > out1["start"]
     ids = _loaded(db, slurm.cluster)
-    assert sorted(ids) == sorted(first + second + [running]), "each job exactly once"
+    assert sorted(ids) == sorted(first + second + [running]), f"each job exactly once: {out2['start']}..{out2['end']} {out2['reports']}; sacct now: {seen}"
     assert len(ids) == len(set(ids))
 
     out3 = collect_flow(slurm.cluster, db=db)  # nothing new: still each job once
