@@ -120,8 +120,10 @@ def main() -> None:
     seeds = list(range(42, 42 + args.seeds))
     policies = list(POLICIES) + ([] if args.no_ppo else ["ppo"])
     out = ["## Node placement", "",
-           f"`bench/bench_placement.py` on {machine()}. Alibaba openb node list (1,213 nodes, 6,212 GPUs) "
-           "and pod lists from `../shared/data/gpu/alibaba-2023/`; the engine of `models/placement/` "
+           f"`.venv/bin/python bench/bench_placement.py{' --no-ppo' if args.no_ppo else ''}` on {machine()}. "
+           "Alibaba openb node list (1,213 nodes, 6,212 GPUs) and pod lists from "
+           "`../shared/data/gpu/alibaba-2023/` (`gpushare80` from `tests/data/openb/`, made by "
+           "`.venv/bin/python bench/make_gpushare.py`); the engine of `models/placement/` "
            f"(numba). Inflate mode: mean of {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}, as the paper's "
            "runs); time mode: seed 0. Metrics as SPEC §11 and `models/placement/engine.py` define them. "
            + ("" if args.no_ppo else
