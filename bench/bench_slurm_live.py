@@ -285,7 +285,7 @@ def _publish_and_approve(db: str, cluster: str, env: dict) -> None:
 
 # --- the document ------------------------------------------------------------------------------------
 
-def section(cycle: dict | None, live: dict | None) -> str:
+def section(cycle: dict | None, live: dict | None, note: str | None = None) -> str:
     from common import machine
 
     out = [f"## {HEADING}", "", f"Machine: {machine()}. `bench/bench_slurm_live.py`.", ""]
@@ -318,6 +318,18 @@ def section(cycle: dict | None, live: dict | None) -> str:
                            f"{c['p95_real']:.0f} / {c['p95_pred']:.0f} | "
                            f"{c['max_real']:.0f} / {c['max_pred']:.0f} | {c['start_diff_median']:.1f} / "
                            f"{c['start_diff_p95']:.1f} | {c['tau']:.3f} |")
+        base = live["runs"].get("Slurm's default")
+        if base:
+            b = base["conservative"]
+            for label, row in live["runs"].items():
+                if label != "Slurm's default":
+                    c = row["conservative"]
+                    out += ["", f"On the real Slurm, {label} against Slurm's default: mean wait {b['mean_real']:.1f} -> "
+                                f"{c['mean_real']:.1f} s ({100 * (c['mean_real'] / b['mean_real'] - 1):+.0f}%), p95 "
+                                f"{b['p95_real']:.0f} -> {c['p95_real']:.0f} s, max {b['max_real']:.0f} -> "
+                                f"{c['max_real']:.0f} s (same jobs, same arrivals)."]
+        if note:
+            out += ["", note]
         out += ["", "Where the replay misses the real Slurm, the Slurm behaviour the engine lacks:",
                 "- **Start latency**: a job that could start at once starts about a second after its submission (the "
                 "scheduling pass it waits for; the \"start latency\" column is the median real wait of the jobs the "
@@ -347,6 +359,7 @@ def main() -> None:
     ap.add_argument("--limit-compress", type=float, default=30.0)
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
     a = ap.parse_args()
     cycle = bench_cycle(a.jobs or 10_000) if a.what in ("cycle", "both") else None
     if a.cycle_json:
@@ -358,7 +371,7 @@ def main() -> None:
         live = analyse(Path(a.work), a.jobs or 120, a.first, a.compress, a.limit_compress)
     if a.json:
         Path(a.json).write_text(json.dumps({"cycle": cycle, "live": live}, default=float, indent=1))
-    text = section(cycle, live)
+    text = section(cycle, live, a.note)
     print(text)
     if a.write:
         from common import write_section
