@@ -93,6 +93,12 @@ def run_deployment(s: dict, timeout: float = 180) -> dict:
     pytest.fail(f"the run did not finish in {timeout} s: {state}; " + (s["root"] / "serve.log").read_text()[-3000:])
 
 
+def why(s: dict, state: dict) -> str:
+    """What a failed expectation shows: the run's own message and the end of the worker's log."""
+    log = s["root"] / "serve.log"
+    return f"{state.get('type')}: {state.get('message')}\n--- serve.log ---\n" + (log.read_text()[-4000:] if log.exists() else "")
+
+
 def query(db: Path, sql: str) -> list[tuple]:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -129,7 +135,7 @@ def test_daily_ingest_runs_tell_the_truth(served):
     # 1. a quiet day (the landing folder is empty): a successful run that says so
     s["landing"].mkdir(parents=True, exist_ok=True)
     state = run_deployment(s)
-    assert state["type"] == "COMPLETED", state
+    assert state["type"] == "COMPLETED", why(s, state)
     assert "nothing new" in state["message"]
 
     # 2. a good file, two that cannot load, one still being written and one `.part`
@@ -144,7 +150,7 @@ def test_daily_ingest_runs_tell_the_truth(served):
     finally:
         writer.finish.set()
         writer.join()
-    assert state["type"] == "FAILED", state
+    assert state["type"] == "FAILED", why(s, state)
     assert "cut.log.gz" in state["message"] and "ends unexpectedly" in state["message"], state["message"]
     assert "notes.txt" in state["message"], state["message"]
     assert "still being written" in state["message"]
@@ -162,7 +168,7 @@ def test_daily_ingest_runs_tell_the_truth(served):
     (s["landing"] / "next.log.part").rename(s["landing"] / "next.log")
     time.sleep(2.1)  # older than the settle interval
     state = run_deployment(s)
-    assert state["type"] == "COMPLETED", state
+    assert state["type"] == "COMPLETED", why(s, state)
     rows = {Path(p).name: (r, n, m, q) for p, r, n, m, q in query(
         s["db"], "SELECT path, lines_read, rows_loaded, rows_merged, rows_quarantined FROM ingest_files WHERE outcome = 'loaded'")}
     assert rows["growing.log"] == (100, 100, 0, 0) and rows["next.log"] == (5, 5, 0, 0), rows
@@ -170,5 +176,5 @@ def test_daily_ingest_runs_tell_the_truth(served):
 
     # 4. a day with only files loaded before: nothing new, and a success
     state = run_deployment(s)
-    assert state["type"] == "COMPLETED" and "nothing new" in state["message"], state
+    assert state["type"] == "COMPLETED" and "nothing new" in state["message"], why(s, state)
     print(f"four scheduled runs through a real server: {time.monotonic() - t0:.1f} s")
