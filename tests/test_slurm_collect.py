@@ -22,6 +22,23 @@ def _wait_done(slurm, ids: list[str], timeout_s: float = 60.0) -> None:
     raise AssertionError(f"jobs {ids} did not end: {out}")
 
 
+def _wait_visible(slurm, ids: list[str], timeout_s: float = 90.0) -> None:
+    """Until sacct's windowed query (what collect asks: from the earliest time to now) lists every
+    job: a job's record can reach slurmdbd's time index a little after `sacct -j` shows it ended."""
+    from datetime import datetime, timezone
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+        out = slurm.run("sacct", "-X", "-P", "-n", "--allusers", "-o", "jobid", "--starttime", "1970-01-02T00:00:00",
+                        "--endtime", now, check=False).stdout.split()
+        if set(ids) <= set(out):
+            time.sleep(1.1)  # sacct's window has whole seconds
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"sacct's windowed query never listed {ids}: {out}")
+
+
 def _loaded(db: str, cluster: str) -> list[str]:
     from metapilot.warehouse.db import connect
 
@@ -38,14 +55,15 @@ def test_collect_twice_loads_every_real_job_once(tmp_path, slurm):
     db = str(tmp_path / "m.duckdb")
     first = [slurm.sbatch("-n", str(n), "-t", "1", wrap="sleep 1") for n in (1, 2, 4, 8, 16)]
     _wait_done(slurm, first)
+    _wait_visible(slurm, first)
     out1 = collect_flow(slurm.cluster, db=db)
-    assert out1["outcome"] == "loaded" and out1["cursor"] is None
+    assert out1["outcome"] == "loaded" and out1["cursor"] is None, (out1["message"], out1["lines"], out1["reports"])
     assert sorted(_loaded(db, slurm.cluster)) == sorted(first)
 
     second = [slurm.sbatch("-n", "4", "-t", "1", wrap="sleep 1") for _ in range(3)]
     running = slurm.sbatch("-n", "2", "-t", "5", wrap="sleep 20")  # still running at the second collect
     _wait_done(slurm, second)
-    time.sleep(1.1)  # sacct's window has whole seconds
+    _wait_visible(slurm, second + [running])
     out2 = collect_flow(slurm.cluster, db=db)
     seen = slurm.run("sacct", "-X", "-P", "-n", "-o", "jobid,submit,start,end,state", "--starttime", out2["start"],
                      "--endtime", out2["end"], check=False).stdout  # what sacct said, for the message
