@@ -52,7 +52,9 @@ def served(tmp_path_factory):
         while time.monotonic() < deadline:
             assert proc.poll() is None, (root / "serve.log").read_text()
             r = api.get("/deployments/name/landing-ingest/daily-ingest")
-            if r.status_code == 200:
+            # this serve's deployment, not one an earlier session left in the server's database (a
+            # run of that one looked for an old session's landing folder)
+            if r.status_code == 200 and r.json().get("parameters", {}).get("landing") == str(landing.resolve()):
                 break
             time.sleep(0.5)
         else:
