@@ -7,30 +7,10 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-import duckdb
-from typer.testing import CliRunner
 
-from metapilot.cli import app
+from cli_helpers import cli, pozidriv_lines, query
 
 REPO = Path(__file__).resolve().parents[1]
-POZIDRIV = REPO / "tests" / "data" / "slurm" / "xdmod-reference" / "pozidriv.log.gz"
-
-
-def cli(*args, **kw):
-    return CliRunner().invoke(app, [str(a) for a in args], **kw)
-
-
-def query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
-
-
-def pozidriv_lines(n: int, start: int = 0) -> list[str]:
-    with gzip.open(POZIDRIV, "rt") as f:
-        return f.read().splitlines()[start:start + n]
 
 
 # 3. a file loaded half-written, then whole: the rows it replaces are merged, not loaded again

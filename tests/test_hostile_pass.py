@@ -4,38 +4,17 @@ reported with its reason, never dropped silently."""
 
 from __future__ import annotations
 
-import gzip
 import os
 from pathlib import Path
 
 import duckdb
 import pytest
-from typer.testing import CliRunner
 
-from metapilot.cli import app
+from cli_helpers import cli, pozidriv_lines, query
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "tests" / "data"
-POZIDRIV = DATA / "slurm" / "xdmod-reference" / "pozidriv.log.gz"
 HPC_COST = REPO / "samples" / "logs" / "slurm" / "hpc-cost-simulator-sacct-output-v2.txt"
-
-
-def cli(*args: str, **kw):
-    return CliRunner().invoke(app, [str(a) for a in args], **kw)
-
-
-def query(db: Path, sql: str, params: list | None = None) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql, params or []).fetchall()
-    finally:
-        con.close()
-
-
-def pozidriv_lines(n: int, start: int = 0) -> list[str]:
-    with gzip.open(POZIDRIV, "rt") as f:
-        lines = f.read().splitlines()
-    return lines[start:start + n]
 
 
 @pytest.fixture

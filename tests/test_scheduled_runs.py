@@ -16,21 +16,15 @@ import threading
 import time
 from pathlib import Path
 
-import duckdb
 import httpx
 import pytest
 
 from metapilot.flows.prefect_api import TemporaryPrefectServer
+from cli_helpers import pozidriv_lines, query
 
 REPO = Path(__file__).resolve().parents[1]
-POZIDRIV = REPO / "tests" / "data" / "slurm" / "xdmod-reference" / "pozidriv.log.gz"
 PBS = REPO / "samples" / "logs" / "pbs" / "xdmod-unit-accounting-logs.log"
 FINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
-
-
-def pozidriv_lines(n: int, start: int = 0) -> list[str]:
-    with gzip.open(POZIDRIV, "rt") as f:
-        return f.read().splitlines()[start:start + n]
 
 
 @pytest.fixture(scope="module")
@@ -99,14 +93,6 @@ def why(s: dict, state: dict) -> str:
     """What a failed expectation shows: the run's own message and the end of the worker's log."""
     log = s["root"] / "serve.log"
     return f"{state.get('type')}: {state.get('message')}\n--- serve.log ---\n" + (log.read_text()[-4000:] if log.exists() else "")
-
-
-def query(db: Path, sql: str) -> list[tuple]:
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        return con.execute(sql).fetchall()
-    finally:
-        con.close()
 
 
 class SlowWriter(threading.Thread):
