@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from metapilot.models.controller.objectives import Menu
-from metapilot.models.simulator.engine import Engine
+from metapilot.models.simulator.engine import Engine, SettingCodes
 from metapilot.models.simulator.horizon import horizon_cost_kernel
 from metapilot.transforms.state import AGGREGATES
 
@@ -103,6 +103,7 @@ class LookaheadPlanner:
         self.costs = np.zeros(len(menu))  # the last decision's rollout cost of every objective
         self.fresh = False  # `costs` were computed at the last boundary asked (not a guard or rule epoch)
         self.record = 0.0  # the largest wait of the replay so far (started jobs, queued ones at boundaries)
+        self._codes: SettingCodes | None = None  # the settings last asked, as `Engine.fork_costs` takes them
 
     @property
     def forecast(self) -> tuple[float, float]:
@@ -135,6 +136,11 @@ class LookaheadPlanner:
             return [engine]
         return [engine.planning_view(*self.forecast)[0]]
 
+    def _setting_codes(self, settings) -> SettingCodes:
+        if self._codes is None or self._codes.settings != tuple(settings):
+            self._codes = SettingCodes(settings)
+        return self._codes
+
     def plan(self, engine: Engine, aggregates: np.ndarray, settings) -> int:
         """The objective for the epoch that starts at the engine's clock. `aggregates`: the
         boundary's aggregates (`transforms.state.AGGREGATES` order); `settings`: the engine
@@ -162,13 +168,11 @@ class LookaheadPlanner:
         t_end = now + self.n_epochs * self.epoch_s
         views = self.views(engine)
         self.costs[:] = 0.0
-        for base in views:  # a snapshot shares its jobs: each fork's submit times are its base's
+        codes = self._setting_codes(settings)
+        for base in views:  # each objective's fork of the snapshot, rolled to the horizon's end and priced
             weight = slowdown_weights(base.jobs.req, cfg.slowdown)
-            for a, (policy, backfill, fit_first) in enumerate(settings):
-                fork = base.copy()
-                fork.advance(t_end, policy, backfill, fit_first)
-                self.costs[a] += horizon_cost(base.jobs.submit, fork.start, now, self.epoch_s, self.n_epochs, cfg.lam,
-                                              self.record, weight)
+            self.costs += base.fork_costs(codes, t_end, _NO_WEIGHT if weight is None else weight, self.epoch_s,
+                                          self.n_epochs, cfg.lam, self.record)
         self.costs /= len(views)
         self.fresh = True
         best = float(self.costs.min())

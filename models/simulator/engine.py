@@ -35,6 +35,7 @@ from metapilot.models.simulator.event_loop import (
 )
 from metapilot.models.simulator.policies import policy_code, static_scores
 from metapilot.models.simulator.queues import reorder_queues
+from metapilot.models.simulator.rollout import rollout_costs
 from metapilot.models.simulator.snapshot import seed_view
 from metapilot.models.simulator.state import (
     DONE,
@@ -57,7 +58,7 @@ from metapilot.transforms.workload import Workload
 
 __all__ = [
     "BACKFILL_CODES", "CONSERVATIVE", "DONE", "EASY", "EXCLUDED", "FUTURE", "HEAP_N", "INF", "NEXT_SUB", "NONE",
-    "NOW", "QUEUED", "RUNNING", "SEQ", "UTIL_T", "Engine", "Jobs", "Pools", "State", "backfill_code",
+    "NOW", "QUEUED", "RUNNING", "SEQ", "UTIL_T", "Engine", "SettingCodes", "Jobs", "Pools", "State", "backfill_code",
     "build_state", "rebuild_profile", "release_all_due", "reorder_queues", "run_until", "warm_up",
 ]
 
@@ -95,6 +96,16 @@ def warm_up() -> float:
 
     horizon_cost_kernel(jobs.submit, jobs.req, np.zeros(0), 0.0, 1.0, 2, 1.0, 0.0)
     return time.perf_counter() - t0
+
+
+class SettingCodes:
+    """Engine settings (rule, backfilling mode, fit-first) as the code arrays `fork_costs` takes."""
+
+    def __init__(self, settings) -> None:
+        self.settings = tuple(settings)
+        self.policies = np.array([policy_code(p) for p, _, _ in self.settings], np.int64)
+        self.backfills = np.array([backfill_code(b) for _, b, _ in self.settings], np.int64)
+        self.fit_firsts = np.array([bool(f) for _, _, f in self.settings], np.bool_)
 
 
 class Engine:
@@ -173,6 +184,18 @@ class Engine:
         other.__dict__.update(self.__dict__)
         other.state = State(*(a.copy() for a in self.state))
         return other
+
+    def fork_costs(self, settings: "SettingCodes", until: float, weight: np.ndarray, epoch_s: float, n_epochs: int,
+                   lam: float, record: float) -> np.ndarray:
+        """Per setting, the horizon cost (`horizon_cost_kernel` from the clock over `n_epochs`) of a
+        fork of this engine switched to it and run to `until`: `copy()` then `advance(until, ...)`
+        for each, in one compiled call (`rollout.rollout_costs`); this engine is left as it was."""
+        scratch = State(*(np.empty_like(a) for a in self.state))
+        out = np.empty(len(settings.policies))
+        rollout_costs(self.jobs, self.pools, self.state, scratch, self.policy, self.backfill, self.fit_first,
+                      settings.policies, settings.backfills, settings.fit_firsts, float(until), weight, self.now,
+                      float(epoch_s), int(n_epochs), float(lam), float(record), out)
+        return out
 
     def planning_view(self, forecast_s: float = 0.0, span_s: float = 0.0,
                       arrivals: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Engine, np.ndarray]:
