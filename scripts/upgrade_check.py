@@ -17,6 +17,9 @@ import lockfile  # noqa: E402
 
 # The one test that pins the environment to the lock: of course it differs here.
 DESELECT = "tests/test_lock.py::test_the_environment_holds_exactly_the_locked_versions"
+# The suite's parallelism, as scripts/test.sh runs it (pytest-xdist, the dev extra; the scheduling is
+# tests/conftest.py's). Its short summary (-rfE) has the same FAILED/ERROR lines as a single process.
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
 
 
 def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
@@ -57,7 +60,8 @@ def failed_ids(lines) -> list[str]:
 
 def run_tests(py: str, args: list[str]) -> list[str]:
     """Run pytest (its output shown as it comes); the node ids of the tests that failed or errored."""
-    proc = subprocess.Popen([py, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", "--deselect", DESELECT, *args],
+    proc = subprocess.Popen([py, "-m", "pytest", "-p", "no:cacheprovider", *PARALLEL, "--durations=25", "-rfE",
+                             "--deselect", DESELECT, *args],
                             cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines = []
     for line in proc.stdout:

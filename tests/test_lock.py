@@ -9,6 +9,8 @@ import hashlib
 import importlib.util
 import os
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -106,3 +108,27 @@ def test_the_upgrade_check_reads_the_failures_from_pytest_summary():
     lines = ["....F\n", "FAILED tests/test_a.py::test_x[1 2] - AssertionError: no\n",
              "ERROR tests/test_b.py::TestC::test_d\n", "FAILED tests/test_a.py::test_x[1 2] - again\n", "1 failed\n"]
     assert mod.failed_ids(lines) == ["tests/test_a.py::test_x[1 2]", "tests/test_b.py::TestC::test_d"]
+
+
+def test_the_upgrade_check_reads_the_failures_of_a_parallel_run(tmp_path):
+    """upgrade-check runs the suite as scripts/test.sh does, in xdist workers: the short summary it
+    reads names the same tests."""
+    spec = importlib.util.spec_from_file_location("upgrade_check", ROOT / "scripts" / "upgrade_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    (tmp_path / "test_a.py").write_text(
+        "import pytest\n"
+        "def test_ok(): pass\n"
+        "@pytest.mark.parametrize('x', ['1 2'])\n"
+        "def test_x(x): assert 0, 'no'\n"
+        "@pytest.fixture\n"
+        "def broken(): raise RuntimeError('set-up')\n"
+        "class TestC:\n"
+        "    def test_d(self, broken): pass\n")
+    (tmp_path / "test_b.py").write_text("def test_y(): assert False\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *mod.PARALLEL, "-rfE",
+                          "test_a.py", "test_b.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "2 workers" in out.stdout, out.stdout
+    assert sorted(mod.failed_ids(out.stdout.splitlines(keepends=True))) == [
+        "test_a.py::TestC::test_d", "test_a.py::test_x[1 2]", "test_b.py::test_y"], out.stdout

@@ -206,6 +206,7 @@ def test_kill_9_of_the_command_takes_the_temporary_api_down(tmp_path):
             p.kill()
 
 
+@pytest.mark.whole_machine  # its busy processes would slow the other xdist worker's tests too
 def test_an_ingest_succeeds_with_every_core_saturated(tmp_path):
     """The issue's failure: Prefect's 20 s start limit on a busy machine. Twice as many busy
     processes as cores, then a real `metapilot ingest --flow` (temporary API included)."""
