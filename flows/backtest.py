@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -116,6 +117,19 @@ def prune_folds(db: str | None, cluster: str, keep: list[str | None]) -> None:
             shutil.rmtree(home, ignore_errors=True)
 
 
+def local_fold_runner(db: str | None, cluster: str, origins: list[datetime], steps: int, relearn: bool) -> str | None:
+    """With no Dask cluster named: the folds still to learn side by side on a local Dask cluster of
+    as many processes as there are usable cores (`ground.cores.workers()`, `METAPILOT_WORKERS=1`:
+    one after another here). A fold's own steps keep about one core busy (its training runs on one
+    thread; its tuning, alone, would use the cores), so two folds at once take about half the
+    time of two in turn. None when at most one fold is to be learned: starting workers costs more."""
+    from metapilot.ground.cores import workers
+
+    new = [t for t in origins if relearn or not (fold_home(db, cluster, t, steps) / "fold.json").exists()]
+    n = min(workers(), len(new))
+    return f"local:{n}" if n > 1 else None
+
+
 @task(name="walk-forward-fold", cache_policy=NONE)
 def fold_task(db: str | None, cluster: str, first: datetime, busy: list[datetime], origin: datetime, steps: int,
               relearn: bool):
@@ -125,9 +139,10 @@ def fold_task(db: str | None, cluster: str, first: datetime, busy: list[datetime
 @flow(name="walk-forward-folds")
 def folds_flow(db: str | None, cluster: str, first: datetime, busy: list[datetime], origins: list[datetime],
                steps: int, relearn: bool = False) -> list:
-    """Every origin's fold at once, on the flow's task runner (Dask workers with `--dask`)."""
-    futures = [fold_task.submit(db, cluster, first, busy, t, steps, relearn) for t in origins]
-    return [f.result() for f in futures]
+    """Every origin's fold at once, on the flow's task runner (Dask workers with `--dask`). The
+    latest origins first: their pasts are the longest, so the workers finish closer together."""
+    futures = {t: fold_task.submit(db, cluster, first, busy, t, steps, relearn) for t in sorted(origins, reverse=True)}
+    return [futures[t].result() for t in origins]
 
 
 @flow(name="backtest", log_prints=True)
@@ -136,8 +151,8 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
                   current: str = "FCFS+EASY", steps: int = 2000, dask: str | None = None, planner: bool = True,
                   relearn: bool = False) -> dict:
     """Walk forward over the cluster's history (see the module docstring); returns the result.
-    Without `dask` the folds learn one after another (each already uses the machine's cores); with
-    it, in parallel on the Dask cluster, each fold's own training on that worker's threads."""
+    The folds learn in parallel on the Dask cluster `dask` names (or `METAPILOT_DASK_ADDRESS`), else
+    on a local one when more than one is to be learned (`local_fold_runner`), else here."""
     from metapilot.flows.stages import with_runner
     from metapilot.models.evaluation.backtest import new_backtest_id
     from metapilot.models.evaluation.walk_forward import parse_rule
@@ -147,8 +162,10 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     cluster, first, busy, origins, span_end = plan_origins(db, cluster, every_weeks, warmup_weeks, start, end)
     log.info("walk forward on %s: %d origins from %s, every %d weeks, to %s", cluster, len(origins),
              origins[0].date(), every_weeks, span_end.date())
-    if dask:
-        folds = with_runner(folds_flow, dask)(db, cluster, first, busy, origins, steps, relearn)
+    runner = dask or os.environ.get("METAPILOT_DASK_ADDRESS") or local_fold_runner(db, cluster, origins, steps, relearn)
+    if runner:
+        log.info("folds learn on %s", runner)
+        folds = with_runner(folds_flow, runner)(db, cluster, first, busy, origins, steps, relearn)
     else:
         folds = [learn_fold(db, cluster, first, busy, t, steps, relearn) for t in origins]
     out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id())

@@ -131,24 +131,10 @@ def planner_outcomes(workload: Workload, capacity: Capacity, state: StateConfig,
     process, 17.6 s in two. The window goes to each worker once. Same outcomes either way; when
     workers cannot start (no /dev/shm, a process limit, a daemon process such as a Dask worker's,
     which may have no children), the replays run here."""
-    import multiprocessing as mp
+    from metapilot.ground.pool import process_map
 
-    from metapilot.ground.cores import workers as default_workers
-
-    n = min(default_workers() if workers is None else workers, len(settings))
-    if n > 1 and len(settings) >= POOL_MIN_SETTINGS and not mp.current_process().daemon:
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
-
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        try:
-            with ProcessPoolExecutor(n, mp_context=mp.get_context(method), initializer=_start_worker,
-                                     initargs=((workload, capacity, state, partition),)) as pool:
-                return list(pool.map(_worker_outcome, settings))
-        except (BrokenProcessPool, OSError) as e:
-            if log:
-                log(f"planner settings replayed in one process: workers could not run ({e})")
-    return [planner_outcome(workload, capacity, state, cfg, partition)[0] for cfg in settings]
+    return process_map(_worker_outcome, settings, workers=workers, min_items=POOL_MIN_SETTINGS,
+                       initializer=_start_worker, initargs=((workload, capacity, state, partition),), log=log)
 
 
 def lowest_slowdown(menu: Menu, runs: Sequence, k: int) -> list[str]:

@@ -22,7 +22,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -49,6 +49,7 @@ from metapilot.models.evaluation.walk_forward import (
     record_prefers,
     rule_name,
 )
+from metapilot.ground.pool import process_map
 from metapilot.models.simulator import Capacity, simulate
 from metapilot.models.simulator.metrics import job_frame
 from metapilot.transforms.workload import Workload
@@ -139,6 +140,34 @@ def _controller_decider(loaded: Any, guard_h: float | None) -> PolicyDecider:
     return PolicyDecider(choose, reset, menu.settings, guard_h)
 
 
+def _past_choice_task(args: tuple[Workload, Capacity, str]) -> PastChoice:
+    return past_choice(*args)
+
+
+_SPAN: tuple[Workload, Capacity] | None = None  # a worker's span (`_hold_span`)
+
+
+def _hold_span(workload: Workload, capacity: Capacity) -> None:
+    global _SPAN
+    _SPAN = (workload, capacity)
+
+
+def _replay_task(spec: tuple[str, Any]):
+    """One contender over the span: ("fixed", rule) held throughout, or ("follow", [(start, decider
+    spec)...]) with ("rule", rule, guard_h) or ("planner", config, oracle) deciders. Returned without
+    the workload (the caller has it: not sent back from a worker)."""
+    assert _SPAN is not None
+    workload, capacity = _SPAN
+    kind, arg = spec
+    if kind == "fixed":
+        pol, bf = parse_rule(arg)
+        res = simulate(workload, capacity, pol, bf)
+    else:
+        res = follow(workload, capacity, [(s, RuleDecider(d[1], d[2]) if d[0] == "rule" else _planner_decider(d[1], d[2]))
+                                          for s, d in arg], epoch_s=EPOCH_S)
+    return replace(res, workload=None)
+
+
 def _planner_decider(config: Any, oracle: bool = False) -> PolicyDecider:
     from metapilot.models.controller.objectives import Menu
     from metapilot.models.controller.planner import LookaheadPlanner, oracle_of
@@ -193,11 +222,10 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     capacity = Capacity.from_rows(load_capacity(con, cluster, t0))
     tick = time.perf_counter()
 
-    # what the past says at each origin
-    choices: list[PastChoice] = []
-    for t in origins:
-        past = load_window(con, cluster, None, t)
-        choices.append(past_choice(normalise(past), capacity, current))
+    # what the past says at each origin (independent replays: on the usable cores)
+    pasts = [(normalise(load_window(con, cluster, None, t)), capacity, current) for t in origins]
+    choices: list[PastChoice] = process_map(_past_choice_task, pasts, log=say)
+    del pasts
     say(f"past replays at {len(origins)} origins: {time.perf_counter() - tick:.1f} s")
 
     # the span, and the contenders that do not depend on MetaPilot's decisions
@@ -209,11 +237,21 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     arts = [_fold_artifacts(fold) for fold in folds]
     planners = [PlannerConfig(**card["planner"]) if card and card.get("planner") else PlannerConfig()
                 for _, card, _ in arts]
-    contenders: list[Contender] = []
     tick = time.perf_counter()
-    for r in RULES:
-        pol, bf = parse_rule(r)
-        contenders.append(Contender(r, "fixed", simulate(workload, capacity, pol, bf)))
+    # the contenders that do not depend on MetaPilot's decisions, on the usable cores at once: the
+    # planner-driven ones first (the longest), then the leaders, then the fixed rules
+    specs: list[tuple[str, Any]] = []
+    if planner:
+        specs += [("follow", [(s, ("planner", cfg, oracle)) for s, cfg in zip(starts, planners, strict=True)])
+                  for oracle in (False, True)]
+    specs += [("follow", [(s, ("rule", c.leader, None)) for s, c in zip(starts, choices, strict=True)]),
+              ("follow", [(s, ("rule", c.guarded, c.guard_h)) for s, c in zip(starts, choices, strict=True)])]
+    specs += [("fixed", r) for r in RULES]
+    runs = [replace(r, workload=workload) for r in process_map(_replay_task, specs, initializer=_hold_span,
+                                                                 initargs=(workload, capacity), log=say)]
+    planned_run, oracle_run = (runs.pop(0), runs.pop(0)) if planner else (None, None)
+    leader_run, guarded_run = runs.pop(0), runs.pop(0)
+    contenders: list[Contender] = [Contender(r, "fixed", res) for r, res in zip(RULES, runs, strict=True)]
     cur = next(c for c in contenders if c.name == current)
     contenders.append(Contender(f"{current} (current)", "current", cur.result, note="the site's rule today"))
     asrun = asrun_result(workload, capacity, jobs)
@@ -222,21 +260,16 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     else:
         contenders.append(Contender("as-run", "as-run", asrun,
                                     note="the logged starts; the real cluster also ran jobs submitted before the span"))
-    contenders.append(Contender("leader", "leader", follow(
-        workload, capacity, [(s, RuleDecider(c.leader)) for s, c in zip(starts, choices, strict=True)], epoch_s=EPOCH_S),
-        note="at each origin, the fixed rule with the lowest bounded slowdown over all the past"))
-    guarded = Contender("guarded leader", "guarded-leader", follow(
-        workload, capacity, [(s, RuleDecider(c.guarded, c.guard_h)) for s, c in zip(starts, choices, strict=True)],
-        epoch_s=EPOCH_S), note="the same among rules with a tail guard, admissible over the past")
+    contenders.append(Contender("leader", "leader", leader_run,
+                                note="at each origin, the fixed rule with the lowest bounded slowdown over all the past"))
+    guarded = Contender("guarded leader", "guarded-leader", guarded_run,
+                        note="the same among rules with a tail guard, admissible over the past")
     contenders.append(guarded)
     planned = None
     if planner:
-        for name, kind, oracle in (("planner", "planner", False), ("oracle (bound)", "oracle", True)):
-            contenders.append(Contender(name, kind, follow(
-                workload, capacity, [(s, _planner_decider(cfg, oracle)) for s, cfg in zip(starts, planners, strict=True)],
-                epoch_s=EPOCH_S), note="sees the true future: a bound, never a decision" if oracle else
-                "the lookahead planner each fold tuned on its past"))
-        planned = next(c for c in contenders if c.kind == "planner")
+        planned = Contender("planner", "planner", planned_run, note="the lookahead planner each fold tuned on its past")
+        contenders += [planned, Contender("oracle (bound)", "oracle", oracle_run,
+                                          note="sees the true future: a bound, never a decision")]
 
     # MetaPilot's decision per period, from the fold's gate and the record up to its origin
     decisions: list[Decision] = []

@@ -27,7 +27,7 @@ def backtest_cmd(
     end: Annotated[Optional[str], typer.Option("--to", help="... up to this date (exclusive).")] = None,
     current: Annotated[str, typer.Option(help="The rule the site runs today, e.g. FCFS+EASY: the reference for gains and for 'starves no one more'.")] = "FCFS+EASY",
     steps: Annotated[int, typer.Option(help="Gradient steps per fold's training run.")] = 2000,
-    dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N, for each fold's training.")] = None,
+    dask: Annotated[Optional[str], typer.Option(help="Where the folds learn: a Dask scheduler address, or local:N (default: side by side on a local Dask cluster, one process per usable core, when more than one fold is new; METAPILOT_WORKERS=1: one after another).")] = None,
     planner: Annotated[bool, typer.Option("--planner/--no-planner", help="Also follow the lookahead planner and its oracle bound (slower).")] = True,
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this file.")] = None,
     relearn: Annotated[bool, typer.Option("--relearn", help="Learn every fold again, even those whose past has not changed "
