@@ -48,10 +48,10 @@ def pytest_configure(config):
 # - the longest units go first, so that no long module starts last while the other worker idles.
 #   Only an order: a module missing here, or renamed, still runs, in collection order after these.
 SLURM_UNIT = "real-slurm"
-LONGEST_FIRST = (
-    "tests/test_flows.py", "tests/test_wheel.py", "tests/test_prefect_api.py", SLURM_UNIT,
-    "tests/test_backtest_cli.py", "tests/test_planner.py", "tests/test_scheduled_runs.py",
-    "tests/test_cli_errors.py", "tests/test_concurrency.py", "tests/test_controller.py",
+LONGEST_FIRST = (  # by their time in a full run (--durations=0), longest first
+    "tests/test_wheel.py", "tests/test_flows.py", "tests/test_cli_errors.py", "tests/test_backtest_cli.py",
+    "tests/test_scheduled_runs.py", SLURM_UNIT, "tests/test_prefect_api.py", "tests/test_hostile_pass.py",
+    "tests/test_controller.py", "tests/test_concurrency.py",
 )
 
 
