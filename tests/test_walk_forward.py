@@ -191,27 +191,6 @@ def test_the_record_prefers_the_planner_only_when_ahead_on_both_and_admissible()
     assert not wf.record_prefers(wf.Figures.of(pl.DataFrame({"wait": [], "bsld": [], "run": []})), gl, cur)
 
 
-def test_a_kept_controller_is_followed_only_once_the_kept_controllers_record_earns_it():
-    """A fold's gate keeping its controller is not enough: the record of the kept controllers up to
-    the origin must prefer them to the guarded leader, as the planner's must (issue 38 item 5: on
-    CEA-Curie two kept controllers put MetaPilot behind the guarded leader)."""
-    from metapilot.models.evaluation.backtest import choose_source
-
-    def jobs(wait: float) -> pl.DataFrame:  # ten jobs submitted in the first hour, each waiting `wait`
-        return pl.DataFrame({"submit": np.arange(10) * 360.0, "wait": np.full(10, wait), "run": np.full(10, 600.0),
-                             "end": np.arange(10) * 360.0 + wait + 600.0, "bsld": np.full(10, (wait + 600.0) / 600.0)})
-
-    guarded, current, better, same = jobs(1_000.0), jobs(2_000.0), jobs(500.0), jobs(1_000.0)
-    t = 86_400.0
-    assert choose_source(0, True, 0.0, guarded, current, better, better) == "guarded"  # no record yet
-    assert choose_source(2, True, t, guarded, current, better, None) == "controller"
-    assert choose_source(2, True, t, guarded, current, same, better) == "planner"  # a tie earns nothing
-    assert choose_source(2, True, t, guarded, current, same, same) == "guarded"
-    assert choose_source(2, False, t, guarded, current, better, None) == "guarded"  # the gate did not keep it
-    assert choose_source(2, True, t, guarded, current, None, None) == "guarded"
-    assert choose_source(2, True, t, guarded, current, jobs(50_000.0), None) == "guarded"  # behind it
-
-
 def test_a_fold_whose_learning_fails_is_a_verdict_not_the_end(monkeypatch, tmp_path, prefect_harness):
     """The fold is recorded as failed with its reason (and then followed by the guarded leader);
     the walk forward goes on. Its private warehouse holds only the past of its origin."""

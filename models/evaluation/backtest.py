@@ -4,12 +4,8 @@ in `flows/backtest.py` (the same stages as `pipeline`, on the past of each origi
 receives what each fold decided and judges it (`models.evaluation.walk_forward`).
 
 MetaPilot's decision for a period (issue 38 item 5, chosen on the walk forward's evidence), in order:
-1. the learned controller when the fold's publish gate keeps it *and* the kept controllers' own
-   walk-forward record up to the origin prefers them (the controller of every fold whose gate kept
-   it, the guarded leader elsewhere, followed since the span's start; read and judged as the
-   planner's record below), with the tail guard of the guarded leader layered over it. A gate's
-   verdict rests on a few held-out weeks; on CEA-Curie two kept controllers then put MetaPilot
-   behind the guarded leader it would otherwise have followed: trust is earned over periods;
+1. the learned controller when the fold's publish gate keeps it, with the tail guard of the guarded
+   leader layered over it;
 2. the lookahead planner the fold tuned on its past (deployable, SPEC §7), when the walk-forward
    record up to the origin prefers it: followed since the span's start, it starved no one more than
    the current rule and was ahead of the guarded leader on both mean bounded slowdown and mean wait
@@ -17,7 +13,7 @@ MetaPilot's decision for a period (issue 38 item 5, chosen on the walk forward's
    wait they had had; SPEC §7 lets the gate use this record, which is past data at t_k);
 3. otherwise the guarded leader's rule and threshold, chosen on *all* the past (the evidence: a
    rule chosen on two checkpoint weeks carries over badly, a mean over a longer past carries over),
-   never the checkpoint weeks' recommendation alone. The first period has no record: 3.
+   never the checkpoint weeks' recommendation alone. The first period has no record: 1 or 3.
 """
 
 from __future__ import annotations
@@ -142,22 +138,6 @@ def _controller_decider(loaded: Any, guard_h: float | None) -> PolicyDecider:
         return a if 0 <= a < len(menu) else menu.user_first
 
     return PolicyDecider(choose, reset, menu.settings, guard_h)
-
-
-def choose_source(k: int, kept: bool, origin_s: float, guarded: pl.DataFrame, current: pl.DataFrame,
-                  controllers: pl.DataFrame | None, planner: pl.DataFrame | None) -> str:
-    """Whom MetaPilot follows in period `k` (see the module docstring): "controller" when the fold
-    kept its controller and the kept controllers' record up to the origin prefers them, else
-    "planner" when the planner's does, else "guarded" (the guarded leader). The records are the job
-    frames (`metrics.job_frame`) of those contenders followed over the span, read only as they
-    stood at the origin (`origin_s`, seconds since the span's start); the first period has none."""
-    def prefers(frame: pl.DataFrame | None) -> bool:
-        return frame is not None and k > 0 and record_prefers(
-            observed_by(frame, origin_s), observed_by(guarded, origin_s), observed_by(current, origin_s))
-
-    if kept and prefers(controllers):
-        return "controller"
-    return "planner" if prefers(planner) else "guarded"
 
 
 def _past_choice_task(args: tuple[Workload, Capacity, str]) -> PastChoice:
@@ -291,33 +271,18 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
         contenders += [planned, Contender("oracle (bound)", "oracle", oracle_run,
                                           note="sees the true future: a bound, never a decision")]
 
-    # the kept controllers' own record: the controller of every fold whose gate kept it (the guarded
-    # leader elsewhere), followed over the span; read only up to each origin, as the planner's is
-    frames = {c.name: job_frame(c.result) for c in (cur, guarded, planned) if c is not None}
-    kept = [fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S
-            for fold, (loaded, _, _) in zip(folds, arts, strict=True)]
-    controllers = None
-    if any(kept[1:]):  # (a controller kept at the first origin alone has no record to earn before it)
-        controllers = job_frame(follow(workload, capacity, [
-            (s, _controller_decider(a[0], c.guard_h) if keep else RuleDecider(c.guarded, c.guard_h))
-            for s, a, c, keep in zip(starts, arts, choices, kept, strict=True)], epoch_s=EPOCH_S, name="controllers"))
-
-    # MetaPilot's decision per period, from the fold's gate and the records up to its origin
+    # MetaPilot's decision per period, from the fold's gate and the record up to its origin
     decisions: list[Decision] = []
     deciders: list[Any] = []
+    frames = {c.name: job_frame(c.result) for c in (cur, guarded, planned) if c is not None}
     for k, (fold, choice, (loaded, card, why), cfg) in enumerate(zip(folds, choices, arts, planners, strict=True)):
         reason = why if fold.gate == "controller" else (fold.note or f"the fold's gate: {fold.gate}")
-        if kept[k]:
-            reason = ("the fold's gate kept its learned controller, but the kept controllers' walk-forward record "
-                      + ("is not yet ahead of the guarded leader" if k > 0 else "has no period yet"))
-
-        source = choose_source(k, kept[k], starts[k], frames[guarded.name], frames[cur.name], controllers,
-                               frames[planned.name] if planned is not None else None)
-        if source == "controller":
-            d = Decision(choice.guarded, choice.guard_h, fold.policy_id, "the fold's gate kept the learned controller, "
-                         "and the kept controllers' walk-forward record so far prefers them to the guarded leader")
+        if fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
+            d = Decision(choice.guarded, choice.guard_h, fold.policy_id, "the fold's gate kept the learned controller")
             deciders.append(_controller_decider(loaded, choice.guard_h))
-        elif source == "planner":
+        elif planned is not None and k > 0 and record_prefers(
+                observed_by(frames[planned.name], starts[k]), observed_by(frames[guarded.name], starts[k]),
+                observed_by(frames[cur.name], starts[k])):
             d = Decision("planner", None, None, f"the walk-forward record so far prefers the planner to the guarded "
                                                 f"leader ({reason})", planner=_planner_words(cfg))
             deciders.append(_planner_decider(cfg))
