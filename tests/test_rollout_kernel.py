@@ -70,3 +70,50 @@ def test_copy_state_copies_every_field():
 def _any_state() -> State:
     workload = normalise(read_swf(), START)
     return Engine(workload, Capacity.single(100)).state
+
+
+def _two_pools(workload):
+    """KTH-SP2's jobs split over two partitions of 70 and 40 cores (every third job in the second)."""
+    from metapilot.transforms.workload import Workload
+
+    part = (np.arange(len(workload)) % 3 == 0).astype(np.int64)
+    w = Workload(**{**workload.__dict__, "partition": part, "partitions": ("p0", "p1"), "report": None})
+    return w, Capacity.from_rows([{"partition": "p0", "cores": 70}, {"partition": "p1", "cores": 40}])
+
+
+@pytest.mark.parametrize("pools", [1, 2])
+@pytest.mark.parametrize("mode", [("SJF", "easy", False), ("FCFS", "conservative", False), ("WFP3", "none", True)])
+def test_the_seeded_view_is_the_planning_view(mode, pools):
+    """`Engine.seeded_view` (seeded in compiled code, in reused buffers) holds what `planning_view()`
+    builds, and its forks cost the same, boundary after boundary (the buffers hold the last view's
+    leftovers), on one pool and on two."""
+    from test_workload import KTH_NORMALISED, read_swf_frame
+
+    workload = normalise(read_swf_frame(KTH_NORMALISED)[0]).head(6_000)
+    if pools == 1:
+        capacity = Capacity.single(100)
+    else:
+        workload, capacity = _two_pools(workload)
+    engine = Engine(workload, capacity, mode[0], mode[1], fit_first=mode[2])
+    codes = SettingCodes(SETTINGS)
+    epoch_s, n_epochs = 3600.0, 12
+    checked = 0
+    for t in np.arange(1, 2400, 7) * 3600.0:
+        engine.advance(t)
+        if engine.queued().size == 0:
+            continue
+        view = engine.planning_view()[0]
+        seeded = engine.seeded_view()
+        np.testing.assert_array_equal(seeded.req, view.jobs.req)
+        for lam, beta, record in ((0.0, 0.0, 0.0), (30.0, 1.0, 3600.0)):
+            weight = slowdown_weights(view.jobs.req, beta)
+            weight = np.zeros(0) if weight is None else weight
+            until = engine.now + n_epochs * epoch_s
+            np.testing.assert_array_equal(seeded.fork_costs(codes, until, weight, epoch_s, n_epochs, lam, record),
+                                          view.fork_costs(codes, until, weight, epoch_s, n_epochs, lam, record))
+        for name in State._fields:  # the view's own state, as `build_state` and `seed_view` leave it
+            want = getattr(view.state, name)
+            got = getattr(seeded.space.vstate, name)[:want.shape[0]]
+            np.testing.assert_array_equal(got, want, err_msg=f"State.{name} of the seeded view")
+        checked += 1
+    assert checked > 150, checked

@@ -164,3 +164,41 @@ def test_the_planning_view_holds_only_queued_and_running_jobs(kth: Workload) -> 
     e2.run()
     keep = np.isin(np.arange(len(exact)), i2)
     assert np.array_equal(v2.start, e2.start[i2]) and np.isnan(e2.start[~keep]).sum() == 0
+
+
+def test_an_epoch_step_adds_up_what_the_python_reading_does(kth: Workload) -> None:
+    """`EpochReplay.advance` (one compiled call: `epoch_step`) gives the schedule, the events and the
+    epoch sums of `Engine.advance`, `take_utilisation` and the waiting summed in numpy, epoch after
+    epoch, objectives switching (rules, backfilling modes, fit-first), on two pools."""
+    from metapilot.models.simulator.epoch_replay import EpochReplay
+
+    w = kth.head(6_000)
+    part = (np.arange(len(w)) % 3 == 0).astype(np.int64)
+    w = Workload(**{**w.__dict__, "partition": part, "partitions": ("p0", "p1"), "report": None})
+    cap = Capacity.from_rows([{"partition": "p0", "cores": 70}, {"partition": "p1", "cores": 40}])
+    rp = EpochReplay(w, cap)
+    ref = Engine(w, cap, *rp.settings[rp._start][:2], fit_first=rp.settings[rp._start][2])
+    rp.reset()
+    ref.take_utilisation()
+    rng = np.random.default_rng(3)
+    submit = ref.jobs.submit
+    arrivals = rp.arrival_idx
+    for k in range(2_000):
+        a = int(rng.integers(len(rp.settings))) if k % 5 == 0 else a if k else 0
+        t0, t1 = k * 3600.0, (k + 1) * 3600.0
+        queued0 = ref.queued()
+        queued0 = queued0[submit[queued0] < t0]
+        events = ref.advance(t1, *rp.settings[a])
+        integral, _ = ref.take_utilisation()
+        start = ref.start
+        new = arrivals[(submit[arrivals] >= t0) & (submit[arrivals] < t1)]
+        end0 = np.where(start[queued0] <= t1, start[queued0], t1)
+        end1 = np.where(start[new] <= t1, start[new], t1)
+        started = np.r_[queued0[start[queued0] <= t1], new[start[new] <= t1]]
+        want = [*integral.sum(axis=0), (end0 - t0).sum() + np.maximum(end1 - submit[new], 0).sum(),
+                max(0.0, float((start[started] - submit[started]).max(initial=0.0)))]
+        before = rp.events
+        got = rp.advance(a)
+        assert rp.events - before == events
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-6)
+        assert np.array_equal(rp.engine.start, ref.start, equal_nan=True)

@@ -75,6 +75,7 @@ _NO_WEIGHT = np.zeros(0, np.float64)
 
 
 BSLD_FLOOR_S = 10.0  # bounded slowdown's floor on the run time (SPEC §6 metrics)
+_FLOAT_MAX = float(np.finfo(np.float64).max)
 
 
 def slowdown_weights(req: np.ndarray, beta: float) -> np.ndarray | None:
@@ -84,7 +85,8 @@ def slowdown_weights(req: np.ndarray, beta: float) -> np.ndarray | None:
     in job-seconds), `beta = 0` the plain wait. None when beta is 0."""
     if beta <= 0:
         return None
-    r = np.maximum(np.nan_to_num(np.asarray(req, dtype=np.float64), nan=BSLD_FLOOR_S), BSLD_FLOOR_S)
+    # NaN -> the floor, +-inf -> the largest finite float (as `nan_to_num`), in two ufuncs: one per boundary
+    r = np.fmax(np.minimum(np.asarray(req, dtype=np.float64), _FLOAT_MAX), BSLD_FLOOR_S)
     return (1.0 - beta) + beta * float(r.mean()) / r
 
 
@@ -136,6 +138,12 @@ class LookaheadPlanner:
             return [engine]
         return [engine.planning_view(*self.forecast)[0]]
 
+    def _seeds_view(self, engine: Engine) -> bool:
+        """The rollouts start from the plain scheduler's view (`views`' default, no forecast), which
+        `Engine.seeded_view` builds without leaving compiled code."""
+        return (not self.config.oracle and not engine.is_view and self.config.forecast_h <= 0
+                and type(self).views is LookaheadPlanner.views)
+
     def _setting_codes(self, settings) -> SettingCodes:
         if self._codes is None or self._codes.settings != tuple(settings):
             self._codes = SettingCodes(settings)
@@ -166,14 +174,20 @@ class LookaheadPlanner:
                 self.record = max(self.record, float(np.nanmax(waits)))
         now = engine.now
         t_end = now + self.n_epochs * self.epoch_s
-        views = self.views(engine)
-        self.costs[:] = 0.0
         codes = self._setting_codes(settings)
-        for base in views:  # each objective's fork of the snapshot, rolled to the horizon's end and priced
-            weight = slowdown_weights(base.jobs.req, cfg.slowdown)
-            self.costs += base.fork_costs(codes, t_end, _NO_WEIGHT if weight is None else weight, self.epoch_s,
-                                          self.n_epochs, cfg.lam, self.record)
-        self.costs /= len(views)
+        if self._seeds_view(engine):  # the scheduler's view, seeded in compiled code (same costs)
+            view = engine.seeded_view()
+            weight = slowdown_weights(view.req, cfg.slowdown)
+            self.costs[:] = view.fork_costs(codes, t_end, _NO_WEIGHT if weight is None else weight, self.epoch_s,
+                                            self.n_epochs, cfg.lam, self.record)
+        else:
+            views = self.views(engine)
+            self.costs[:] = 0.0
+            for base in views:  # each objective's fork of the snapshot, rolled to the horizon's end and priced
+                weight = slowdown_weights(base.jobs.req, cfg.slowdown)
+                self.costs += base.fork_costs(codes, t_end, _NO_WEIGHT if weight is None else weight, self.epoch_s,
+                                              self.n_epochs, cfg.lam, self.record)
+            self.costs /= len(views)
         self.fresh = True
         best = float(self.costs.min())
         if self.anchor is not None and self.costs[self.anchor] <= best * (1.0 + cfg.margin):

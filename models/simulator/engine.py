@@ -35,8 +35,10 @@ from metapilot.models.simulator.event_loop import (
 )
 from metapilot.models.simulator.policies import policy_code, static_scores
 from metapilot.models.simulator.queues import reorder_queues
-from metapilot.models.simulator.rollout import rollout_costs
-from metapilot.models.simulator.snapshot import seed_view
+from metapilot.models.simulator.epoch_step import epoch_step
+from metapilot.models.simulator.rollout import rollout_costs, view_rollout_costs
+from metapilot.models.simulator.snapshot import ViewSpace, seed_planning_view, seed_view, view_space
+from metapilot.models.simulator.switch import switch_setting
 from metapilot.models.simulator.state import (
     DONE,
     EXCLUDED,
@@ -58,8 +60,8 @@ from metapilot.transforms.workload import Workload
 
 __all__ = [
     "BACKFILL_CODES", "CONSERVATIVE", "DONE", "EASY", "EXCLUDED", "FUTURE", "HEAP_N", "INF", "NEXT_SUB", "NONE",
-    "NOW", "QUEUED", "RUNNING", "SEQ", "UTIL_T", "Engine", "SettingCodes", "Jobs", "Pools", "State", "backfill_code",
-    "build_state", "rebuild_profile", "release_all_due", "reorder_queues", "run_until", "warm_up",
+    "NOW", "QUEUED", "RUNNING", "SEQ", "UTIL_T", "Engine", "SeededView", "SettingCodes", "Jobs", "Pools", "State",
+    "backfill_code", "build_state", "rebuild_profile", "release_all_due", "reorder_queues", "run_until", "warm_up",
 ]
 
 BACKFILL_CODES: dict[str, int] = {"none": NONE, "easy": EASY, "conservative": CONSERVATIVE}
@@ -106,6 +108,35 @@ class SettingCodes:
         self.policies = np.array([policy_code(p) for p, _, _ in self.settings], np.int64)
         self.backfills = np.array([backfill_code(b) for _, b, _ in self.settings], np.int64)
         self.fit_firsts = np.array([bool(f) for _, _, f in self.settings], np.bool_)
+
+
+class SeededView:
+    """The scheduler's view at an engine's clock (what `Engine.planning_view()[0]` holds), seeded in
+    the engine's buffers by one compiled call (`snapshot.seed_planning_view`), for `fork_costs`
+    only: the planner's per-boundary view without ~40 numpy allocations and calls (they cost
+    several times the view's scheduling). Valid until the engine, or a copy of it, seeds another."""
+
+    def __init__(self, engine: "Engine", space: ViewSpace) -> None:
+        self.space = space
+        self.cap = engine.pools.cap
+        self.policy, self.backfill, self.fit_first = engine.policy, engine.backfill, engine.fit_first
+        self.now = engine.now
+        self.n, self.total_p = seed_planning_view(engine.jobs, engine.pools, engine.state, engine.policy,
+                                                  engine.backfill, engine.fit_first, space)
+
+    @property
+    def req(self) -> np.ndarray:
+        """The view's jobs' requested times (running jobs in start order, then the queued ones)."""
+        return self.space.req[:self.n]
+
+    def fork_costs(self, settings: "SettingCodes", until: float, weight: np.ndarray, epoch_s: float, n_epochs: int,
+                   lam: float, record: float) -> np.ndarray:
+        """`Engine.fork_costs` of the view."""
+        out = np.empty(len(settings.policies))
+        view_rollout_costs(self.space, self.cap, self.n, self.total_p, self.policy, self.backfill, self.fit_first,
+                           settings.policies, settings.backfills, settings.fit_firsts, float(until), weight, self.now,
+                           float(epoch_s), int(n_epochs), float(lam), float(record), out)
+        return out
 
 
 class Engine:
@@ -161,15 +192,26 @@ class Engine:
         `fit_first`: at each scheduling step, the jobs that fit the resources free when the step
         begins go first (then the rule's order) -- the U objective's "keep the free resources
         filled". Returns the number of events handled."""
-        if fit_first is not None:
-            self.fit_first = bool(fit_first)
-        if policy is not None and policy_code(policy) != self.policy:
-            self.policy = policy_code(policy)
-            reorder_queues(self.jobs, self.pools, self.state, self.policy)
-        if backfill is not None:
-            self._set_backfill(backfill_code(backfill))
+        new_policy = self.policy if policy is None else policy_code(policy)
+        new_backfill = self.backfill if backfill is None else backfill_code(backfill)
+        new_fit_first = self.fit_first if fit_first is None else bool(fit_first)
+        if new_policy != self.policy or new_backfill != self.backfill:
+            switch_setting(self.jobs, self.pools, self.state, self.policy, self.backfill, new_policy, new_backfill,
+                           new_fit_first)
+        self.policy, self.backfill, self.fit_first = new_policy, new_backfill, new_fit_first
         return int(run_until(self.jobs, self.pools, self.state, float(until_t), self.policy, self.backfill,
                              self.fit_first))
+
+    def advance_epoch(self, t0: float, until: float, policy: int, backfill: int, fit_first: bool, queued0: np.ndarray,
+                      arrival_idx: np.ndarray, arrival_times: np.ndarray, sums: np.ndarray) -> int:
+        """`advance(until, policy, backfill, fit_first)` (codes) from the boundary `t0`, then
+        `take_utilisation()`, in one compiled call that also adds up the epoch's waiting into
+        `sums` (`epoch_step.epoch_step`, `EpochReplay.advance`)."""
+        events = epoch_step(self.jobs, self.pools, self.state, self.policy, self.backfill, self.fit_first, policy,
+                            backfill, fit_first, float(t0), float(until), queued0, arrival_idx, arrival_times, sums)
+        self.policy, self.backfill, self.fit_first = policy, backfill, fit_first
+        self._util_t = self.now
+        return int(events)
 
     def run(self) -> int:
         """Run to the end under the rule and mode in force."""
@@ -196,6 +238,13 @@ class Engine:
                       settings.policies, settings.backfills, settings.fit_firsts, float(until), weight, self.now,
                       float(epoch_s), int(n_epochs), float(lam), float(record), out)
         return out
+
+    def seeded_view(self) -> SeededView:
+        """`planning_view()` (no forecast) for the planner's forks, in one compiled call (`SeededView`)."""
+        space = getattr(self, "_space", None)
+        if space is None:
+            space = self._space = view_space(len(self.jobs.submit), self.pools.cap, self.jobs.static_key.shape[1])
+        return SeededView(self, space)
 
     def planning_view(self, forecast_s: float = 0.0, span_s: float = 0.0,
                       arrivals: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[Engine, np.ndarray]:

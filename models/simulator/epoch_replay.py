@@ -47,7 +47,8 @@ import numba as nb
 import numpy as np
 import polars as pl
 from metapilot.models.simulator.capacity import WHOLE_CLUSTER, Capacity
-from metapilot.models.simulator.engine import EXCLUDED, Engine
+from metapilot.models.simulator.engine import EXCLUDED, Engine, backfill_code
+from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.objectives import DEFAULT_OBJECTIVES, Objective, Setting, user_first_index
 from metapilot.transforms.asrun_state import to_epoch_s
 from metapilot.transforms.reward import (
@@ -147,47 +148,6 @@ def _boundary_kernel(queue, qlen, off, submit, req, need, busy, arrival_times, n
     out[15] = hi - lo
 
 
-@nb.njit(cache=True)
-def _queued_before(queue, qlen, off, submit, t0):
-    """Indices of the queued jobs submitted before `t0` (those submitted at `t0` count as arrivals)."""
-    n = 0
-    for p in range(qlen.shape[0]):
-        n += qlen[p]
-    out = np.empty(n, dtype=np.int64)
-    m = 0
-    for p in range(qlen.shape[0]):
-        for i in range(qlen[p]):
-            j = queue[off[p] + i]
-            if submit[j] < t0:
-                out[m] = j
-                m += 1
-    return out[:m]
-
-
-@nb.njit(cache=True)
-def _accrued_wait(queued0, arrivals, lo, hi, submit, start, t0, t1):
-    """Job-seconds queued within [t0, t1): the jobs queued at t0 and those submitted in [t0, t1)
-    (`arrivals[lo:hi]`), each until its start or t1 (`start` NaN = not started); and the largest
-    wait of those that started by t1 (0 if none)."""
-    acc = 0.0
-    longest = 0.0
-    for i in range(queued0.shape[0]):
-        j = queued0[i]
-        st = start[j]
-        acc += (t1 if not st <= t1 else st) - t0
-        if st <= t1 and st - submit[j] > longest:
-            longest = st - submit[j]
-    for i in range(lo, hi):
-        j = arrivals[i]
-        st = start[j]
-        e = t1 if not st <= t1 else st
-        if e > submit[j]:
-            acc += e - submit[j]
-        if st <= t1 and st - submit[j] > longest:
-            longest = st - submit[j]
-    return acc, longest
-
-
 class EpochReplay:
     """An `Engine` advanced one decision epoch at a time under the objective of each epoch, read
     at every boundary as the aggregates of `transforms.state` (the shared path of the env, the
@@ -217,6 +177,8 @@ class EpochReplay:
         self.k = 0
         self.events = 0
         self._out = np.zeros(N_AGG)
+        self._codes = [(policy_code(p), backfill_code(b), bool(f)) for p, b, f in self.settings]
+        self._queued0 = np.empty(max(len(self.engine.jobs.submit), 1), np.int64)  # `Engine.advance_epoch`'s buffer
 
     def _new_engine(self) -> Engine:
         policy, backfill, fit_first = self.settings[self._start]
@@ -253,18 +215,12 @@ class EpochReplay:
         """Run the next epoch under objective `action`; returns what it added up (`EPOCH_SUMS`):
         the resource-seconds (cores, GPUs, MiB) used during it over all pools, and the
         job-seconds its queue accrued."""
-        policy, backfill, fit_first = self.settings[action]
-        e, st = self.engine, self.engine.state
+        policy, backfill, fit_first = self._codes[action]
         t0, t1 = self.now, float((self.k + 1) * self.epoch_s)
-        queued0 = _queued_before(st.queue, st.qlen, e.pools.off, e.jobs.submit, t0)
         self.k += 1
-        self.events += e.advance(t1, policy, backfill, fit_first)
-        integral, _ = e.take_utilisation()
-        lo = np.searchsorted(self.arrival_times, t0, side="left")
-        hi = np.searchsorted(self.arrival_times, t1, side="left")
         out = np.empty(N_SUMS)
-        out[:3] = integral.sum(axis=0)
-        out[3], out[4] = _accrued_wait(queued0, self.arrival_idx, lo, hi, e.jobs.submit, e.state.start, t0, t1)
+        self.events += self.engine.advance_epoch(t0, t1, policy, backfill, fit_first, self._queued0, self.arrival_idx,
+                                                 self.arrival_times, out)
         return out
 
     def hold(self, action: int, epochs: int) -> None:

@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 KERNEL_MODULES: tuple[str, ...] = (
     "jit.py", "policies.py", "state.py", "sorting.py", "queues.py", "completions.py", "running.py",
     "easy.py", "resource_profile.py", "conservative.py", "event_loop.py", "snapshot.py", "horizon.py",
-    "rollout.py",
+    "rollout.py", "switch.py", "epoch_step.py",
 )
 
 

@@ -10,12 +10,11 @@ unboxing of `run_until`, several times the scheduling itself (measured on KTH-SP
 
 from __future__ import annotations
 
-from metapilot.models.simulator.conservative import rebuild_profile
-from metapilot.models.simulator.event_loop import CONSERVATIVE, run_until
+from metapilot.models.simulator.event_loop import run_until
 from metapilot.models.simulator.horizon import horizon_cost_kernel
 from metapilot.models.simulator.jit import jit, jit_inline
-from metapilot.models.simulator.queues import reorder_queues
-from metapilot.models.simulator.state import INF, NOW
+from metapilot.models.simulator.snapshot import view_parts
+from metapilot.models.simulator.switch import switch_setting
 
 
 @jit_inline
@@ -79,19 +78,22 @@ def rollout_costs(J, P, st, scratch, policy, backfill, fit_first, policies, back
                   weight, t0, epoch_s, n_epochs, lam, record, out):
     """For each setting a: a fork of the snapshot `st` (whose rule, backfilling mode and fit-first
     flag are `policy`, `backfill`, `fit_first`) switched to (policies[a], backfills[a],
-    fit_firsts[a]) as `Engine.advance` switches, run to `until`, its horizon cost into out[a]."""
+    fit_firsts[a]) as `Engine.advance` switches (`switch_setting`), run to `until`, its horizon cost into out[a]."""
     for a in range(policies.shape[0]):
         copy_state(st, scratch)
         pol = policies[a]
         bf = backfills[a]
         ff = fit_firsts[a]
-        if pol != policy:
-            reorder_queues(J, P, scratch, pol)
-        if bf != backfill:
-            if bf == CONSERVATIVE:
-                rebuild_profile(J, P, scratch, scratch.clock[NOW], pol, ff)
-            elif backfill == CONSERVATIVE:
-                for p in range(scratch.next_res.shape[0]):  # waiting jobs drop their reservations
-                    scratch.next_res[p] = INF
+        switch_setting(J, P, scratch, policy, backfill, pol, bf, ff)
         run_until(J, P, scratch, until, pol, bf, ff)
         out[a] = horizon_cost_kernel(J.submit, scratch.start, weight, t0, epoch_s, n_epochs, lam, record)
+
+
+@jit
+def view_rollout_costs(ws, cap, n, total_p, policy, backfill, fit_first, policies, backfills, fit_firsts, until,
+                       weight, t0, epoch_s, n_epochs, lam, record, out):
+    """`rollout_costs` from the planning view `seed_planning_view` left in `ws` (`n` jobs,
+    `total_p` profile segments), its forks in `ws.fstate`."""
+    J, P, st, scratch = view_parts(ws, cap, n, total_p)
+    rollout_costs(J, P, st, scratch, policy, backfill, fit_first, policies, backfills, fit_firsts, until, weight,
+                  t0, epoch_s, n_epochs, lam, record, out)
