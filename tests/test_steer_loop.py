@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from metapilot.cli.app import app
 from metapilot.models.steering.decision import DecisionError, named_rule
 from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
-from metapilot.models.steering.slurm_cli import SlurmCli
+from metapilot.models.steering.slurm_cli import SlurmCli, SlurmUnreachable
 
 NOW = time.time()
 
@@ -120,6 +120,54 @@ def test_release_sets_every_factor_back_to_zero_and_the_next_start_after_a_crash
     s.cycle()
     out = s.release("--release")
     assert out.row["status"] == "released" and out.row["changed"] == 3 and set(_set(state).values()) == {0}
+
+
+class _DiesAfterUpdate(SlurmCli):
+    """Slurm applies the update, then the loop's process dies before its cycle is recorded (a SIGKILL
+    between `scontrol` and the warehouse, simulated by an exception nothing in the loop catches)."""
+
+    def update_site_factors(self, groups):
+        super().update_site_factors(groups)
+        raise SystemExit("killed")
+
+
+class _UpdateUnreachable(SlurmCli):
+    def update_site_factors(self, groups):
+        raise SlurmUnreachable("scontrol: error: Unable to contact slurm controller (connect failure)")
+
+
+def test_factors_set_just_before_a_crash_are_recorded_first_and_released_at_the_next_start(standin):
+    state, bin_dir, db = standin
+    s = Steerer(_DiesAfterUpdate(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                SteerOptions("mini", step=10))
+    s.start()
+    with pytest.raises(SystemExit):
+        s.cycle()
+    assert set(_set(state).values()) == {10, 20, 30}  # set in Slurm, the cycle never recorded
+    open_rows = _table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id")
+    assert open_rows["job_id"].to_list() == ["2", "3", "4"]  # written ahead of the update
+    said = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                   SteerOptions("mini", step=10)).start()
+    assert any("without releasing" in x for x in said)
+    assert set(_set(state).values()) == {0}
+    assert _table(db, "SELECT count(*) AS n FROM steered_jobs WHERE released_at IS NULL")["n"][0] == 0
+
+
+def test_an_update_that_fails_whole_records_nothing_as_set_and_the_next_cycle_sets_again(standin):
+    state, bin_dir, db = standin
+    s = _steerer(standin)
+    assert s.cycle().row["changed"] == 3
+    _update(state, jobs=json.loads(state.read_text())["jobs"] + [job(7, limit_min=2, submit=int(NOW) - 100)])
+    live = s.slurm
+    s.slurm = _UpdateUnreachable(bin_dir=str(bin_dir))
+    out = s.cycle()
+    assert out.row["status"] == "error" and "nothing recorded as set" in out.row["message"]
+    current = _table(db, "SELECT job_id, site_factor FROM steered_jobs WHERE released_at IS NULL")
+    assert dict(zip(current["job_id"], current["site_factor"])) == {"2": 30, "3": 10, "4": 20}  # as before it
+    s.slurm = live
+    assert s.cycle().row["changed"] == 1  # job 7 (2 min) goes on top; the others keep their places
+    current = _table(db, "SELECT job_id, site_factor FROM steered_jobs WHERE released_at IS NULL")
+    assert dict(zip(current["job_id"], current["site_factor"])) == {"2": 30, "3": 10, "4": 20, "7": 40} == _set(state)
 
 
 def test_live_tail_guard_releases_halts_and_needs_resume(standin):

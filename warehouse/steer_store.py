@@ -56,12 +56,24 @@ def _with_ids(con: duckdb.DuckDBPyConnection, statement: str, ids: list[str], pa
         con.unregister("__ids")
 
 
-def record_steered(con: duckdb.DuckDBPyConnection, cluster: str, rows: pl.DataFrame, at: datetime) -> None:
-    """Jobs just set (non-zero factors): each job's earlier open row is closed, the new one opened."""
-    if rows.is_empty():
-        return
-    _with_ids(con, "steer/supersede_steered.sql", rows["job_id"].to_list(), {"cluster": cluster, "stamp": at})
-    insert_frame(con, "steered_jobs", rows.select(STEERED_COLUMNS))
+def write_ahead(con: duckdb.DuckDBPyConnection, rows: pl.DataFrame) -> None:
+    """The factors a cycle is about to set (non-zero), recorded before Slurm is told: a loop killed
+    between the update and its record leaves them to the next start's release, never set and
+    unrecorded. Each job's earlier open row stays open until `confirm_steered`."""
+    if not rows.is_empty():
+        insert_frame(con, "steered_jobs", rows.select(STEERED_COLUMNS))
+
+
+def confirm_steered(con: duckdb.DuckDBPyConnection, cluster: str, cycle_id: str, job_ids: list[str],
+                    at: datetime) -> None:
+    """Jobs the cycle `cycle_id` set: their earlier open rows are closed, the written-ahead ones stay."""
+    if job_ids:
+        _with_ids(con, "steer/supersede_steered.sql", job_ids, {"cluster": cluster, "stamp": at, "cycle_id": cycle_id})
+
+
+def drop_written_ahead(con: duckdb.DuckDBPyConnection, cluster: str, cycle_id: str) -> None:
+    """A cycle's written-ahead rows, when its update failed as a whole (Slurm unreachable)."""
+    con.execute(sql_text("steer/drop_written_ahead.sql"), {"cluster": cluster, "cycle_id": cycle_id})
 
 
 def mark_released(con: duckdb.DuckDBPyConnection, cluster: str, job_ids: list[str], at: datetime) -> None:

@@ -127,6 +127,8 @@ class Steerer:
 
     def _record(self, row: dict, set_rows: pl.DataFrame | None = None, forget: list[str] | None = None,
                 shadow: pl.DataFrame | None = None, con=None) -> None:
+        """The cycle's row and what it changed, in one transaction. `set_rows`: the jobs it set, whose
+        non-zero factors were written ahead (`_write_ahead`); zeros release the jobs."""
         own = con is None
         con = self.connect() if own else con
         try:
@@ -136,7 +138,8 @@ class Steerer:
             if set_rows is not None and not set_rows.is_empty():
                 zero = set_rows.filter(pl.col("site_factor") == 0)["job_id"].to_list()
                 store.mark_released(con, self.opts.cluster, zero, at)
-                store.record_steered(con, self.opts.cluster, set_rows.filter(pl.col("site_factor") != 0), at)
+                store.confirm_steered(con, self.opts.cluster, row["cycle_id"],
+                                      set_rows.filter(pl.col("site_factor") != 0)["job_id"].to_list(), at)
             if forget:
                 store.mark_released(con, self.opts.cluster, forget, at)
             if shadow is not None:
@@ -230,11 +233,14 @@ class Steerer:
             row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds, slurm_seconds=self.slurm.slurm_seconds)
             self._record(row, shadow=shadow, con=con)
             return CycleOutcome(row, todo)
+        cycle_id = uuid.uuid4().hex[:16]
         if not todo.is_empty():
+            self._write_ahead(con, todo, objective, cycle_id, at)
             try:
                 res = self.slurm.update_site_factors(batches(todo))
                 failed = res.failed
             except SlurmUnreachable as e:
+                self._drop_written_ahead(con, cycle_id)
                 row = self._row(mode, "error", message=f"the update failed, nothing recorded as set: {e}", **{
                     k: v for k, v in base.items() if k != "message"})
                 row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds,
@@ -249,11 +255,36 @@ class Steerer:
         msg = base.pop("message")
         if failed:
             msg += f"; {len(failed)} gone before the update ({next(iter(failed.values()))}): left alone"
-        row = self._row(mode, "ok", changed=done.height, failed=len(failed), rpc_counts=rpcs or None, message=msg, **base)
-        set_rows = set_rows.with_columns(pl.lit(row["cycle_id"]).alias("cycle_id"))
+        row = self._row(mode, "ok", changed=done.height, failed=len(failed), rpc_counts=rpcs or None, message=msg,
+                        cycle_id=cycle_id, **base)
+        set_rows = set_rows.with_columns(pl.lit(cycle_id).alias("cycle_id"))
         row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds, slurm_seconds=self.slurm.slurm_seconds)
         self._record(row, set_rows, forget + list(failed), con=con)
         return CycleOutcome(row, done, failed)
+
+    def _write_ahead(self, con, todo: pl.DataFrame, objective: str, cycle_id: str, at: datetime) -> None:
+        """Record the non-zero factors about to be set, committed before `scontrol` runs (see
+        `steer_store.write_ahead`)."""
+        rows = todo.filter(pl.col("site_factor") != 0).select(
+            pl.lit(self.opts.cluster).alias("cluster"), pl.col("target").alias("job_id"), "site_factor", "rank",
+            "group_key", pl.lit(objective).alias("objective"), pl.lit(cycle_id).alias("cycle_id"),
+            pl.lit(at).alias("set_at"))
+        con.execute("BEGIN")
+        try:
+            store.write_ahead(con, rows)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+
+    def _drop_written_ahead(self, con, cycle_id: str) -> None:
+        con.execute("BEGIN")
+        try:
+            store.drop_written_ahead(con, self.opts.cluster, cycle_id)
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
 
     _last_shadow: pl.DataFrame | None = None
 
