@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -42,9 +43,21 @@ def plan_origins(db: str | None, cluster: str | None, every_weeks: int, warmup_w
     return cluster, first, busy, origins, span_end
 
 
+def past_windows_of(db: str | None, cluster: str, origins: list[datetime], current: str) -> list:
+    """The jobs before each origin (`backtest.past_windows`), read before any fold opens the warehouse."""
+    from metapilot.models.evaluation.backtest import past_windows
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        return past_windows(con, cluster, origins, current)
+    finally:
+        con.close()
+
+
 @task(name="walk-forward-judge", cache_policy=NONE)
 def judge_task(db: str | None, cluster: str, folds: list, span_end: datetime, current: str, planner: bool,
-               backtest_id: str) -> dict:
+               backtest_id: str, choices: list | None = None) -> dict:
     from metapilot.models.evaluation.backtest import run_backtest
     from metapilot.warehouse.db import connect
 
@@ -53,7 +66,7 @@ def judge_task(db: str | None, cluster: str, folds: list, span_end: datetime, cu
         con = connect(db)
         try:
             return run_backtest(con, cluster, folds, span_end, current=current, planner=planner, log=log.info,
-                                backtest_id=backtest_id)
+                                backtest_id=backtest_id, choices=choices)
         finally:
             con.close()
 
@@ -154,7 +167,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     The folds learn in parallel on the Dask cluster `dask` names (or `METAPILOT_DASK_ADDRESS`), else
     on a local one when more than one is to be learned (`local_fold_runner`), else here."""
     from metapilot.flows.stages import with_runner
-    from metapilot.models.evaluation.backtest import new_backtest_id
+    from metapilot.models.evaluation.backtest import new_backtest_id, past_choices
     from metapilot.models.evaluation.walk_forward import parse_rule
 
     parse_rule(current)  # a mistyped rule stops here, before any learning
@@ -163,12 +176,19 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     log.info("walk forward on %s: %d origins from %s, every %d weeks, to %s", cluster, len(origins),
              origins[0].date(), every_weeks, span_end.date())
     runner = dask or os.environ.get("METAPILOT_DASK_ADDRESS") or local_fold_runner(db, cluster, origins, steps, relearn)
-    if runner:
-        log.info("folds learn on %s", runner)
-        folds = with_runner(folds_flow, runner)(db, cluster, first, busy, origins, steps, relearn)
-    else:
-        folds = [learn_fold(db, cluster, first, busy, t, steps, relearn) for t in origins]
-    out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id())
+    # what the past says at each origin depends on no fold: replayed here while the folds learn
+    # (their workers leave a core part idle: Prefect's calls, the warehouses' I/O, uneven folds)
+    pasts = past_windows_of(db, cluster, origins, current)
+    with ThreadPoolExecutor(1, thread_name_prefix="past-replays") as ex:
+        past = ex.submit(past_choices, pasts, log.info)
+        del pasts
+        if runner:
+            log.info("folds learn on %s", runner)
+            folds = with_runner(folds_flow, runner)(db, cluster, first, busy, origins, steps, relearn)
+        else:
+            folds = [learn_fold(db, cluster, first, busy, t, steps, relearn) for t in origins]
+        choices = past.result()
+    out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id(), choices)
     if start is None and end is None:  # a narrowed span leaves the whole walk's folds for the next run
         prune_folds(db, cluster, [f.db for f in folds])
     out["folds"] = str(fold_root(db, cluster))

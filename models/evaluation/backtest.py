@@ -144,6 +144,28 @@ def _past_choice_task(args: tuple[Workload, Capacity, str]) -> PastChoice:
     return past_choice(*args)
 
 
+def past_windows(con, cluster: str, origins: Sequence[datetime], current: str) -> list[tuple[Workload, Capacity, str]]:
+    """Every job submitted before each origin, with the cluster's capacity at the first: what
+    `past_choices` replays (read here, so the replays need no warehouse)."""
+    from metapilot.transforms.workload import normalise
+    from metapilot.warehouse.sim_store import load_capacity, load_window
+
+    capacity = Capacity.from_rows(load_capacity(con, cluster, origins[0]))
+    current = rule_name(*parse_rule(current))
+    return [(normalise(load_window(con, cluster, None, t)), capacity, current) for t in origins]
+
+
+def past_choices(pasts: Sequence[tuple[Workload, Capacity, str]],
+                 log: Callable[[str], None] | None = None) -> list[PastChoice]:
+    """`past_choice` at each origin: independent replays, on the usable cores. They depend on no fold,
+    so the walk forward's flow works them out while the folds learn."""
+    tick = time.perf_counter()
+    choices = process_map(_past_choice_task, list(pasts), log=log)
+    if log:
+        log(f"past replays at {len(choices)} origins: {time.perf_counter() - tick:.1f} s")
+    return choices
+
+
 _SPAN: tuple[Workload, Capacity] | None = None  # a worker's span (`_hold_span`)
 
 
@@ -206,9 +228,10 @@ def _fold_artifacts(fold: Fold) -> tuple[Any, dict | None, str | None]:
 
 def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *, current: str = "FCFS+EASY",
                  planner: bool = True, n_boot: int = 2000, seed: int = 0, log: Callable[[str], None] | None = None,
-                 backtest_id: str | None = None) -> dict:
+                 backtest_id: str | None = None, choices: list[PastChoice] | None = None) -> dict:
     """Follow the folds' decisions over [first origin, span_end), compare, store; returns the result
-    (the JSON `metapilot backtest --json` writes, with `backtest_id`)."""
+    (the JSON `metapilot backtest --json` writes, with `backtest_id`). `choices`: what the past says
+    at each origin (`past_choices`), when already worked out."""
     from metapilot.models.controller.planner import PlannerConfig
     from metapilot.models.evaluation.heldout import asrun_result
     from metapilot.transforms.workload import normalise
@@ -220,13 +243,10 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     origins = [f.origin for f in folds]
     t0 = origins[0]
     capacity = Capacity.from_rows(load_capacity(con, cluster, t0))
-    tick = time.perf_counter()
 
-    # what the past says at each origin (independent replays: on the usable cores)
-    pasts = [(normalise(load_window(con, cluster, None, t)), capacity, current) for t in origins]
-    choices: list[PastChoice] = process_map(_past_choice_task, pasts, log=say)
-    del pasts
-    say(f"past replays at {len(origins)} origins: {time.perf_counter() - tick:.1f} s")
+    # what the past says at each origin (computed while the folds learned, when the flow could)
+    if choices is None:
+        choices = past_choices(past_windows(con, cluster, origins, current), log=say)
 
     # the span, and the contenders that do not depend on MetaPilot's decisions
     jobs = load_window(con, cluster, t0, span_end)
