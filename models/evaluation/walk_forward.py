@@ -325,12 +325,14 @@ def fairness(frame: pl.DataFrame, owners: pl.DataFrame | None) -> dict[str, floa
     out: dict[str, float | None] = {"worst_user_wait_s": None, "worst_account_wait_s": None, "jain_users": None}
     if owners is None or owners.height == 0 or frame.height == 0:
         return out
-    joined = frame.select("job_id", "wait").join(owners, on="job_id", how="inner")
+    # in job order, groups in order of appearance: the same sums, to the last digit, run after run
+    joined = frame.select("job_id", "wait").join(owners, on="job_id", how="inner").sort("job_id")
     for col, key in (("user", "worst_user_wait_s"), ("account", "worst_account_wait_s")):
-        per = joined.filter(pl.col(col).is_not_null()).group_by(col).agg(pl.col("wait").mean())
+        per = joined.filter(pl.col(col).is_not_null()).group_by(col, maintain_order=True).agg(pl.col("wait").mean())
         if per.height:
             out[key] = float(per["wait"].max())
-    users = joined.filter(pl.col("user").is_not_null()).group_by("user").agg(pl.col("wait").mean())["wait"].to_numpy()
+    users = (joined.filter(pl.col("user").is_not_null()).group_by("user", maintain_order=True)
+             .agg(pl.col("wait").mean())["wait"].to_numpy())
     if users.size and (users ** 2).sum() > 0:
         out["jain_users"] = float(users.sum() ** 2 / (users.size * (users ** 2).sum()))
     elif users.size:

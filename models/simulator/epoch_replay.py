@@ -48,8 +48,8 @@ import numpy as np
 import polars as pl
 from metapilot.models.simulator.capacity import WHOLE_CLUSTER, Capacity
 from metapilot.models.simulator.engine import EXCLUDED, Engine, backfill_code
-from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.objectives import DEFAULT_OBJECTIVES, Objective, Setting, user_first_index
+from metapilot.models.simulator.policies import policy_code
 from metapilot.transforms.asrun_state import to_epoch_s
 from metapilot.transforms.reward import (
     ControllerRewardConfig,
