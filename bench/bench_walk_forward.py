@@ -34,6 +34,11 @@ def fmt_s(s: float | None) -> str:
     return "–" if s is None else f"{s:,.0f}"
 
 
+def times(v: float, of: float) -> str:
+    """v as a multiple of `of` (a span where today's rule waits nothing: '–' unless v waits too)."""
+    return f"{v / of:.2f}x" if of else ("1.00x" if not v else "–")
+
+
 def pct(v: float | None) -> str:
     return "–" if v is None else f"{v:+.1%}"
 
@@ -119,14 +124,15 @@ def section(r: dict) -> str:
             " (best overall)" if c["name"] == doc["reference_any"] else "")
         lines.append(f"| {c['name']} | {c['kind']}{tag} | {fmt_s(c['wait_mean_s'])} | {fmt_s(c['wait_p99_s'])} | "
                      f"{fmt_s(c['wait_max_s'])} | {c['bsld_mean']:.2f} | {ci('regret_bsld')} | {ci('regret_wait_mean')} | "
-                     f"{pct(c['regret_bsld_any'])} | {c['wait_max_s'] / cur['wait_max_s']:.2f}x | "
+                     f"{pct(c['regret_bsld_any'])} | {times(c['wait_max_s'], cur['wait_max_s'])} | "
                      f"{'–' if c.get('jain_users') is None else format(c['jain_users'], '.2f')} |")
     me, gl = by["MetaPilot"], by.get("guarded leader")
     bar = doc["bar"]
     lines += ["", f"Bar (a)-(d): **{'met' if bar.get('met') else 'not met'}** (beats {doc['current']} on mean wait and "
                   f"bsld: {bar.get('beats_current')}; dominated by no fixed rule: {bar.get('not_dominated')}"
                   f"{' (by ' + ', '.join(bar['dominated_by']) + ')' if bar.get('dominated_by') else ''}; regret <= 5%: "
-                  f"{bar.get('regret_within_5pct')}; starves no one more: {bar.get('starves_no_one_more')})."]
+                  f"{bar.get('regret_within_5pct')}; starves no one more: {bar.get('starves_no_one_more')})"
+                  + (f"; {bar['why']}." if bar.get("why") else ".")]
     hi_b = (me.get("regret_bsld_ci") or [None, None])[1]
     hi_w = (me.get("regret_wait_mean_ci") or [None, None])[1]
     goal = (me["regret_bsld"] <= -0.10 and me["regret_wait_mean"] <= -0.10 and hi_b is not None and hi_b < 0
@@ -143,7 +149,7 @@ def section(r: dict) -> str:
         guard = "none" if g["guard_h"] is None else f"{g['guard_h']:g} h"
         lines.append(f"| {g['rule']} | {guard} | {g['bsld']:.2f} | "
                      f"{fmt_s(g['wait_mean_s'])} | {fmt_s(g['wait_p99_s'])} | {fmt_s(g['wait_max_s'])} | "
-                     f"{g['wait_max_s'] / cur['wait_max_s']:.2f}x |")
+                     f"{times(g['wait_max_s'], cur['wait_max_s'])} |")
     return "\n".join(lines) + "\n"
 
 

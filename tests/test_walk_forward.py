@@ -125,6 +125,29 @@ def test_the_guarded_leader_keeps_only_rules_that_starve_no_one_more():
     assert wf.choose_guarded({("SAF+EASY", None): cands[("SAF+EASY", None)]}, current, "FCFS+EASY") == ("FCFS+EASY", None)
 
 
+def test_on_a_past_where_no_rule_did_better_the_guarded_leader_keeps_the_current_rule():
+    """An idle past (nothing waits under any rule, as on NASA-iPSC) ties every setting: no switch."""
+    idle = fig(1.0, 0.0, 0.0, 0.0)
+    cands = {(r, h): idle for r in ("SJF+EASY", "SAF+EASY") for h in (None, 24.0, 168.0)} | {("FCFS+EASY", None): idle}
+    assert wf.choose_guarded(cands, idle, "FCFS+EASY") == ("FCFS+EASY", None)
+    better = {**cands, ("SJF+EASY", 168.0): fig(0.99, 0.0, 0.0, 0.0)}  # ahead on one figure: a reason to switch
+    assert wf.choose_guarded(better, idle, "FCFS+EASY") == ("SJF+EASY", 168.0)
+
+
+def test_the_bar_says_when_there_was_nothing_to_beat():
+    def row(name: str, kind: str, wait: float, bsld: float) -> dict:
+        return {"name": name, "kind": kind, "wait_mean_s": wait, "wait_max_s": wait, "bsld_mean": bsld,
+                "reference": "FCFS+EASY", "regret_bsld": 0.0, "regret_wait_mean": 0.0, "admissible": True}
+
+    idle = pl.DataFrame([row("MetaPilot", "metapilot", 0.0, 1.0), row("FCFS+EASY", "fixed", 0.0, 1.0),
+                         row("SJF+EASY", "fixed", 20.0, 1.01)])
+    v = wf.bar_verdict(idle, "FCFS+EASY")
+    assert not v["met"] and not v["beats_current"] and "nothing to beat" in v["why"]
+    busy = pl.DataFrame([row("MetaPilot", "metapilot", 0.0, 1.0), row("FCFS+EASY", "fixed", 0.0, 1.0),
+                         row("SJF+EASY", "fixed", 200.0, 1.01)])
+    assert "why" not in wf.bar_verdict(busy, "FCFS+EASY")
+
+
 def test_parse_rule_names_the_21():
     assert wf.parse_rule("saf+easy") == ("SAF", "easy") and len(wf.RULES) == 21
     with pytest.raises(ValueError, match="unknown rule"):

@@ -255,12 +255,19 @@ def choose_leader(past: dict[str, Figures]) -> str:
 def choose_guarded(candidates: dict[tuple[str, float | None], Figures], current: Figures,
                    current_rule: str) -> tuple[str, float | None]:
     """The guarded leader: among (rule, guard) settings that starve no one more than the current rule
-    did over the past, the lowest mean bounded slowdown; the current rule when none qualifies."""
+    did over the past, the lowest mean bounded slowdown; the current rule when none qualifies, or
+    when none did better than it on both bounded slowdown and mean wait (a tie is no reason to
+    change what the scheduler runs: on an idle past every rule ties)."""
     ok = [k for k, f in candidates.items() if f.jobs and f.admissible(current)]
     if not ok:
         return current_rule, None
-    return min(ok, key=lambda k: (_nan_last(candidates[k].bsld_mean), _nan_last(candidates[k].wait_mean_s),
+    best = min(ok, key=lambda k: (_nan_last(candidates[k].bsld_mean), _nan_last(candidates[k].wait_mean_s),
                                   math.inf if k[1] is None else -k[1], RULES.index(k[0])))
+    b = candidates[best]
+    if current.jobs and not (_nan_last(b.bsld_mean) < _nan_last(current.bsld_mean)
+                             or _nan_last(b.wait_mean_s) < _nan_last(current.wait_mean_s)):
+        return current_rule, None
+    return best
 
 
 def _nan_last(v: float) -> float:
@@ -410,5 +417,11 @@ def bar_verdict(span: pl.DataFrame, current: str, name: str = "MetaPilot") -> di
         (me[f"regret_{m}"] is not None and me[f"regret_{m}"] <= 0.05) or abs(me[col] - ref[col]) <= tol
         for m, col, tol in (("bsld", "bsld_mean", 0.05), ("wait_mean", "wait_mean_s", 60.0)))
     d = bool(me.get("admissible"))
-    return {"met": bool(a and b and c and d), "beats_current": a, "not_dominated": b, "dominated_by": dominated_by,
-            "regret_within_5pct": c, "starves_no_one_more": d}
+    out = {"met": bool(a and b and c and d), "beats_current": a, "not_dominated": b, "dominated_by": dominated_by,
+           "regret_within_5pct": c, "starves_no_one_more": d}
+    fixed = [r for r in rows.values() if r["kind"] == "fixed" and r.get("wait_mean_s") is not None]
+    if not a and fixed and all(abs(r["wait_mean_s"] - cur["wait_mean_s"]) <= 60.0
+                               and abs(r["bsld_mean"] - cur["bsld_mean"]) <= 0.05 for r in fixed):
+        out["why"] = (f"over this span no fixed rule's waits differ from {current}'s by more than 60 s of mean wait "
+                      f"or 0.05 of bounded slowdown: there was nothing to beat (keep {current})")
+    return out

@@ -103,6 +103,8 @@ def summary_lines(section: dict) -> list[str]:
                      f"{_yes(bar['not_dominated'])}; regret within 5% of the reference: "
                      f"{_yes(bar['regret_within_5pct'])}; starves no one more: {_yes(bar['starves_no_one_more'])}. "
                      "A regret below zero is a win only when its interval's upper end is below zero too.")
+        if bar.get("why"):
+            lines.append(f"{bar['why'][0].upper()}{bar['why'][1:]}.")
     else:
         lines.append(f"Bar not met: {bar.get('why', 'MetaPilot was not replayed')}.")
     cur = next((r for r in section["roi"] if r["reference_kind"] == "current"), None)

@@ -116,7 +116,8 @@ def print_backtest(out: dict) -> None:
     console.print(f"Bar (issue 38): {word}. beats {out['current']} on mean wait and bsld: {bar.get('beats_current')}; "
                   f"no fixed rule dominates it: {bar.get('not_dominated')}"
                   f"{' (dominated by ' + ', '.join(bar['dominated_by']) + ')' if bar.get('dominated_by') else ''}; "
-                  f"regret <= 5%: {bar.get('regret_within_5pct')}; starves no one more: {bar.get('starves_no_one_more')}")
+                  f"regret <= 5%: {bar.get('regret_within_5pct')}; starves no one more: {bar.get('starves_no_one_more')}"
+                  + (f". {bar['why'][0].upper()}{bar['why'][1:]}" if bar.get("why") else ""))
     console.print("[dim]A regret below zero is a win only when its interval's upper end is below zero too.[/dim]")
 
 
