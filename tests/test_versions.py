@@ -63,3 +63,33 @@ def test_a_sim_run_records_the_versions():
         con.close()
     assert code == code_version()
     assert json.loads(versions) == {"python": sys.version.split()[0], **dependency_versions()}
+
+
+def test_two_different_uncommitted_trees_have_different_code_versions(tmp_path, monkeypatch):
+    """The stage caches and the walk forward's folds are keyed on the code version: a checkout with
+    local changes must not share a key with other changes on the same commit, nor with the commit."""
+    from metapilot.ground import version
+
+    git = lambda *a: subprocess.run(["git", *a], cwd=tmp_path, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git("add", "a.py")
+    git("-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "one")
+    monkeypatch.setattr(version, "REPO_ROOT", tmp_path)
+
+    def now() -> str:
+        version.code_version.cache_clear()
+        return version.code_version()
+
+    clean = now()
+    (tmp_path / "a.py").write_text("x = 2\n")
+    first = now()
+    (tmp_path / "a.py").write_text("x = 3\n")
+    second = now()
+    (tmp_path / "b.sql").write_text("SELECT 1\n")  # a new file git does not track yet
+    third = now()
+    assert "-dirty" not in clean and first.startswith(clean + "-dirty.")
+    assert len({clean, first, second, third}) == 4
+    (tmp_path / "b.sql").unlink()
+    assert now() == second  # the same changes, the same key
+    version.code_version.cache_clear()

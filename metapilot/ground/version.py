@@ -5,6 +5,7 @@ and the versions of the libraries that decide results (`dependency_versions`), w
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import platform
 import subprocess
@@ -20,14 +21,35 @@ DEPENDENCIES = ("duckdb", "polars", "prefect", "great-expectations", "d3rlpy", "
 
 @functools.cache
 def code_version() -> str:
+    """`0.1.0+<commit>`, and for a checkout with uncommitted changes `+<commit>-dirty.<digest of the
+    changes>`: the stages' caches and the walk forward's folds are keyed on it, so two different
+    uncommitted trees must not share a key (a site's local patch would reuse results of other code)."""
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO_ROOT, capture_output=True,
                              text=True, timeout=5)
         if out.returncode == 0 and out.stdout.strip():
-            return f"{__version__}+{out.stdout.strip()}"
+            tag = out.stdout.strip()
+            return f"{__version__}+{tag}" + (f".{_changes_digest()}" if tag.endswith("-dirty") else "")
     except (OSError, subprocess.SubprocessError):
         pass
     return __version__
+
+
+def _changes_digest() -> str:
+    """A short digest of what differs from the commit: the tracked changes, and the code and SQL files
+    git does not track yet."""
+    h = hashlib.sha256()
+    h.update(subprocess.run(["git", "diff", "HEAD", "--binary"], cwd=REPO_ROOT, capture_output=True,
+                            timeout=30).stdout)
+    others = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=30).stdout.split("\n")
+    for name in sorted(n for n in others if n.endswith((".py", ".sql", ".toml"))):
+        h.update(name.encode())
+        try:
+            h.update((REPO_ROOT / name).read_bytes())
+        except OSError:
+            continue
+    return h.hexdigest()[:10]
 
 
 @functools.cache
