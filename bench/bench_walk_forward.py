@@ -35,7 +35,7 @@ def fmt_s(s: float | None) -> str:
 
 
 def times(v: float, of: float) -> str:
-    """v as a multiple of `of` (a span where today's rule waits nothing: '–' unless v waits too)."""
+    """v as a multiple of `of`; where today's rule waits nothing: 1.00x if v waits nothing too, else '–'."""
     return f"{v / of:.2f}x" if of else ("1.00x" if not v else "–")
 
 

@@ -46,6 +46,8 @@ from metapilot.transforms.workload import Workload
 WAIT_MAX = AGGREGATES.index("wait_max_s")
 TAIL_RULE = "FCFS+EASY"  # what the guard runs while the oldest job has waited too long: oldest first
 ADMISSIBLE_TAIL = 1.5  # p99 and max wait at most this times the current rule's: "starves no one more"
+# (figure, column, tolerance): a difference this small counts as none on a nearly idle span
+IDLE_TOLERANCE = (("bsld", "bsld_mean", 0.05), ("wait_mean", "wait_mean_s", 60.0))
 GUARD_HOURS: tuple[float, ...] = (24.0, 72.0, 120.0, 168.0)  # the guard thresholds chosen among (from the past)
 GUARDED_RULES: tuple[str, ...] = ("SAF+EASY", "SJF+EASY", "F1+EASY", "WFP3+EASY", "UNICEF+EASY", "LAF+EASY")
 HOLD_MAX_EPOCHS = 24 * 7 * 8  # at most eight weeks in one engine call
@@ -256,8 +258,8 @@ def choose_guarded(candidates: dict[tuple[str, float | None], Figures], current:
                    current_rule: str) -> tuple[str, float | None]:
     """The guarded leader: among (rule, guard) settings that starve no one more than the current rule
     did over the past, the lowest mean bounded slowdown; the current rule when none qualifies, or
-    when none did better than it on both bounded slowdown and mean wait (a tie is no reason to
-    change what the scheduler runs: on an idle past every rule ties)."""
+    when that setting did no better than it on either bounded slowdown or mean wait (a tie is no
+    reason to change what the scheduler runs: on an idle past every rule ties)."""
     ok = [k for k, f in candidates.items() if f.jobs and f.admissible(current)]
     if not ok:
         return current_rule, None
@@ -415,13 +417,12 @@ def bar_verdict(span: pl.DataFrame, current: str, name: str = "MetaPilot") -> di
     b = not dominated_by
     c = ref is not None and all(
         (me[f"regret_{m}"] is not None and me[f"regret_{m}"] <= 0.05) or abs(me[col] - ref[col]) <= tol
-        for m, col, tol in (("bsld", "bsld_mean", 0.05), ("wait_mean", "wait_mean_s", 60.0)))
+        for m, col, tol in IDLE_TOLERANCE)
     d = bool(me.get("admissible"))
     out = {"met": bool(a and b and c and d), "beats_current": a, "not_dominated": b, "dominated_by": dominated_by,
            "regret_within_5pct": c, "starves_no_one_more": d}
     fixed = [r for r in rows.values() if r["kind"] == "fixed" and r.get("wait_mean_s") is not None]
-    if not a and fixed and all(abs(r["wait_mean_s"] - cur["wait_mean_s"]) <= 60.0
-                               and abs(r["bsld_mean"] - cur["bsld_mean"]) <= 0.05 for r in fixed):
+    if not a and fixed and all(abs(r[col] - cur[col]) <= tol for r in fixed for _, col, tol in IDLE_TOLERANCE):
         out["why"] = (f"over this span no fixed rule's waits differ from {current}'s by more than 60 s of mean wait "
                       f"or 0.05 of bounded slowdown: there was nothing to beat (keep {current})")
     return out
