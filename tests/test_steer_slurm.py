@@ -149,3 +149,22 @@ def test_sigkill_then_next_start_releases_and_sigterm_releases(tmp_path, slurm, 
     n = _metapilot(slurm, db, "sql", "SELECT count(*) AS n FROM steered_jobs WHERE released_at IS NULL",
                    "--format", "csv").stdout.split()[1]
     assert int(n) == 0
+
+
+def test_a_job_named_with_bytes_that_are_not_utf8_does_not_stop_steering(tmp_path, slurm, queue):
+    """Issue 49 (1): squeue --json passes a job's name, comment and output path through as raw bytes;
+    every mode reads them (as U+FFFD) and steers on."""
+    db = str(tmp_path / "w.duckdb")
+    bad = os.fsdecode(b"bad\xff\xfe")  # sbatch gets the raw bytes
+    named = slurm.sbatch("-J", bad, f"--comment={bad}", "-n", "64", "-t", "4", wrap="sleep 1")
+    _wait(lambda: _reasons(slurm).get(named) in ("Priority", "Resources"), what="Slurm to evaluate the job")
+    assert b"\xff\xfe" in subprocess.run(["squeue", "--json"], env=slurm.env, capture_output=True).stdout
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--dry-run",
+                     "--once")
+    assert "dry-run ok: SJF" in res.stdout, res.stdout + res.stderr
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once",
+                     "--step", str(STEP))
+    assert "live ok: SJF" in res.stdout, res.stdout + res.stderr
+    assert _sprio(slurm)[named]["site"] > 0  # 4 min: ranked among the others
+    _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
+    assert all(v["site"] == 0 for v in _sprio(slurm).values())

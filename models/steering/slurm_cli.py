@@ -1,5 +1,7 @@
 """The one place the steering loop talks to Slurm: subprocess calls of squeue, sinfo, scontrol and
-sdiag, with timeouts. Everything it returns is text for `squeue.py` to parse; updates go in batches
+sdiag, with timeouts. Everything it returns is text for `squeue.py` to parse, decoded with
+U+FFFD for bytes that are not UTF-8 (a job name, comment or output path is the user's bytes: one
+undecodable name must not stop steering; only numbers and fixed fields are used). Updates go in batches
 through one `scontrol` process reading its commands on stdin (one RPC per line, not one process per
 job), and jobs sharing a site factor share a line (`update job=1,2,3 SiteFactor=N`).
 
@@ -19,6 +21,12 @@ from dataclasses import dataclass, field
 
 class SlurmUnreachable(RuntimeError):
     """A Slurm command could not be run or failed: the message says which and what it said."""
+
+
+def decode(data: bytes | None) -> str:
+    """Slurm's answer as text: UTF-8, any other byte as U+FFFD (squeue --json passes a job's name and
+    paths through as the user's raw bytes, which strict decoding refuses)."""
+    return (data or b"").decode("utf-8", errors="replace")
 
 
 @dataclass
@@ -49,8 +57,8 @@ class SlurmCli:
     def _run(self, args: list[str], stdin: str | None = None, ok_codes: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
         t0 = time.perf_counter()
         try:
-            res = subprocess.run([self._exe(args[0]), *args[1:]], input=stdin, capture_output=True, text=True,
-                                 timeout=self.timeout_s)
+            raw = subprocess.run([self._exe(args[0]), *args[1:]], input=None if stdin is None else stdin.encode(),
+                                 capture_output=True, timeout=self.timeout_s)
         except subprocess.TimeoutExpired:
             raise SlurmUnreachable(f"{args[0]} did not answer within {self.timeout_s:g} s") from None
         except OSError as e:
@@ -58,6 +66,7 @@ class SlurmCli:
         finally:
             self.slurm_seconds += time.perf_counter() - t0
             self.calls += 1
+        res = subprocess.CompletedProcess(raw.args, raw.returncode, decode(raw.stdout), decode(raw.stderr))
         if res.returncode not in ok_codes:
             said = (res.stderr or res.stdout).strip().splitlines()
             raise SlurmUnreachable(f"{' '.join(args[:2])} failed (exit {res.returncode}): {said[0] if said else 'no message'}")
