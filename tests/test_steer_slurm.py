@@ -39,7 +39,8 @@ def _reasons(slurm) -> dict[str, str]:
     """job -> its state reason as squeue --json gives it (the text format shows a description instead)."""
     import json
 
-    jobs = json.loads(slurm.run("squeue", "--json").stdout)["jobs"]
+    raw = subprocess.run(["squeue", "--json"], env=slurm.env, capture_output=True, check=True, timeout=60).stdout
+    jobs = json.loads(raw.decode("utf-8", errors="replace"))["jobs"]  # a job's name may be any bytes
     return {str(j["job_id"]): j["state_reason"] for j in jobs
             if j["job_state"] in ("PENDING", "RUNNING", "COMPLETING")}  # --json also lists ended jobs
 
