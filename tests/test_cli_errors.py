@@ -129,3 +129,38 @@ def test_a_usage_error_raised_by_a_command_is_a_usage_error_not_a_bug(tmp_path, 
     r = CliRunner().invoke(app, [*args, "--db", str(tmp_path / "m.duckdb")])
     assert r.exit_code == 2, r.output
     assert "bug" not in r.output and "Invalid value" in r.output
+
+
+READ_OR_RELEASE = [
+    ["steer", "--cluster", "c", "--slurm", "--release"],
+    ["steer", "--cluster", "c", "--slurm", "--resume", "--policy", "SJF+EASY"],
+    ["steer", "--cluster", "c", "--slurm", "--policy", "published", "--once"],
+    ["steer", "--cluster", "c", "--slurm", "--policy", "published", "--dry-run"],
+    ["steer", "explain", "1", "--cluster", "c"],
+    ["steer", "report", "--cluster", "c"],
+    ["approve", "--cluster", "c"],
+    ["export", "--scheduler", "slurm", "--cluster", "c"],
+    ["export", "--scheduler", "slurm", "--cluster", "c", "--decision", "SJF+EASY"],
+    ["export", "--scheduler", "pbspro", "--decision", "SJF+EASY"],
+    ["sql", "SELECT 1"],
+    ["report", "--cluster", "c"],
+    ["capacity"],
+    ["data-docs"],
+    ["forget", "--file-id", "abc"],
+    ["simulate", "--cluster", "c"],
+    ["backtest", "--cluster", "c"],
+]
+
+
+@pytest.mark.parametrize("command", READ_OR_RELEASE, ids=lambda c: " ".join(c[:3]))
+def test_a_command_that_only_reads_or_releases_refuses_a_mistyped_db(tmp_path, command):
+    """Issue 49 (7): `steer --release --db <typo>` made a new warehouse and reported success. Every
+    command that only reads (or undoes) what a warehouse holds refuses one that does not exist: one
+    error line, a non-zero exit, nothing created."""
+    typo = tmp_path / "metapilto.duckdb"
+    r = CliRunner().invoke(app, [*command, "--db", str(typo)])
+    assert r.exit_code != 0, r.output
+    errors = [ln for ln in error_lines(r.output) if "error" in ln.lower()]
+    assert errors and "no warehouse at" in errors[-1] and str(typo) in errors[-1], r.output
+    assert "bug" not in r.output and "Traceback" not in r.output
+    assert not typo.exists() and not (tmp_path / "secret.key").exists() and sorted(tmp_path.iterdir()) == []

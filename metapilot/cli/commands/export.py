@@ -20,7 +20,7 @@ def export_cmd(
 ) -> None:
     """Write the decision as a Slurm or PBS Pro configuration fragment."""
     from metapilot.ground.files import safe_name
-    from metapilot.ground.paths import beside_db, db_path
+    from metapilot.ground.paths import beside_db
     from metapilot.models.steering.decision import named_rule, published
     from metapilot.models.steering.export import (
         SCHEDULERS,
@@ -40,16 +40,18 @@ def export_cmd(
         site_text = Path(site_conf).read_text()
     facts = SiteFacts(cluster or "any")
     con = None
-    if cluster and db_path(db).exists():
-        from metapilot.warehouse.db import connect
+    if cluster or db is not None:
+        # the cluster's time limits (bf_window) and decision are read from the warehouse: a mistyped
+        # --db is refused, never a fragment written without them
+        from metapilot.warehouse.db import connect, require_warehouse
         from metapilot.warehouse.steer_store import site_facts
 
+        require_warehouse(db)
         con = connect(db, read_only=True)
-        facts = SiteFacts(cluster, **site_facts(con, cluster))
+        if cluster:
+            facts = SiteFacts(cluster, **site_facts(con, cluster))
     try:
         if decision.strip().lower() == "published":
-            if con is None:
-                raise FileNotFoundError(f"no warehouse at {db_path(db)}: the published decision lives there (or name a rule)")
             d = published(con, cluster)
         else:
             d = named_rule(decision)

@@ -76,7 +76,12 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     if max_changes < 0:
         raise typer.BadParameter("--max-changes must be >= 0")
     from metapilot.models.steering.decision import SteerDecision
+    from metapilot.warehouse.db import require_warehouse
 
+    if release or resume or policy.strip().lower() == "published":
+        # what to release, the halt to resume and the published decision live in the warehouse: a
+        # mistyped --db must not create an empty one and report success
+        require_warehouse(db)
     con = connect(db)
     try:
         if release:  # releasing needs no decision: it undoes whatever the loop set
