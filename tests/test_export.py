@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import pytest
 from typer.testing import CliRunner
 
 from metapilot.cli.app import app
@@ -76,3 +77,73 @@ def test_export_command_reads_the_published_decision_and_the_warehouse(tmp_path)
     assert "Keep SAF+EASY" in text and "bf_window=120" in text and "approximate" in res.output
     res = CliRunner().invoke(app, ["export", "--scheduler", "lsf", "--decision", "SJF", "--db", db])
     assert res.exit_code == 2
+
+
+# every way a text can end a line for slurm.conf's reader (fgets: \n) or a stricter one (str.splitlines)
+BREAKERS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\x00\x1b\u200e"
+EVIL = "Keep SAF+EASY\nPriorityWeightFairshare=0\r\nSlurmUser=root\u2028SchedulerType=sched/builtin\x85X=1"
+
+
+def _live_lines(text: str) -> list[str]:
+    """The lines a configuration reader would act on: split as Slurm does (on \\n) and as the
+    strictest reader would (every Unicode line break), comments and blank lines dropped."""
+    out = []
+    for lines in (text.split("\n"), text.splitlines()):
+        out += [ln.strip() for ln in lines if ln.strip() and not ln.strip().startswith("#")]
+    return out
+
+
+def test_free_text_never_reaches_the_fragment_outside_a_comment():
+    """Issue 49 (5): a newline in the decision's message or the cluster's name became a live
+    slurm.conf line. Every non-comment line of the fragment is one export means to write."""
+    from metapilot.models.steering.export import controller_note, one_line
+
+    facts = SiteFacts("c", longest_timelimit_s=7200, longest_wait_s=86400)
+    evil_facts = SiteFacts("c\nPriorityWeightQOS=0" + BREAKERS, longest_timelimit_s=7200, longest_wait_s=86400)
+    for rule in ("FCFS", "SJF", "SAF", "WFP3"):
+        for bf in ("none", "easy", "conservative"):
+            clean = slurm_fragment(rule, bf, facts, decision="x", site_conf="SchedulerParameters=bf_continue\n")
+            evil = slurm_fragment(rule, bf, evil_facts, decision=EVIL + BREAKERS, site_conf="SchedulerParameters=bf_continue\n")
+            assert _live_lines(evil.text) == _live_lines(clean.text), (rule, bf)
+            assert "\\x0a" in evil.text and "\\u2028" in evil.text  # what was there stays readable
+            clean_pbs = pbspro_fragment(rule, bf, facts, decision="x")
+            evil_pbs = pbspro_fragment(rule, bf, evil_facts, decision=EVIL + BREAKERS)
+            assert _live_lines(evil_pbs.text) == _live_lines(clean_pbs.text), (rule, bf)
+    note = controller_note("slurm", "p1\nSchedulerType=x", ["SJF\rX=1"])
+    assert _live_lines(note) == []
+    assert all(len(one_line(ch)) > 1 for ch in BREAKERS) and one_line("SAF+EASY (Keep: ok)") == "SAF+EASY (Keep: ok)"
+
+
+def _warehouse_with_decision(tmp_path, message: str) -> str:
+    from metapilot.warehouse.db import connect
+
+    db = str(tmp_path / "w.duckdb")
+    con = connect(db)
+    con.execute("INSERT INTO published_policies (cluster, partition, policy_id, published_at, kind, recommendation, message) "
+                "VALUES ('c', '*', 'p1', ?, 'fixed', 'SAF+easy', ?)", [datetime.now(timezone.utc), message])
+    con.close()
+    return db
+
+
+def test_export_command_escapes_the_published_message_and_refuses_a_bad_cluster_name(tmp_path):
+    db = _warehouse_with_decision(tmp_path, EVIL + BREAKERS)
+    for sched in ("slurm", "pbspro"):
+        res = CliRunner().invoke(app, ["export", "--scheduler", sched, "--cluster", "c", "--out", str(tmp_path / "o"),
+                                       "--db", db])
+        assert res.exit_code == 0, res.output
+    conf = (tmp_path / "o" / "metapilot-SAF+easy.slurm.conf").read_text()
+    assert [ln.split("=")[0] for ln in _live_lines(conf)] == ["SchedulerType", "PriorityType", "PriorityWeightJobSize",
+                                                            "PriorityFavorSmall"] * 2
+    assert "Keep SAF+EASY\\x0aPriorityWeightFairshare=0" in conf
+    pbs = (tmp_path / "o" / "metapilot-SAF+easy.pbspro.txt").read_text()
+    assert all(ln.startswith("qmgr -c ") for ln in _live_lines(pbs))
+    for bad in ("c\nPriorityWeightFairshare=0", "c\r", "c\u2028x", " c", "x" * 129):
+        res = CliRunner().invoke(app, ["export", "--scheduler", "slurm", "--cluster", bad, "--decision", "SJF",
+                                       "--out", str(tmp_path / "bad"), "--db", db])
+        assert res.exit_code == 2 and "cannot be written into a configuration file" in res.output, (bad, res.output)
+        assert "bug" not in res.output and not (tmp_path / "bad").exists()
+    from metapilot.models.steering.export import ExportNameError
+
+    with pytest.raises(ExportNameError, match="control character"):
+        slurm_fragment("SJF", "easy", SiteFacts("c", longest_timelimit_s=60), decision="x",
+                       site_conf="SchedulerParameters=bf_continue,\x00x\n")

@@ -20,6 +20,7 @@ Execution Priority", "Using Strict Ordering", "Using Backfilling"; check each te
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 
 SCHEDULERS = ("slurm", "pbspro")
@@ -71,6 +72,37 @@ BACKFILL_SLURM: dict[str, tuple[str, bool, str]] = {
 }
 
 
+class ExportNameError(ValueError):
+    """A name that cannot go into a scheduler's configuration: the message says which and why."""
+
+
+# what a reader of the file could take for the end of a line: C0/C1 controls (\n, \r, \x0b, \x0c,
+# \x1c-\x1e, \x85), the Unicode line and paragraph separators, and invisible format characters
+_BREAKING = ("Cc", "Cf", "Zl", "Zp", "Cs")
+
+
+def one_line(text: object) -> str:
+    """Free text (a decision's message, a cluster or policy name) for a comment line: every control,
+    separator or format character written as a visible escape, so nothing it holds can end the
+    comment and start a live configuration line."""
+    out = []
+    for ch in str(text):
+        if unicodedata.category(ch) in _BREAKING:
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def check_cluster_name(name: str) -> str:
+    """A cluster name fit to be written into a fragment and a folder name: printable, one line, at
+    most 128 characters (a newline in it would have become a live slurm.conf line)."""
+    if not name or len(name) > 128 or one_line(name) != name or name != name.strip():
+        raise ExportNameError(f"the cluster name {name!r} cannot be written into a configuration file: use 1 to 128 "
+                              "printable characters, no newline or control character, no leading or trailing space")
+    return name
+
+
 def _minutes(seconds: int | None) -> int | None:
     return None if seconds is None else max(1, -(-int(seconds) // 60))
 
@@ -113,7 +145,7 @@ def slurm_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str,
     """The Slurm fragment (to `Include` at the end of slurm.conf) for a fixed rule."""
     kind, why_order = SLURM_ORDER[rule]
     sched, bf_exact, why_bf = BACKFILL_SLURM[backfill]
-    lines = [f"# MetaPilot: {decision}", f"# cluster {facts.cluster}; rule {rule}+{backfill.upper()}",
+    lines = [f"# MetaPilot: {one_line(decision)}", f"# cluster {one_line(facts.cluster)}; rule {rule}+{backfill.upper()}",
              "# Include this at the END of slurm.conf (`Include /etc/slurm/metapilot.conf`): a later line of the",
              "# same name replaces an earlier one. It sets only what the rule needs; the site's fair-share, QOS,",
              "# partition and association weights are left as they are (never zeroed).",
@@ -148,6 +180,9 @@ def slurm_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str,
         if ours:
             site_line = site_setting(site_conf, "SchedulerParameters") if site_conf is not None else None
             merged = merge_scheduler_parameters(site_line, ours)
+            if one_line(merged) != merged:
+                raise ExportNameError("the site's SchedulerParameters line holds a control character: fix slurm.conf "
+                                      "(or export without --site-conf)")
             if site_conf is None:
                 notes.append("# SchedulerParameters is one line: merge these options into your own line (or export "
                              "with --site-conf /etc/slurm/slurm.conf to get the merged line written here)")
@@ -193,7 +228,7 @@ def pbspro_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str
         formula, why = PBS_FORMULA["SAF"][0], f"NOT EXPRESSIBLE: {why}; written: SAF's formula"
     exact = f_exact and b_exact
     text = "\n".join([
-        f"# MetaPilot: {decision}", f"# cluster {facts.cluster}; rule {rule}+{backfill.upper()}",
+        f"# MetaPilot: {one_line(decision)}", f"# cluster {one_line(facts.cluster)}; rule {rule}+{backfill.upper()}",
         "# mapping: " + ("EXACT" if exact else "APPROXIMATE (why: below)"),
         f"# order: {why}", f"# backfilling: {why_bf}",
         "# Terms: walltime (requested, s), ncpus, eligible_time (s); operators + - * / **. Check each against the PBS",
@@ -212,6 +247,7 @@ def pbspro_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str
 
 def controller_note(scheduler: str, policy_id: str, menu: list[str]) -> str:
     """A learned controller switches objectives every epoch: no config file can follow it."""
-    return (f"# MetaPilot: the published controller {policy_id} (objectives {', '.join(menu)}) switches objective "
+    return (f"# MetaPilot: the published controller {one_line(policy_id)} (objectives {one_line(', '.join(menu))}) "
+            "switches objective "
             f"every epoch; {scheduler} configuration cannot follow it. Run `metapilot steer --policy published` "
             "(Slurm) after `metapilot approve`; the files below set only the backfilling its objectives share.\n")

@@ -25,6 +25,7 @@ def export_cmd(
     from metapilot.models.steering.export import (
         SCHEDULERS,
         SiteFacts,
+        check_cluster_name,
         controller_note,
         pbspro_fragment,
         slurm_fragment,
@@ -35,6 +36,8 @@ def export_cmd(
         raise typer.BadParameter(f"--scheduler must be one of {', '.join(SCHEDULERS)}, not {scheduler!r}")
     if decision.strip().lower() == "published" and not cluster:
         raise typer.BadParameter("--decision published needs --cluster (whose decision?)")
+    if cluster is not None:
+        check_cluster_name(cluster)
     site_text = None
     if site_conf is not None:
         site_text = Path(site_conf).read_text()
