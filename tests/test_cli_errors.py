@@ -122,7 +122,8 @@ def test_tables_show_durations_and_shares_with_units():
     assert "e" not in fmt_cell(123456789.0) and fmt_cell(None, "s") == ""
 
 
-@pytest.mark.parametrize("args", [["backtest", "--every", "x"], ["forget"], ["roi"]])
+@pytest.mark.parametrize("args", [["backtest", "--every", "x"], ["forget"], ["roi"], ["backtest", "--every", "142857143w"],
+                                  ["backtest", "--every", "0w"], ["backtest", "--warmup", "99999999999w"]])
 def test_a_usage_error_raised_by_a_command_is_a_usage_error_not_a_bug(tmp_path, args):
     """Typer 0.2x vendors its own click: a `typer.BadParameter` a command raises was reported as
     "unexpected BadParameter ... a MetaPilot bug" with exit 1; it is click's usage error, exit 2."""

@@ -12,11 +12,18 @@ from typing import Annotated, Optional
 import typer
 
 
+MAX_WEEKS = 1040  # 20 years: longer than any log; a date that far ahead overflows Python's datetime
+
+
 def _weeks(value: str, option: str) -> int:
+    """A number of weeks, 1 to MAX_WEEKS (a usage error otherwise, never an overflow deep in the walk)."""
     m = re.fullmatch(r"\s*(\d+)\s*w?\s*", value or "")
     if not m:
         raise typer.BadParameter(f"{option} takes a number of weeks such as 4w, got {value!r}")
-    return int(m.group(1))
+    weeks = int(m.group(1))
+    if not 1 <= weeks <= MAX_WEEKS:
+        raise typer.BadParameter(f"{option} takes 1 to {MAX_WEEKS} weeks, got {value!r}")
+    return weeks
 
 
 def backtest_cmd(
