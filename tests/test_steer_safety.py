@@ -85,3 +85,126 @@ def test_slurm_messages_that_are_not_utf8_are_still_reported(tmp_path):
     exe.chmod(0o755)
     with pytest.raises(SlurmUnreachable, match="invalid"):
         SlurmCli(bin_dir=str(bin_dir)).squeue_json()
+
+
+# --- item 16: bounded options, clear errors, honest exit codes, a clean --once ------------------
+
+
+def _args(bin_dir, db, *extra: str) -> list[str]:
+    return ["steer", "--cluster", "mini", "--slurm", "--policy", "SJF+EASY", "--slurm-bin", str(bin_dir), "--db", db,
+            *extra]
+
+
+@pytest.mark.parametrize("extra", [["--step", "-100000"], ["--step", "0"], ["--step", "2147483646"],
+                                   ["--every", "0s"], ["--every", "0.2"], ["--every", "142857143h"],
+                                   ["--every", "1e400"]])
+def test_bad_steer_options_are_usage_errors(standin, extra):
+    state, bin_dir, db = standin
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--once", *extra))
+    assert res.exit_code == 2 and "Invalid value" in res.output and "bug" not in res.output, res.output
+    assert _set(state) == {}
+
+
+def test_a_step_below_one_is_refused_by_the_loop_itself(standin):
+    _, bin_dir, db = standin
+    for step in (0, -100_000):
+        with pytest.raises(ValueError, match="step must be 1 to"):
+            Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                    SteerOptions("mini", step=step))
+
+
+def _publish_controller(db: str) -> None:
+    from datetime import datetime, timezone
+
+    from metapilot.warehouse.db import connect
+
+    at = datetime.now(timezone.utc)
+    con = connect(db)
+    con.execute("INSERT INTO published_policies (cluster, partition, policy_id, published_at, kind, recommendation, message) "
+                "VALUES ('mini', '*', 'p1', ?, 'controller', 'MetaPilot controller p1', 'promoted')", [at])
+    con.execute("INSERT INTO steer_approvals (cluster, decision, kind, policy_id, published_at, approved_by, approved_at) "
+                "VALUES ('mini', 'controller p1', 'controller', 'p1', ?, 'alice', ?)", [at, at])
+    con.close()
+
+
+def test_a_tampered_artifact_is_a_clear_user_error(standin, monkeypatch):
+    import metapilot.models.controller.advice as advice
+    from metapilot.models.controller.artifact import ArtifactIntegrityError
+
+    state, bin_dir, db = standin
+    _publish_controller(db)
+
+    def tampered(*a, **k):
+        raise ArtifactIntegrityError("policy.npz: expected sha256 aaa, found bbb. The artifact was modified")
+
+    monkeypatch.setattr(advice, "Advisor", tampered)
+    res = CliRunner().invoke(app, ["steer", "--cluster", "mini", "--slurm", "--once", "--slurm-bin", str(bin_dir),
+                                   "--db", db])
+    assert res.exit_code == 2, res.output
+    assert "artifact does not match" in res.output and "policy.npz" in res.output and "bug" not in res.output
+    assert _set(state) == {}
+
+
+def test_the_loop_exits_non_zero_when_its_release_fails(standin, monkeypatch):
+    """The loop's exit releases; a release that fails leaves factors set: never exit 0."""
+    state, bin_dir, db = standin
+    monkeypatch.setattr(Steerer, "cycle", _down_then_interrupt(state, Steerer.cycle))
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--step", "10", "--every", "1s"))
+    assert "release error" in res.output and res.exit_code == 2, res.output
+    assert set(_set(state).values()) == {10, 20, 30}  # still set: the next start releases them
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--release"))  # Slurm still away
+    assert res.exit_code == 2 and ("release error" in res.output or "Unable to contact" in res.output), res.output
+    _update(state, mode="ok")
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--release"))
+    assert res.exit_code == 0 and set(_set(state).values()) == {0}
+
+
+def _update(state: Path, **kw) -> None:
+    s = json.loads(state.read_text())
+    s.update(kw)
+    state.write_text(json.dumps(s))
+
+
+def _down_then_interrupt(state: Path, cycle):
+    """The first cycle as it is; then Slurm goes away and the operator presses Ctrl-C."""
+    done = []
+
+    def once_then_stop(self):
+        if done:
+            _update(state, mode="down")
+            raise KeyboardInterrupt
+        done.append(True)
+        return cycle(self)
+
+    return once_then_stop
+
+
+def test_consecutive_once_runs_carry_on_instead_of_releasing_as_a_crash(standin):
+    from steer_standin import calls
+
+    state, bin_dir, db = standin
+    args = _args(bin_dir, db, "--once", "--step", "10")
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0 and _set(state) == {"2": 30, "4": 20, "3": 10}, first.output
+    n_updates = len([c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]])
+    second = CliRunner().invoke(app, args)
+    assert second.exit_code == 0, second.output
+    assert "without releasing" not in second.output and "crash" not in second.output
+    assert "keep the site factors an earlier --once set" in second.output and "0 changed" in second.output
+    assert len([c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]) == n_updates  # nothing sent
+    assert _set(state) == {"2": 30, "4": 20, "3": 10}
+    # a crash after a clean --once is still a crash: the next start releases
+    s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                SteerOptions("mini", step=10))
+    s.start()  # carries on (the last exit was clean) ...
+    s.cycle()  # ... and dies here, without `keep`
+    said = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                   SteerOptions("mini", step=10)).start()
+    assert any("without releasing" in x for x in said) and set(_set(state).values()) == {0}
+
+
+def test_once_after_an_error_cycle_exits_non_zero(standin):
+    state, bin_dir, db = standin
+    _update(state, mode="garbage")
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
+    assert res.exit_code == 2 and "live error" in res.output, res.output

@@ -92,6 +92,12 @@ def last_halt(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
     return dict(zip(("status", "at", "message"), rows[0])) if rows else None
 
 
+def last_exit(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
+    """The latest live or release row, as written (see sql/steer/last_exit.sql), or None."""
+    rows = con.execute(sql_text("steer/last_exit.sql"), {"cluster": cluster}).fetchall()
+    return dict(zip(("status", "at", "message"), rows[0])) if rows else None
+
+
 def explain_job(con: duckdb.DuckDBPyConnection, cluster: str, job_id: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """(live settings of the job, newest first; its latest dry-run ranking)."""
     p = {"cluster": cluster, "job_id": job_id}

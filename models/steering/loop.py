@@ -22,7 +22,14 @@ from pathlib import Path
 import polars as pl
 
 from metapilot.models.steering.decision import SteerDecision
-from metapilot.models.steering.rank import STEERABLE_REASONS, batches, changes, desired_factors, targets
+from metapilot.models.steering.rank import (
+    SITE_FACTOR_MAX,
+    STEERABLE_REASONS,
+    batches,
+    changes,
+    desired_factors,
+    targets,
+)
 from metapilot.models.steering.slurm_cli import SlurmUnreachable
 from metapilot.models.steering.squeue import (
     SlurmParseError,
@@ -72,6 +79,9 @@ class Steerer:
                  clock=time.time) -> None:
         self.slurm, self.connect, self.decision, self.opts = slurm, connect, decision, opts
         self.advisor, self.clock = advisor, clock
+        if opts.step is not None and not 1 <= opts.step <= SITE_FACTOR_MAX:
+            # 0 or below would invert the rule (or, as 0 did, silently become another step)
+            raise ValueError(f"the site factor step must be 1 to {SITE_FACTOR_MAX}, not {opts.step}")
         self.tiers: dict[str, int] = {}
         self.preempting: frozenset[str] = frozenset()
         self.step = opts.step
@@ -95,7 +105,7 @@ class Steerer:
         self.tiers = parse_partitions(self.slurm.partitions())
         if self.step is None:
             weights = parse_config_weights(self.slurm.config())
-            self.step = max(weights.values(), default=1000) + 1
+            self.step = min(max(weights.values(), default=1000) + 1, SITE_FACTOR_MAX)
             said.append(f"site factor step {self.step} (one more than the largest PriorityWeight: the rule decides "
                         "the order; a smaller --step blends it with age, fair-share and QOS)")
         self.preempting = self.slurm.preempting_qos()
@@ -103,16 +113,37 @@ class Steerer:
         con = self.connect()
         try:
             left = store.current_steered(con, self.opts.cluster)
+            last = store.last_exit(con, self.opts.cluster)
         finally:
             con.close()
         if not left.is_empty():
             if self.opts.dry_run:
                 said.append(f"{left.height} jobs still carry a site factor from an earlier run; a dry run leaves them "
                             "(run `metapilot steer --release`)")
+            elif last is not None and last["status"] == "kept":
+                # a clean --once exit: carry on from its factors (only what moved is sent), and say so in a
+                # row, so that a crash of this run is not taken for another clean exit
+                self._record(self._row("live", "adopted", message=f"{left.height} jobs keep the site factors "
+                                                                  f"set by --once at {last['at']:%Y-%m-%d %H:%M:%S} UTC"))
+                said.append(f"{left.height} jobs keep the site factors an earlier --once set "
+                            f"({last['at']:%Y-%m-%d %H:%M:%S} UTC); only those that must change are sent")
             else:
                 out = self.release("the previous run ended without releasing (a crash or SIGKILL)")
                 said.append(out.line)
         return said
+
+    def keep(self) -> CycleOutcome:
+        """A clean --once exit: the factors stay set, recorded as kept so that the next start carries on
+        from them instead of releasing them as a crash's."""
+        con = self.connect()
+        try:
+            n = store.current_steered(con, self.opts.cluster).height
+        finally:
+            con.close()
+        row = self._row("live", "kept", message=f"--once: {n} jobs keep their site factors; the next start carries on "
+                                                "from them (`metapilot steer --release` clears them)")
+        self._record(row)
+        return CycleOutcome(row)
 
     # --- one cycle ---------------------------------------------------------------------------
 
@@ -202,7 +233,7 @@ class Steerer:
             return CycleOutcome(row)
         objective = self.objective(jobs, nodes, now)
         ranked = targets(jobs, self.preempting)
-        desired = desired_factors(ranked, objective, now, int(self.step or 1000), self.tiers)
+        desired = desired_factors(ranked, objective, now, int(self.step), self.tiers)
         con = self.connect()
         try:
             return self._apply(con, jobs, ranked, desired, objective, version, now, t0, mode)

@@ -20,12 +20,19 @@ class _Terminated(Exception):
     """SIGTERM: leave the loop and release."""
 
 
+EVERY_MIN_S, EVERY_MAX_S = 1.0, 86400.0  # a cycle a second at most (slurmctld's RPCs), one a day at least
+SITE_FACTOR_MAX = 2_147_483_645  # scontrol's bound (models/steering/rank.py)
+
+
 def parse_every(text: str) -> float:
-    """'60s', '2m', '1h' or seconds."""
+    """'60s', '2m', '1h' or seconds, 1 s to 1 day (0 would spin on slurmctld; a huge one overflows sleep)."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not m:
         raise typer.BadParameter(f"--every: a duration such as 60s, 2m or 1h, not {text!r}")
-    return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    seconds = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    if not EVERY_MIN_S <= seconds <= EVERY_MAX_S:
+        raise typer.BadParameter(f"--every: 1s to 24h between cycles, not {text!r}")
+    return seconds
 
 
 @steer_app.callback(invoke_without_command=True)
@@ -75,6 +82,10 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     interval = parse_every(every)
     if max_changes < 0:
         raise typer.BadParameter("--max-changes must be >= 0")
+    if step is not None and not 1 <= step <= SITE_FACTOR_MAX:
+        # a negative step inverts the rule; 0 orders nothing
+        raise typer.BadParameter(f"--step must be 1 to {SITE_FACTOR_MAX} (the site factor between adjacent ranks), "
+                                 f"not {step}")
     from metapilot.models.steering.decision import SteerDecision
     from metapilot.warehouse.db import require_warehouse
 
@@ -103,11 +114,18 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             sums = registered_sums(con, decision.policy_id)
         finally:
             con.close()
-        advisor = Advisor(decision.policy_id, db, sums)  # verifies the artifact's checksums
+        from metapilot.models.controller.artifact import ArtifactIntegrityError
+        from metapilot.models.steering.decision import DecisionError
+
+        try:
+            advisor = Advisor(decision.policy_id, db, sums)  # verifies the artifact's checksums
+        except ArtifactIntegrityError as e:  # a refusal to act on a tampered file, not a bug
+            raise DecisionError(f"the published controller's artifact does not match the warehouse: {e}") from None
     steerer = Steerer(SlurmCli(bin_dir=slurm_bin), warehouse_connector(db), decision, opts, advisor=advisor)
     if release:
-        typer.echo(steerer.release("--release").line)
-        return
+        out = steerer.release("--release")
+        typer.echo(out.line)
+        raise typer.Exit(_exit_code(out))
     halt = steerer.halted()
     if halt is not None:
         if not resume:
@@ -123,7 +141,9 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     if once:
         out = steerer.cycle()
         typer.echo(out.line)
-        raise typer.Exit(3 if out.row["status"] == "halted" else 0)
+        if out.row["status"] == "ok" and not dry_run:
+            steerer.keep()  # a clean exit: the next start carries on from these factors
+        raise typer.Exit(_exit_code(out))
 
     def on_term(signum, frame):  # noqa: ARG001
         raise _Terminated()
@@ -147,8 +167,16 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     finally:
         signal.signal(signal.SIGTERM, old)
         if not dry_run:
-            typer.echo(steerer.release(f"exit ({reason})").line)
+            out = steerer.release(f"exit ({reason})")
+            typer.echo(out.line)
+            code = code or _exit_code(out)  # factors left set are never a clean exit
     raise typer.Exit(code)
+
+
+def _exit_code(out) -> int:
+    """0 for a cycle or release that did what it should; 3 when the guard halted steering; 2 when it
+    failed (Slurm unreachable, an update or release that did not go through)."""
+    return {"halted": 3, "error": 2}.get(out.row["status"], 0)
 
 
 @steer_app.command("explain")
