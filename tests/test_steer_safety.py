@@ -208,3 +208,66 @@ def test_once_after_an_error_cycle_exits_non_zero(standin):
     _update(state, mode="garbage")
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
     assert res.exit_code == 2 and "live error" in res.output, res.output
+
+
+# --- item 13: who approves ------------------------------------------------------------------------
+
+
+def _publish_fixed(db: str, at=None, recommendation: str = "SAF+easy", message: str = "Keep SAF+EASY") -> None:
+    from datetime import datetime, timezone
+
+    from metapilot.warehouse.db import connect
+
+    con = connect(db)
+    con.execute("INSERT INTO published_policies (cluster, partition, policy_id, published_at, kind, recommendation, message) "
+                "VALUES ('mini', '*', 'p1', ?, 'fixed', ?, ?)", [at or datetime.now(timezone.utc), recommendation, message])
+    con.close()
+
+
+def _rows(db: str, sql: str) -> list[tuple]:
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_approve_records_the_real_uid_and_the_sudo_user_only_as_a_claim(standin, monkeypatch):
+    import os
+    import pwd
+
+    _, bin_dir, db = standin
+    _publish_fixed(db)
+    me = pwd.getpwuid(os.getuid()).pw_name
+    for var in ("SUDO_USER", "USER", "LOGNAME", "LNAME", "USERNAME"):
+        monkeypatch.setenv(var, "mallory")
+    res = CliRunner().invoke(app, ["approve", "--cluster", "mini", "--db", db])
+    assert res.exit_code == 0, res.output
+    assert f"by {me} (sudo user mallory, as the environment claims)" in res.output
+    assert _rows(db, "SELECT approved_by, claimed_by FROM steer_approvals") == [(me, "mallory")]
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--dry-run", "--once"))
+    assert res.exit_code == 0 and f"approved by {me} (sudo user mallory, as the environment claims)" in res.output
+    monkeypatch.delenv("SUDO_USER")
+    res = CliRunner().invoke(app, ["approve", "--cluster", "mini", "--db", db])
+    assert res.exit_code == 0 and f"by {me} at" in res.output
+    assert _rows(db, "SELECT approved_by, claimed_by FROM steer_approvals ORDER BY approved_at")[-1] == (me, None)
+
+
+def test_a_warehouse_from_before_the_claim_column_is_migrated(tmp_path):
+    import duckdb
+
+    from metapilot.warehouse.db import connect
+
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE steer_approvals (cluster VARCHAR NOT NULL, decision VARCHAR NOT NULL, kind VARCHAR NOT NULL, "
+                "policy_id VARCHAR, published_at TIMESTAMPTZ, approved_by VARCHAR NOT NULL, "
+                "approved_at TIMESTAMPTZ NOT NULL, note VARCHAR)")
+    con.close()
+    con = connect(str(db))
+    try:
+        assert "claimed_by" in [r[0] for r in con.execute("DESCRIBE steer_approvals").fetchall()]
+    finally:
+        con.close()

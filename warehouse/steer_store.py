@@ -22,17 +22,19 @@ def site_facts(con: duckdb.DuckDBPyConnection, cluster: str) -> dict:
 
 
 def record_approval(con: duckdb.DuckDBPyConnection, *, cluster: str, decision: str, kind: str, policy_id: str | None,
-                    published_at: datetime | None, approved_by: str, approved_at: datetime, note: str | None) -> None:
+                    published_at: datetime | None, approved_by: str, approved_at: datetime, note: str | None,
+                    claimed_by: str | None = None) -> None:
+    """`approved_by`: the real uid's account; `claimed_by`: the sudo user the environment names, if any."""
     con.execute(sql_text("steer/record_approval.sql"), {
         "cluster": cluster, "decision": decision, "kind": kind, "policy_id": policy_id, "published_at": published_at,
-        "approved_by": approved_by, "approved_at": approved_at, "note": note})
+        "approved_by": approved_by, "approved_at": approved_at, "note": note, "claimed_by": claimed_by})
 
 
 def latest_approval(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
     rows = con.execute(sql_text("steer/latest_approval.sql"), {"cluster": cluster}).fetchall()
     if not rows:
         return None
-    keys = ("decision", "kind", "policy_id", "published_at", "approved_by", "approved_at", "note")
+    keys = ("decision", "kind", "policy_id", "published_at", "approved_by", "approved_at", "note", "claimed_by")
     return dict(zip(keys, rows[0]))
 
 

@@ -12,10 +12,13 @@ CREATE TABLE IF NOT EXISTS steer_approvals (
     kind          VARCHAR NOT NULL,     -- fixed | controller
     policy_id     VARCHAR,
     published_at  TIMESTAMPTZ,          -- the publish decision approved (NULL: a rule named by hand)
-    approved_by   VARCHAR NOT NULL,
+    approved_by   VARCHAR NOT NULL,     -- the account that ran `approve` (its real uid's name)
     approved_at   TIMESTAMPTZ NOT NULL,
-    note          VARCHAR
+    note          VARCHAR,
+    claimed_by    VARCHAR               -- $SUDO_USER when approved through sudo: what the environment claims
 );
+-- warehouses created before the approver's real uid was recorded (issue 49)
+ALTER TABLE steer_approvals ADD COLUMN IF NOT EXISTS claimed_by VARCHAR;
 CREATE TABLE IF NOT EXISTS steer_cycles (
     cycle_id      VARCHAR NOT NULL,
     cluster       VARCHAR NOT NULL,

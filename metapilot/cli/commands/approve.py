@@ -16,11 +16,10 @@ def approve_cmd(
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Approve the cluster's published decision for `metapilot steer --policy published`."""
-    import getpass
-    import os
     from datetime import datetime, timezone
 
     from metapilot.models.steering.decision import DecisionError, named_rule, published
+    from metapilot.models.steering.identity import current_operator
     from metapilot.warehouse.db import connect, require_warehouse
     from metapilot.warehouse.steer_store import record_approval
 
@@ -38,11 +37,17 @@ def approve_cmd(
             from metapilot.models.controller.artifact import find_policy, verify
             from metapilot.warehouse.policy_store import registered_sums
 
-            verify(find_policy(d.policy_id, db), registered_sums(con, d.policy_id))
-        who = os.environ.get("SUDO_USER") or getpass.getuser()
+            from metapilot.models.controller.artifact import ArtifactIntegrityError
+
+            try:
+                verify(find_policy(d.policy_id, db), registered_sums(con, d.policy_id))
+            except ArtifactIntegrityError as e:  # a refusal to approve a tampered file, not a bug
+                raise DecisionError(f"the published controller's artifact does not match the warehouse: {e}") from None
+        who = current_operator()  # the real uid, never only what $SUDO_USER says
         now = datetime.now(timezone.utc)
         record_approval(con, cluster=cluster, decision=d.label, kind=d.kind, policy_id=d.policy_id,
-                        published_at=d.published_at, approved_by=who, approved_at=now, note=note)
+                        published_at=d.published_at, approved_by=who.account, approved_at=now, note=note,
+                        claimed_by=who.claimed)
     finally:
         con.close()
     typer.echo(f"approved for steering on {cluster}: {d.label} ({d.source}), by {who} at {now:%Y-%m-%d %H:%M} UTC")

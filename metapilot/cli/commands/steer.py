@@ -65,10 +65,8 @@ def steer_main(
 
 def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max_changes, step, guard_h, util_floor,
               slurm_bin, db) -> None:
-    import getpass
-    import os
-
     from metapilot.models.steering.decision import require_approval, resolve
+    from metapilot.models.steering.identity import current_operator
     from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
     from metapilot.models.steering.slurm_cli import SlurmCli
     from metapilot.warehouse.db import connect
@@ -133,8 +131,8 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
                        err=True)
             typer.echo(f"look at the queue, then `metapilot steer --cluster {cluster} --slurm --resume`", err=True)
             raise typer.Exit(3)
-        steerer.resume(os.environ.get("SUDO_USER") or getpass.getuser())
-    typer.echo(f"steering {cluster} by {decision.label} ({decision.source}; approved by {approval['approved_by']})"
+        steerer.resume(str(current_operator()))
+    typer.echo(f"steering {cluster} by {decision.label} ({decision.source}; approved by {who_approved(approval)})"
                f"{' in shadow mode (--dry-run): nothing is changed' if dry_run else ''}")
     for line in steerer.start():
         typer.echo(line)
@@ -171,6 +169,13 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             typer.echo(out.line)
             code = code or _exit_code(out)  # factors left set are never a clean exit
     raise typer.Exit(code)
+
+
+def who_approved(approval: dict) -> str:
+    """The approval's account, with the sudo user it claimed (a rule named by hand: said so)."""
+    from metapilot.models.steering.identity import describe
+
+    return describe(approval["approved_by"], approval.get("claimed_by"))
 
 
 def _exit_code(out) -> int:
