@@ -271,3 +271,38 @@ def test_a_warehouse_from_before_the_claim_column_is_migrated(tmp_path):
         assert "claimed_by" in [r[0] for r in con.execute("DESCRIBE steer_approvals").fetchall()]
     finally:
         con.close()
+
+
+# --- item 10: the publish order, clock skew, an old decision --------------------------------------
+
+
+def test_a_future_dated_publish_hides_no_later_one_and_is_refused_when_latest(standin):
+    from datetime import datetime, timedelta, timezone
+
+    state, bin_dir, db = standin
+    now = datetime.now(timezone.utc)
+    _publish_fixed(db, at=now + timedelta(days=365), recommendation="LAF+easy", message="from a clock a year ahead")
+    res = CliRunner().invoke(app, ["approve", "--cluster", "mini", "--db", db])
+    assert res.exit_code == 2 and "after this host's clock" in res.output and "bug" not in res.output, res.output
+    _publish_fixed(db, at=now, recommendation="SJF+easy", message="Keep SJF+EASY")  # written later: the latest
+    res = CliRunner().invoke(app, ["approve", "SJF+EASY", "--cluster", "mini", "--db", db])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--once", "--step", "10"))
+    assert res.exit_code == 0 and "steering mini by SJF+EASY" in res.output, res.output
+    assert _set(state) == {"2": 30, "4": 20, "3": 10}
+
+
+def test_an_old_decision_warns_and_max_age_refuses_it(standin):
+    from datetime import datetime, timedelta, timezone
+
+    state, bin_dir, db = standin
+    _publish_fixed(db, at=datetime.now(timezone.utc) - timedelta(days=60))
+    assert CliRunner().invoke(app, ["approve", "--cluster", "mini", "--db", db]).exit_code == 0
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--dry-run", "--once"))
+    assert res.exit_code == 0 and "60 days old" in res.output and "warning" in res.output, res.output
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--once", "--max-age", "30d"))
+    assert res.exit_code == 2 and "beyond --max-age (30 days)" in res.output and _set(state) == {}, res.output
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--dry-run", "--once", "--max-age", "9w"))
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--max-age", "soon"))
+    assert res.exit_code == 2 and "Invalid value" in res.output

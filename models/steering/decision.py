@@ -4,7 +4,7 @@ rule named by hand, and whether a person approved it (publishing is not deployin
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import duckdb
 
@@ -47,13 +47,23 @@ def named_rule(text: str) -> SteerDecision:
     return SteerDecision("fixed", name, rule=name, source=f"the rule {name}, named with --policy/--decision")
 
 
-def published(con: duckdb.DuckDBPyConnection, cluster: str) -> SteerDecision:
-    """The cluster's latest publish decision."""
+FUTURE_TOLERANCE = timedelta(minutes=5)  # clocks of the publishing and the steering host may differ a little
+STALE_AFTER = timedelta(days=45)  # the monthly retrain publishes every month: older means it stopped
+
+
+def published(con: duckdb.DuckDBPyConnection, cluster: str, now: datetime | None = None) -> SteerDecision:
+    """The cluster's latest publish decision (the last written); refused when it is stamped in the
+    future, which only a clock set wrong makes."""
     d = latest_decision(con, cluster)
     if d is None:
         raise DecisionError(f"no publish decision for {cluster} yet: run `metapilot pipeline --cluster {cluster}`, "
                             "or name a rule (e.g. --policy SAF+EASY)")
     at = d["published_at"]
+    now = now or datetime.now(timezone.utc)
+    if at is not None and at > now + FUTURE_TOLERANCE:
+        raise DecisionError(f"the latest publish decision for {cluster} is stamped {at:%Y-%m-%d %H:%M} UTC, after this "
+                            f"host's clock ({now:%Y-%m-%d %H:%M} UTC): a clock is wrong; fix it and publish again, or "
+                            "name a rule with --policy")
     if d["kind"] == "controller":
         return SteerDecision("controller", f"controller {d['policy_id']}", policy_id=d["policy_id"], published_at=at,
                              source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or d['recommendation']}")
@@ -85,3 +95,20 @@ def require_approval(con: duckdb.DuckDBPyConnection, cluster: str, decision: Ste
                             f"approved{seen}: a person runs `metapilot approve --cluster {cluster}` "
                             "first, or name a rule with --policy")
     return a
+
+
+def decision_age(decision: SteerDecision, now: datetime | None = None, max_age: timedelta | None = None) -> str | None:
+    """A warning when the published decision is older than STALE_AFTER (the monthly retrain stopped?);
+    DecisionError when older than `max_age`. None for a fresh decision or a rule named by hand."""
+    if decision.published_at is None:
+        return None
+    age = (now or datetime.now(timezone.utc)) - decision.published_at
+    days = age.total_seconds() / 86400
+    if max_age is not None and age > max_age:
+        raise DecisionError(f"the published decision ({decision.label}) is {days:.0f} days old, beyond --max-age "
+                            f"({max_age.total_seconds() / 86400:g} days): publish a new one (`metapilot pipeline`) or "
+                            "name a rule with --policy")
+    if age > STALE_AFTER:
+        return (f"warning: the published decision ({decision.label}) is {days:.0f} days old: the monthly retrain may "
+                "have stopped (--max-age refuses a decision that old)")
+    return None

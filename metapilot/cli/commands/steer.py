@@ -35,6 +35,21 @@ def parse_every(text: str) -> float:
     return seconds
 
 
+def parse_age(text: str | None):
+    """--max-age: '30d', '12h', '2w' (days without a unit); None: no limit."""
+    from datetime import timedelta
+
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([hdw]?)\s*", text)
+    if not m:
+        raise typer.BadParameter(f"--max-age: an age such as 30d, 12h or 2w, not {text!r}")
+    hours = float(m.group(1)) * {"h": 1, "": 24, "d": 24, "w": 168}[m.group(2)]
+    if not 1 <= hours <= 24 * 3660:
+        raise typer.BadParameter(f"--max-age: 1h to 10 years, not {text!r}")
+    return timedelta(hours=hours)
+
+
 @steer_app.callback(invoke_without_command=True)
 def steer_main(
     ctx: typer.Context,
@@ -51,6 +66,7 @@ def steer_main(
     guard_h: Annotated[Optional[float], typer.Option(help="Live tail guard: release everything and halt when a pending job has waited longer (hours).")] = 168.0,
     util_floor: Annotated[Optional[float], typer.Option(help="Release everything and halt when cores in use / capacity falls below this while jobs wait (0-1).")] = None,
     slurm_bin: Annotated[Optional[str], typer.Option(help="Folder of squeue/sinfo/scontrol/sdiag (default: PATH).")] = None,
+    max_age: Annotated[Optional[str], typer.Option(help="Refuse a published decision older than this (30d, 2w); one older than 45 days is steered with a warning.")] = None,
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
 ) -> None:
     """Each cycle: read squeue/sinfo, choose the objective, rank the pending jobs within each group Slurm
@@ -60,12 +76,12 @@ def steer_main(
     from metapilot.cli.errors import guarded
 
     guarded(_run_loop)(cluster, slurm, every, policy, dry_run, once, release, resume, max_changes, step, guard_h,
-                       util_floor, slurm_bin, db)
+                       util_floor, slurm_bin, db, max_age)
 
 
 def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max_changes, step, guard_h, util_floor,
-              slurm_bin, db) -> None:
-    from metapilot.models.steering.decision import require_approval, resolve
+              slurm_bin, db, max_age=None) -> None:
+    from metapilot.models.steering.decision import decision_age, require_approval, resolve
     from metapilot.models.steering.identity import current_operator
     from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
     from metapilot.models.steering.slurm_cli import SlurmCli
@@ -78,6 +94,7 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     if sum([dry_run, release]) > 1:
         raise typer.BadParameter("--dry-run and --release exclude each other")
     interval = parse_every(every)
+    oldest = parse_age(max_age)
     if max_changes < 0:
         raise typer.BadParameter("--max-changes must be >= 0")
     if step is not None and not 1 <= step <= SITE_FACTOR_MAX:
@@ -98,6 +115,9 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
         else:
             decision = resolve(con, cluster, policy)
             approval = require_approval(con, cluster, decision)
+            stale = decision_age(decision, max_age=oldest)
+            if stale:
+                typer.echo(stale, err=True)
     finally:
         con.close()
     opts = SteerOptions(cluster, dry_run=dry_run, step=step, max_changes=max_changes, guard_h=guard_h,
