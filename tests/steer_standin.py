@@ -3,7 +3,7 @@
 JSON state file as Slurm 22.05 does, counting every call and every update line.
 
     make_bin(folder, state_path) -> the bin folder to give `steer --slurm-bin` / SlurmCli(bin_dir=...)
-State: {"jobs": [...22.05 squeue job records...], "mode": "ok" | "down" | "garbage",
+State: {"jobs": [...22.05 squeue job records...], "mode": "ok" | "down" | "garbage", "cluster": ClusterName,
         "vanish": [ids that are gone by the time scontrol runs]}; calls go to <state>.calls.jsonl.
 """
 
@@ -56,6 +56,8 @@ def _main() -> None:
     elif tool == "scontrol" and sys.argv[1:] == ["-o", "show", "partition"]:
         print("PartitionName=debug Nodes=n1 PriorityTier=1\nPartitionName=high Nodes=n1 PriorityTier=2")
     elif tool == "scontrol" and sys.argv[1:] == ["show", "config"]:
+        if state.get("cluster"):
+            print(f"ClusterName             = {state['cluster']}")
         print("PreemptType             = preempt/none\nPriorityWeightAge       = 1000\nPriorityWeightFairShare = 10000")
     elif tool == "scontrol":
         known = {str(j["job_id"]) for j in state["jobs"]} - set(map(str, state.get("vanish", [])))

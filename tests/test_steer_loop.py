@@ -25,7 +25,7 @@ def standin(tmp_path):
     state = tmp_path / "slurm-state.json"
     jobs = [job(i, limit_min=m, submit=int(NOW) - 600 + i) for i, m in ((1, 9), (2, 3), (3, 7), (4, 5))]
     jobs += [job(5, limit_min=1, reason="JobHeldUser"), job(6, limit_min=1, state="RUNNING", reason="None")]
-    state.write_text(json.dumps({"jobs": jobs, "mode": "ok"}))
+    state.write_text(json.dumps({"jobs": jobs, "mode": "ok", "cluster": "mini"}))
     return state, make_bin(tmp_path / "bin", state), str(tmp_path / "w.duckdb")
 
 

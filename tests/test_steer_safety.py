@@ -26,7 +26,7 @@ META = {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22
 def standin(tmp_path):
     state = tmp_path / "slurm-state.json"
     jobs = [job(i, limit_min=m, submit=int(NOW) - 600 + i) for i, m in ((1, 9), (2, 3), (3, 7), (4, 5))]
-    state.write_text(json.dumps({"jobs": jobs, "mode": "ok"}))
+    state.write_text(json.dumps({"jobs": jobs, "mode": "ok", "cluster": "mini"}))
     return state, make_bin(tmp_path / "bin", state), str(tmp_path / "w.duckdb")
 
 
@@ -306,3 +306,25 @@ def test_an_old_decision_warns_and_max_age_refuses_it(standin):
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--max-age", "soon"))
     assert res.exit_code == 2 and "Invalid value" in res.output
+
+
+# --- item 11: --cluster checked against the Slurm being steered ---------------------------------
+
+
+@pytest.mark.parametrize("mode", [["--once"], ["--dry-run", "--once"], ["--release"]])
+def test_a_cluster_that_is_not_the_slurm_reached_is_refused_naming_both(standin, mode):
+    state, bin_dir, db = standin
+    assert CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10")).exit_code == 0
+    before = _set(state)
+    _update(state, cluster="other")
+    res = CliRunner().invoke(app, _args(bin_dir, db, *mode, "--step", "10"))
+    assert res.exit_code == 2 and "--cluster mini" in res.output and "is cluster other" in res.output, res.output
+    assert "bug" not in res.output and _set(state) == before  # not released either: other's ids are other jobs
+
+
+def test_the_cluster_name_is_read_from_scontrol_show_config():
+    from metapilot.models.steering.squeue import parse_cluster_name
+
+    text = "Configuration data as of 2026-12-05T01:08:31\nAccountingStorageType   = accounting_storage/slurmdbd\n" \
+           "ClusterName             = mini\nCompleteWait            = 0 sec\n"
+    assert parse_cluster_name(text) == "mini" and parse_cluster_name("PreemptType = preempt/none\n") is None

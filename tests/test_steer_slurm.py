@@ -169,3 +169,13 @@ def test_a_job_named_with_bytes_that_are_not_utf8_does_not_stop_steering(tmp_pat
     assert _sprio(slurm)[named]["site"] > 0  # 4 min: ranked among the others
     _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
     assert all(v["site"] == 0 for v in _sprio(slurm).values())
+
+
+def test_a_cluster_other_than_the_slurm_reached_is_refused(tmp_path, slurm, queue):
+    """Issue 49 (11): --cluster is checked against `scontrol show config`'s ClusterName."""
+    db = str(tmp_path / "w.duckdb")
+    for mode in (["--once", "--policy", "SJF+EASY"], ["--release"]):
+        res = _metapilot(slurm, db, "steer", "--cluster", "elsewhere", "--slurm", *mode, check=False)
+        assert res.returncode == 2 and f"is cluster {slurm.cluster}" in res.stderr and "--cluster elsewhere" in res.stderr, \
+            res.stdout + res.stderr
+    assert all(v["site"] == 0 for v in _sprio(slurm).values())

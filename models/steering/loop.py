@@ -33,6 +33,7 @@ from metapilot.models.steering.rank import (
 from metapilot.models.steering.slurm_cli import SlurmUnreachable
 from metapilot.models.steering.squeue import (
     SlurmParseError,
+    parse_cluster_name,
     parse_config_weights,
     parse_partitions,
     parse_sdiag_rpcs,
@@ -40,6 +41,10 @@ from metapilot.models.steering.squeue import (
     parse_squeue,
 )
 from metapilot.warehouse import steer_store as store
+
+
+class ClusterMismatch(ValueError):
+    """--cluster names another cluster than the Slurm the commands reach: nothing is changed."""
 
 
 @dataclass
@@ -99,16 +104,31 @@ class Steerer:
     def resume(self, who: str) -> None:
         self._record(self._row("release", "resumed", message=f"steering resumed by {who}"))
 
+    def check_cluster(self) -> list[str]:
+        """Refuse to steer (or release) a Slurm whose ClusterName is not --cluster: the warehouse's rows,
+        decision and job ids are that cluster's, and job ids mean other jobs on another cluster."""
+        config = self._config = self.slurm.config()
+        name = parse_cluster_name(config)
+        if name is None:
+            return [f"scontrol show config names no ClusterName: --cluster {self.opts.cluster} is not checked"]
+        if name.casefold() != self.opts.cluster.casefold():
+            raise ClusterMismatch(f"--cluster {self.opts.cluster}, but the Slurm these commands reach (SLURM_CONF) is "
+                                  f"cluster {name}: nothing changed; name --cluster {name}, or point SLURM_CONF at "
+                                  f"{self.opts.cluster}'s slurm.conf")
+        return []
+
+    _config: str | None = None
+
     def start(self) -> list[str]:
-        """Read the partitions' tiers and the step; release what a crashed run left set."""
-        said = []
+        """Check the cluster, read the partitions' tiers and the step; release what a crashed run left set."""
+        said = self.check_cluster()
         self.tiers = parse_partitions(self.slurm.partitions())
         if self.step is None:
-            weights = parse_config_weights(self.slurm.config())
+            weights = parse_config_weights(self._config or "")
             self.step = min(max(weights.values(), default=1000) + 1, SITE_FACTOR_MAX)
             said.append(f"site factor step {self.step} (one more than the largest PriorityWeight: the rule decides "
                         "the order; a smaller --step blends it with age, fair-share and QOS)")
-        self.preempting = self.slurm.preempting_qos()
+        self.preempting = self.slurm.preempting_qos(self._config)
         _warm_up()
         con = self.connect()
         try:

@@ -90,9 +90,10 @@ class SlurmCli:
         except SlurmUnreachable:
             return ""  # sdiag's counts are a record, not a need
 
-    def preempting_qos(self) -> frozenset[str]:
-        """QOS that may preempt others (empty unless PreemptType is preempt/qos)."""
-        if "preempt/qos" not in self.config():
+    def preempting_qos(self, config: str | None = None) -> frozenset[str]:
+        """QOS that may preempt others (empty unless PreemptType is preempt/qos); `config`: the
+        `scontrol show config` text already read, if any."""
+        if "preempt/qos" not in (self.config() if config is None else config):
             return frozenset()
         try:
             out = self._run(["sacctmgr", "-nP", "show", "qos", "format=name,preempt"]).stdout

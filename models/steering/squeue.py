@@ -167,3 +167,9 @@ def parse_config_weights(text: str) -> dict[str, int]:
     for m in re.finditer(r"^(PriorityWeight\w+)\s*=\s*(\d+)\s*$", text, re.MULTILINE):
         out[m.group(1)] = int(m.group(2))
     return out
+
+
+def parse_cluster_name(text: str) -> str | None:
+    """ClusterName from `scontrol show config` (None when it names none)."""
+    m = re.search(r"^ClusterName\s*=\s*(\S+)\s*$", text, re.MULTILINE)
+    return m.group(1) if m else None

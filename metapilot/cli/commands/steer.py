@@ -141,6 +141,8 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             raise DecisionError(f"the published controller's artifact does not match the warehouse: {e}") from None
     steerer = Steerer(SlurmCli(bin_dir=slurm_bin), warehouse_connector(db), decision, opts, advisor=advisor)
     if release:
+        for line in _reach(steerer.check_cluster):  # job ids mean other jobs on another cluster
+            typer.echo(line, err=True)
         out = steerer.release("--release")
         typer.echo(out.line)
         raise typer.Exit(_exit_code(out))
@@ -154,7 +156,7 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
         steerer.resume(str(current_operator()))
     typer.echo(f"steering {cluster} by {decision.label} ({decision.source}; approved by {who_approved(approval)})"
                f"{' in shadow mode (--dry-run): nothing is changed' if dry_run else ''}")
-    for line in steerer.start():
+    for line in _reach(steerer.start):
         typer.echo(line)
     if once:
         out = steerer.cycle()
@@ -189,6 +191,19 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             typer.echo(out.line)
             code = code or _exit_code(out)  # factors left set are never a clean exit
     raise typer.Exit(code)
+
+
+def _reach(step) -> list[str]:
+    """Run a step that asks Slurm before any cycle: Slurm unreachable, or an answer it cannot
+    parse, is one error line and exit 2 (nothing was changed), not a traceback."""
+    from metapilot.models.steering.slurm_cli import SlurmUnreachable
+    from metapilot.models.steering.squeue import SlurmParseError
+
+    try:
+        return step()
+    except (SlurmUnreachable, SlurmParseError) as e:
+        typer.echo(f"error: {e}: nothing changed", err=True)
+        raise typer.Exit(2) from None
 
 
 def who_approved(approval: dict) -> str:
