@@ -53,6 +53,10 @@ TRACES = {  # name: (file, cluster, window from, window to)
     "curie-x3": ("CEA-Curie-2011-2.1-cln.swf.gz", "CEA-Curie-x3", None, None),
     # opt-in: the 3,170-job HPC2N subset (57 days, 240 processors): the shortest history the pipeline accepts
     "hpc2n": ("HPC2N-subset-3170jobs.swf", "HPC2N", None, None),
+    # opt-in (issue 48): a busy 1,024-node cluster (RICC, 447,794 jobs over five months) and a grid (LCG,
+    # 188,041 jobs over 15 days: shorter than the walk forward's seven weeks of warmup)
+    "ricc": ("RICC-2010-2.swf.gz", "RICC", None, None),
+    "lcg": ("LCG-2005-1.swf.gz", "LCG", None, None),
 }
 REPEAT = {"kth-x3": 3, "curie-x3": 3}  # copies of the trace laid end to end, each a week after the last one's final submit
 COLS = ("wait_mean_s", "wait_max_s", "wait_p99_s", "bsld_mean", "util_cpu_backlog", "bsld_mean_1min")

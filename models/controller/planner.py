@@ -123,7 +123,10 @@ class LookaheadPlanner:
 
     @property
     def _first(self) -> int:
-        return self.menu.user_first if self.anchor is None else self.anchor
+        """What the planner runs from its start until it first plans: its base objective (the
+        anchor, or the menu's first), never a default of its own (issue 48: a reset that ran FCFS
+        until the first boundary with a queue ran 40 h of FCFS through a burst)."""
+        return self.base
 
     def reset(self) -> None:
         self.last = self._first

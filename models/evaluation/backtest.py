@@ -29,8 +29,18 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from metapilot.models.evaluation.choice import (
+    Choice,
+    Past,
+    choose_guarded,
+    stay_with,
+    choose_leader,
+    fidelity,
+    guard_thresholds_h,
+    recent_tail,
+    record_prefers,
+)
 from metapilot.models.evaluation.walk_forward import (
-    GUARD_HOURS,
     GUARDED_RULES,
     RULES,
     Contender,
@@ -39,14 +49,11 @@ from metapilot.models.evaluation.walk_forward import (
     PolicyDecider,
     RuleDecider,
     bar_verdict,
-    choose_guarded,
-    choose_leader,
     compare,
     follow,
     jobs_between,
     observed_by,
     parse_rule,
-    record_prefers,
     rule_name,
 )
 from metapilot.ground.pool import process_map
@@ -82,32 +89,70 @@ def new_backtest_id() -> str:
 
 @dataclass(frozen=True)
 class PastChoice:
-    """What the past up to one origin says: follow-the-leader's rule and the guarded leader's."""
+    """What the past up to one origin says: follow-the-leader's rule, the guarded leader's choice (the
+    current rule when it keeps), the safety guard any other decision carries, and the fidelity of the
+    replay (None where the log records no start times)."""
 
     leader: str
     guarded: str
     guard_h: float | None
+    why: str = ""
+    fired: int | None = None
+    safety_h: float | None = None
+    fidelity: dict | None = None
+    pasts: tuple | None = None  # (the candidates' replays of the past, the current rule's): for `stay_with`
+
+    @property
+    def faithful(self) -> bool:
+        """The replay reproduces the cluster closely enough for its advice to count."""
+        return not (self.fidelity or {}).get("far", False)
 
 
-def past_choice(workload: Workload, capacity: Capacity, current: str, guards: Sequence[float] = GUARD_HOURS) -> PastChoice:
-    """Replay the past (every job submitted before the origin, from an empty machine) under the 21
-    fixed rules and the guarded ones, and choose as follow-the-leader and the guarded leader do."""
+def past_choice(workload: Workload, capacity: Capacity, current: str, span_s: float | None = None,
+                asrun: pl.DataFrame | None = None) -> PastChoice:
+    """Replay the past (every job submitted before the origin, from an empty machine; `span_s`: the
+    origin, in seconds since the past's start) under the 21 fixed rules and the guarded ones, check
+    the current rule's replay against the as-run history (`asrun`: its job frame), and choose as
+    follow-the-leader and the guarded leader do (`choice.choose_guarded`)."""
     if len(workload) == 0:
-        return PastChoice(current, current, None)
-    figs: dict[str, Figures] = {}
+        return PastChoice(current, current, None, "keep: no job in the past")
+    span_s = float(span_s if span_s is not None else np.nanmax(workload.submit) + 1.0)
+    frames: dict[str, pl.DataFrame] = {}
     for r in RULES:
         pol, bf = parse_rule(r)
-        figs[r] = Figures.of(jobs_between(simulate(workload, capacity, pol, bf), -np.inf, np.inf))
-    candidates: dict[tuple[str, float | None], Figures] = {(r, None): f for r, f in figs.items()}
+        frames[r] = jobs_between(simulate(workload, capacity, pol, bf), -np.inf, np.inf)
+    figs = {r: Figures.of(f) for r, f in frames.items()}
+    leader = choose_leader(figs)
+    thresholds = guard_thresholds_h(recent_tail(frames[current], span_s))
+    fid = fidelity(frames[current], asrun) if asrun is not None else None
+    fid_d = fid.to_dict() if fid is not None else None
+    if fid is not None and fid.far:
+        return PastChoice(leader, current, None, f"keep: the replay does not reproduce this cluster ({fid.words()})",
+                          safety_h=thresholds[-1], fidelity=fid_d)
+    now = Past.of(frames[current], span_s)
+    candidates: dict[tuple[str, float | None], Past] = {}
     for r in GUARDED_RULES:
-        for h in guards:
+        for h in thresholds:
             if figs[r].wait_max_s <= h * 3600.0:  # no job ever waits that long: the guard never fires
-                candidates[(r, h)] = figs[r]
+                candidates[(r, h)] = Past.of(frames[r], span_s, fired=0)
                 continue
-            res = follow(workload, capacity, [(0.0, RuleDecider(r, h))], epoch_s=EPOCH_S)
-            candidates[(r, h)] = Figures.of(jobs_between(res, -np.inf, np.inf))
-    rule, h = choose_guarded(candidates, figs[current], current)
-    return PastChoice(choose_leader(figs), rule, h)
+            guarded = RuleDecider(r, h)
+            res = follow(workload, capacity, [(0.0, guarded)], epoch_s=EPOCH_S)
+            candidates[(r, h)] = Past.of(jobs_between(res, -np.inf, np.inf), span_s, fired=guarded.fired)
+    c: Choice = choose_guarded(candidates, now, current)
+    return PastChoice(leader, c.rule, c.guard_h, c.why, c.fired, thresholds[-1], fid_d, (candidates, now))
+
+
+def hold_course(choices: Sequence[PastChoice], current: str) -> list[PastChoice]:
+    """The guarded leader's choices in time order, each moving from the rule the one before chose
+    only on a material lead over it (`choice.stay_with`)."""
+    out: list[PastChoice] = []
+    for c in choices:
+        if out and c.pasts is not None and c.faithful:
+            s = stay_with(out[-1].guarded, Choice(c.guarded, c.guard_h, c.why, c.fired), *c.pasts, current)
+            c = replace(c, guarded=s.rule, guard_h=s.guard_h, why=s.why, fired=s.fired)
+        out.append(c)
+    return out
 
 
 def _controller_decider(loaded: Any, guard_h: float | None) -> PolicyDecider:
@@ -140,19 +185,30 @@ def _controller_decider(loaded: Any, guard_h: float | None) -> PolicyDecider:
     return PolicyDecider(choose, reset, menu.settings, guard_h)
 
 
-def _past_choice_task(args: tuple[Workload, Capacity, str]) -> PastChoice:
+def _past_choice_task(args: tuple) -> PastChoice:
     return past_choice(*args)
 
 
-def past_windows(con, cluster: str, origins: Sequence[datetime], current: str) -> list[tuple[Workload, Capacity, str]]:
-    """Every job submitted before each origin, with the cluster's capacity at the first: what
-    `past_choices` replays (read here, so the replays need no warehouse)."""
+def past_windows(con, cluster: str, origins: Sequence[datetime], current: str) -> list[tuple]:
+    """Every job submitted before each origin, with the cluster's capacity at the first, the origin
+    in seconds since the past's start and the as-run history of those jobs: what `past_choices`
+    replays (read here, so the replays need no warehouse)."""
+    from metapilot.models.evaluation.heldout import asrun_result
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.sim_store import load_capacity, load_window
 
     capacity = Capacity.from_rows(load_capacity(con, cluster, origins[0]))
     current = rule_name(*parse_rule(current))
-    return [(normalise(load_window(con, cluster, None, t)), capacity, current) for t in origins]
+    out = []
+    for t in origins:
+        jobs = load_window(con, cluster, None, t)
+        w = normalise(jobs)
+        if len(w) == 0:
+            out.append((w, capacity, current, 0.0, None))
+            continue
+        asrun = job_frame(asrun_result(w, capacity, jobs)).select("job_id", "wait", "bsld", "start")
+        out.append((w, capacity, current, (t - w.window_start).total_seconds(), asrun))
+    return out
 
 
 def past_choices(pasts: Sequence[tuple[Workload, Capacity, str]],
@@ -185,19 +241,22 @@ def _replay_task(spec: tuple[str, Any]):
         pol, bf = parse_rule(arg)
         res = simulate(workload, capacity, pol, bf)
     else:
-        res = follow(workload, capacity, [(s, RuleDecider(d[1], d[2]) if d[0] == "rule" else _planner_decider(d[1], d[2]))
+        res = follow(workload, capacity, [(s, RuleDecider(d[1], d[2]) if d[0] == "rule" else _planner_decider(*d[1:]))
                                           for s, d in arg], epoch_s=EPOCH_S)
     return replace(res, workload=None)
 
 
-def _planner_decider(config: Any, oracle: bool = False) -> PolicyDecider:
+def _planner_decider(config: Any, oracle: bool = False, guard_h: float | None = None) -> PolicyDecider:
+    """The planner as it says (issue 48): with no horizon, the fixed objective it holds, with its own
+    guard; with one, the lookahead from its base objective on; and either way the walk forward's tail
+    guard (`guard_h`) over it, as over every decision."""
     from metapilot.models.controller.objectives import Menu
     from metapilot.models.controller.planner import LookaheadPlanner, oracle_of
 
     menu = Menu()
     planner = LookaheadPlanner(menu, oracle_of(config) if oracle else config, EPOCH_S)
     return PolicyDecider(lambda rp, agg: planner.plan(rp.engine, agg, menu.settings), lambda rp: planner.reset(),
-                         menu.settings)
+                         menu.settings, guard_h)
 
 
 def _planner_words(cfg: Any) -> str:
@@ -247,6 +306,7 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     # what the past says at each origin (computed while the folds learned, when the flow could)
     if choices is None:
         choices = past_choices(past_windows(con, cluster, origins, current), log=say)
+    choices = hold_course(choices, current)
 
     # the span, and the contenders that do not depend on MetaPilot's decisions
     jobs = load_window(con, cluster, t0, span_end)
@@ -261,16 +321,21 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     # the contenders that do not depend on MetaPilot's decisions, on the usable cores at once: the
     # planner-driven ones first (the longest), then the leaders, then the fixed rules
     specs: list[tuple[str, Any]] = []
-    if planner:
-        specs += [("follow", [(s, ("planner", cfg, oracle)) for s, cfg in zip(starts, planners, strict=True)])
-                  for oracle in (False, True)]
+    if planner:  # every planner decision carries the tail guard (the guarded leader's, or the safety net)
+        specs += [("follow", [(s, ("planner", cfg, oracle, c.guard_h or c.safety_h))
+                              for s, cfg, c in zip(starts, planners, choices, strict=True)]) for oracle in (False, True)]
     specs += [("follow", [(s, ("rule", c.leader, None)) for s, c in zip(starts, choices, strict=True)]),
               ("follow", [(s, ("rule", c.guarded, c.guard_h)) for s, c in zip(starts, choices, strict=True)])]
+    # what the guarded leader chooses at each later origin, followed from the span's start: the record
+    # the planner's is compared with (the same past, the leader's present choice, not its earlier ones)
+    present = sorted({(c.guarded, c.guard_h) for c in choices[1:] if c.guard_h is not None}) if planner else []
+    specs += [("follow", [(0.0, ("rule", r, h))]) for r, h in present]
     specs += [("fixed", r) for r in RULES]
     runs = [replace(r, workload=workload) for r in process_map(_replay_task, specs, initializer=_hold_span,
                                                                  initargs=(workload, capacity), log=say)]
     planned_run, oracle_run = (runs.pop(0), runs.pop(0)) if planner else (None, None)
     leader_run, guarded_run = runs.pop(0), runs.pop(0)
+    present_runs = {k: runs.pop(0) for k in present}
     contenders: list[Contender] = [Contender(r, "fixed", res) for r, res in zip(RULES, runs, strict=True)]
     cur = next(c for c in contenders if c.name == current)
     contenders.append(Contender(f"{current} (current)", "current", cur.result, note="the site's rule today"))
@@ -294,20 +359,29 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     # MetaPilot's decision per period, from the fold's gate and the record up to its origin
     decisions: list[Decision] = []
     deciders: list[Any] = []
-    frames = {c.name: job_frame(c.result) for c in (cur, guarded, planned) if c is not None}
+    frames = {c.name: job_frame(c.result) for c in (cur, planned) if c is not None}
+    frames.update({f"{r} {h}": job_frame(res) for (r, h), res in present_runs.items()})
     for k, (fold, choice, (loaded, card, why), cfg) in enumerate(zip(folds, choices, arts, planners, strict=True)):
         reason = why if fold.gate == "controller" else (fold.note or f"the fold's gate: {fold.gate}")
-        if fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
-            d = Decision(choice.guarded, choice.guard_h, fold.policy_id, "the fold's gate kept the learned controller")
-            deciders.append(_controller_decider(loaded, choice.guard_h))
-        elif planned is not None and k > 0 and record_prefers(
-                observed_by(frames[planned.name], starts[k]), observed_by(frames[guarded.name], starts[k]),
+        guard = choice.guard_h or choice.safety_h
+        incumbent = frames[cur.name] if choice.guard_h is None else frames.get(f"{choice.guarded} {choice.guard_h}")
+        if not choice.faithful:  # fidelity before advice: nothing the replays say counts here
+            d = Decision(choice.guarded, None, None, choice.why)
+            deciders.append(RuleDecider(choice.guarded))
+        elif fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
+            d = Decision(choice.guarded, guard, fold.policy_id, "the fold's gate kept the learned controller",
+                         guard_fired=choice.fired if choice.guard_h else None)
+            deciders.append(_controller_decider(loaded, guard))
+        elif planned is not None and k > 0 and incumbent is not None and record_prefers(
+                observed_by(frames[planned.name], starts[k]), observed_by(incumbent, starts[k]),
                 observed_by(frames[cur.name], starts[k])):
-            d = Decision("planner", None, None, f"the walk-forward record so far prefers the planner to the guarded "
-                                                f"leader ({reason})", planner=_planner_words(cfg))
-            deciders.append(_planner_decider(cfg))
+            d = Decision("planner", guard, None, f"the walk-forward record so far prefers the planner to what the "
+                                                 f"guarded leader chooses now ({choice.why}; {reason})",
+                         planner=_planner_words(cfg))
+            deciders.append(_planner_decider(cfg, False, guard))
         else:
-            d = Decision(choice.guarded, choice.guard_h, None, f"the guarded leader over the past ({reason})")
+            d = Decision(choice.guarded, choice.guard_h, None, f"the guarded leader: {choice.why} ({reason})",
+                         guard_fired=choice.fired)
             deciders.append(RuleDecider(choice.guarded, choice.guard_h))
         decisions.append(d)
     contenders.insert(0, Contender("MetaPilot", "metapilot", follow(workload, capacity, list(zip(starts, deciders)),
@@ -327,6 +401,7 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                         "guard_h": d.guard_h, "policy_id": d.policy_id, "leader": choice.leader,
                         "guarded_leader": choice.guarded, "guarded_leader_h": choice.guard_h,
                         "fold_policy_id": fold.policy_id, "fold_gate": fold.gate, "fold_note": fold.note,
+                        "fidelity": choice.fidelity,
                         "jobs": int(me.filter(pl.col("period") == k)["jobs"].sum()) if me.height else 0,
                         "source": d.source})
     store_backtest(con, backtest_id, _contender_rows(span, cluster, t0, span_end, current),
@@ -338,7 +413,8 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
         "periods": [{"from": p["period_from"].isoformat(), "to": p["period_to"].isoformat(), "decision": p["decision"],
                      "why": p["source"], "leader": p["leader"],
                      "guarded_leader": Decision(p["guarded_leader"], p["guarded_leader_h"]).describe(),
-                     "fold_gate": p["fold_gate"], "fold_policy_id": p["fold_policy_id"]} for p in periods],
+                     "fold_gate": p["fold_gate"], "fold_policy_id": p["fold_policy_id"],
+                     "fidelity": json_safe(p["fidelity"])} for p in periods],
         "contenders": [_contender_json(r) for r in span.iter_rows(named=True)],
     }
 

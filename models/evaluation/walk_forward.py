@@ -48,7 +48,6 @@ TAIL_RULE = "FCFS+EASY"  # what the guard runs while the oldest job has waited t
 ADMISSIBLE_TAIL = 1.5  # p99 and max wait at most this times the current rule's: "starves no one more"
 # (figure, column, tolerance): a difference this small counts as none on a nearly idle span
 IDLE_TOLERANCE = (("bsld", "bsld_mean", 0.05), ("wait_mean", "wait_mean_s", 60.0))
-GUARD_HOURS: tuple[float, ...] = (24.0, 72.0, 120.0, 168.0)  # the guard thresholds chosen among (from the past)
 GUARDED_RULES: tuple[str, ...] = ("SAF+EASY", "SJF+EASY", "F1+EASY", "WFP3+EASY", "UNICEF+EASY", "LAF+EASY")
 HOLD_MAX_EPOCHS = 24 * 7 * 8  # at most eight weeks in one engine call
 
@@ -85,11 +84,14 @@ class Decision:
     policy_id: str | None = None
     source: str = ""
     planner: str | None = None  # the lookahead planner's settings, in words, when it decides
+    guard_fired: int | None = None  # epochs its guard fired over the past (0: a safety net never exercised)
 
     def describe(self) -> str:
         what = (f"the learned controller {self.policy_id}" if self.policy_id else
                 f"the lookahead planner ({self.planner})" if self.planner else self.rule)
         guard = f", oldest first once a job has waited {self.guard_h:g} h" if self.guard_h else ""
+        if guard and self.guard_fired == 0:
+            guard += " (a safety net: it never fired over the past)"
         return f"{what}{guard}"
 
     def to_dict(self) -> dict:
@@ -106,12 +108,14 @@ class RuleDecider:
         self.base = rule_setting(rule)
         self.tail = rule_setting(TAIL_RULE)
         self.guard_s = None if guard_h is None else float(guard_h) * 3600.0
+        self.fired = 0  # epochs the guard ran oldest first (whether it ever fired is part of the decision's record)
 
     def start(self, replay: EpochReplay) -> None:  # noqa: ARG002 - a rule keeps no state
         return None
 
     def setting(self, replay: EpochReplay, aggregates: np.ndarray) -> Setting:  # noqa: ARG002
         if self.guard_s is not None and aggregates[WAIT_MAX] > self.guard_s:
+            self.fired += 1
             return self.tail
         return self.base
 
@@ -238,41 +242,7 @@ def observed_by(frame: pl.DataFrame, t: float) -> Figures:
     return Figures.of(seen)
 
 
-def record_prefers(challenger: Figures, incumbent: Figures, current: Figures) -> bool:
-    """Whether the walk-forward record so far prefers `challenger` (the planner) over `incumbent` (the
-    guarded leader): it starves no one more than the current rule did over the same record, and it
-    is ahead on both mean bounded slowdown and mean wait (a tie is not a win)."""
-    if not challenger.jobs or not incumbent.jobs:
-        return False
-    return (challenger.admissible(current) and challenger.bsld_mean < incumbent.bsld_mean
-            and challenger.wait_mean_s < incumbent.wait_mean_s)
-
-
-def choose_leader(past: dict[str, Figures]) -> str:
-    """Follow-the-leader: the fixed rule with the lowest mean bounded slowdown over the past (ties:
-    lower mean wait, then the catalogue's order)."""
-    return min(RULES, key=lambda r: (_nan_last(past[r].bsld_mean), _nan_last(past[r].wait_mean_s), RULES.index(r)))
-
-
-def choose_guarded(candidates: dict[tuple[str, float | None], Figures], current: Figures,
-                   current_rule: str) -> tuple[str, float | None]:
-    """The guarded leader: among (rule, guard) settings that starve no one more than the current rule
-    did over the past, the lowest mean bounded slowdown; the current rule when none qualifies, or
-    when that setting did no better than it on either bounded slowdown or mean wait (a tie is no
-    reason to change what the scheduler runs: on an idle past every rule ties)."""
-    ok = [k for k, f in candidates.items() if f.jobs and f.admissible(current)]
-    if not ok:
-        return current_rule, None
-    best = min(ok, key=lambda k: (_nan_last(candidates[k].bsld_mean), _nan_last(candidates[k].wait_mean_s),
-                                  math.inf if k[1] is None else -k[1], RULES.index(k[0])))
-    b = candidates[best]
-    if current.jobs and not (_nan_last(b.bsld_mean) < _nan_last(current.bsld_mean)
-                             or _nan_last(b.wait_mean_s) < _nan_last(current.wait_mean_s)):
-        return current_rule, None
-    return best
-
-
-def _nan_last(v: float) -> float:
+def nan_last(v: float) -> float:
     return math.inf if v is None or math.isnan(v) else v
 
 
@@ -309,18 +279,19 @@ def regret(a: np.ndarray, b: np.ndarray, col: int, *, n_boot: int = 2000, seed: 
     a's mean / b's mean - 1 over the span, and a percentile interval from a block bootstrap over the
     periods (the same periods resampled for both: a period is one block)."""
 
-    def ratio(idx: np.ndarray) -> float:
-        na, nb = a[idx, 0].sum(), b[idx, 0].sum()
-        ma = a[idx, col].sum() / na if na else math.nan
-        mb = b[idx, col].sum() / nb if nb else math.nan
-        return ma / mb - 1.0 if mb > 0 else (0.0 if ma == mb else math.nan)
+    def ratio(idx: np.ndarray) -> np.ndarray:  # idx: (draws, periods); one ratio per draw
+        na, nb = a[idx, 0].sum(axis=-1), b[idx, 0].sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ma = np.where(na > 0, a[idx, col].sum(axis=-1) / np.where(na > 0, na, 1.0), np.nan)
+            mb = np.where(nb > 0, b[idx, col].sum(axis=-1) / np.where(nb > 0, nb, 1.0), np.nan)
+            return np.where(mb > 0, ma / np.where(mb > 0, mb, 1.0) - 1.0, np.where(ma == mb, 0.0, np.nan))
 
     n = a.shape[0]
-    point = ratio(np.arange(n))
+    point = float(ratio(np.arange(n)[None, :])[0])
     if n < 2 or math.isnan(point):
         return point, None, None
     rng = np.random.default_rng(seed)
-    draws = np.array([ratio(rng.integers(0, n, n)) for _ in range(n_boot)])
+    draws = ratio(rng.integers(0, n, (n_boot, n)))
     draws = draws[np.isfinite(draws)]
     if draws.size == 0:
         return point, None, None
@@ -366,7 +337,7 @@ def compare(contenders: Sequence[Contender], bounds: Sequence[float], current: s
     admissible = [r for r in fixed if figs[r].admissible(cur)]
 
     def best(names: list[str]) -> str | None:
-        return min(names, key=lambda r: (_nan_last(figs[r].bsld_mean), _nan_last(figs[r].wait_mean_s))) if names else None
+        return min(names, key=lambda r: (nan_last(figs[r].bsld_mean), nan_last(figs[r].wait_mean_s))) if names else None
 
     bar, any_best = best(admissible), best(fixed)
     rows, prow = [], []
