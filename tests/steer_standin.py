@@ -1,5 +1,5 @@
 """A stand-in Slurm for the steering tests and benchmark: `squeue --json`, `sinfo --json`,
-`scontrol` (updates read on stdin, `-o show partition`, `show config`) and `sdiag`, answering from a
+`scontrol` (updates read on stdin, `-o show partition`, `show config`), `sprio` and `sdiag`, answering from a
 JSON state file as Slurm 22.05 does, counting every call and every update line.
 
     make_bin(folder, state_path) -> the bin folder to give `steer --slurm-bin` / SlurmCli(bin_dir=...)
@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-TOOLS = ("squeue", "sinfo", "scontrol", "sdiag", "sacctmgr")
+TOOLS = ("squeue", "sinfo", "scontrol", "sdiag", "sacctmgr", "sprio")
 
 
 def job(job_id: int, *, limit_min: int, cpus: int = 1, submit: int = 1_800_000_000, partition: str = "debug",
@@ -51,6 +51,11 @@ def _main() -> None:
              "partitions": ["debug"]}]}))
     elif tool == "sdiag":
         print("Remote Procedure Call statistics by message type\n\tREQUEST_UPDATE_JOB ( 3001) count:7 ave_time:1 total_time:7")
+    elif tool == "sprio":  # `sprio -h -o %i|%S`: the pending jobs' site factors
+        factors = state.get("site_factors", {})
+        for j in state["jobs"]:
+            if j["job_state"] == "PENDING":
+                print(f"{j['job_id']}|{factors.get(str(j['job_id']), 0)}")
     elif tool == "sacctmgr":
         print("normal|")
     elif tool == "scontrol" and sys.argv[1:] == ["-o", "show", "partition"]:

@@ -161,7 +161,7 @@ def test_an_update_that_fails_whole_records_nothing_as_set_and_the_next_cycle_se
     live = s.slurm
     s.slurm = _UpdateUnreachable(bin_dir=str(bin_dir))
     out = s.cycle()
-    assert out.row["status"] == "error" and "nothing recorded as set" in out.row["message"]
+    assert out.row["status"] == "error" and "read back from Slurm: 0 of 1 set, 1 not set" in out.row["message"]
     current = _table(db, "SELECT job_id, site_factor FROM steered_jobs WHERE released_at IS NULL")
     assert dict(zip(current["job_id"], current["site_factor"])) == {"2": 30, "3": 10, "4": 20}  # as before it
     s.slurm = live

@@ -328,3 +328,79 @@ def test_the_cluster_name_is_read_from_scontrol_show_config():
     text = "Configuration data as of 2026-12-05T01:08:31\nAccountingStorageType   = accounting_storage/slurmdbd\n" \
            "ClusterName             = mini\nCompleteWait            = 0 sec\n"
     assert parse_cluster_name(text) == "mini" and parse_cluster_name("PreemptType = preempt/none\n") is None
+
+
+# --- item 6: a batch of updates that fails part-way --------------------------------------------
+
+
+class _SecondCallFails(SlurmCli):
+    """One scontrol process per line; the second update process fails (slurmctld restarted between
+    them, say), after the first applied its line."""
+
+    def __init__(self, **kw):
+        super().__init__(lines_per_call=1, **kw)
+        self.updates = 0
+
+    def _run(self, args, stdin=None, ok_codes=(0,)):
+        from metapilot.models.steering.slurm_cli import SlurmUnreachable
+
+        if args == ["scontrol"] and stdin and stdin.startswith("update"):
+            self.updates += 1
+            if self.updates == 2:
+                raise SlurmUnreachable("scontrol did not answer within 30 s")
+        return super()._run(args, stdin, ok_codes)
+
+
+def _open_rows(db: str) -> dict[str, int]:
+    rows = _rows(db, "SELECT job_id, site_factor FROM steered_jobs WHERE released_at IS NULL "
+                     "QUALIFY row_number() OVER (PARTITION BY job_id ORDER BY set_at DESC) = 1")
+    return dict(rows)
+
+
+def test_a_batch_that_fails_part_way_keeps_what_was_applied_recorded(standin):
+    state, bin_dir, db = standin
+    s = Steerer(_SecondCallFails(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                SteerOptions("mini", step=10))
+    s.start()
+    out = s.cycle()
+    applied = _set(state)
+    assert out.row["status"] == "error" and len(applied) == 1, out.line  # the first line went through
+    assert "read back from Slurm: 1 of 3 set, 2 not set" in out.row["message"]
+    assert _open_rows(db) == applied  # what Slurm carries is recorded; nothing else
+    s.slurm.updates = 10  # Slurm answers again
+    again = s.cycle()
+    assert again.row["status"] == "ok" and again.row["changed"] == 2, again.line
+    assert _set(state) == {"2": 30, "4": 20, "3": 10} == _open_rows(db)
+
+
+def test_factors_that_cannot_be_read_back_stay_recorded_and_are_sent_again(standin):
+    state, bin_dir, db = standin
+
+    class _NoReadBack(_SecondCallFails):
+        def site_factors(self):
+            from metapilot.models.steering.slurm_cli import SlurmUnreachable
+
+            raise SlurmUnreachable("sprio failed (exit 1): Unable to contact slurm controller")
+
+    s = Steerer(_NoReadBack(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                SteerOptions("mini", step=10))
+    s.start()
+    out = s.cycle()
+    assert "0 of 3 set, 0 not set, 3 unknown" in out.row["message"]
+    assert _open_rows(db) == {"2": 30, "4": 20, "3": 10}  # recorded: an exit or the next start releases them
+    s.slurm.updates = 10
+    again = s.cycle()
+    assert again.row["changed"] == 3 and _set(state) == {"2": 30, "4": 20, "3": 10}  # all sent again
+    assert s.release("test").row["changed"] == 3 and set(_set(state).values()) == {0} and _open_rows(db) == {}
+
+
+def test_once_exits_non_zero_after_a_failed_update_and_the_next_start_releases(standin, monkeypatch):
+    import metapilot.models.steering.slurm_cli as slurm_cli
+
+    state, bin_dir, db = standin
+    monkeypatch.setattr(slurm_cli, "SlurmCli", _SecondCallFails)
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
+    assert res.exit_code == 2 and "live error" in res.output and "1 of 3 set" in res.output, res.output
+    monkeypatch.undo()
+    res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
+    assert res.exit_code == 0 and "without releasing" in res.output, res.output  # not a clean exit: released first

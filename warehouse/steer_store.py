@@ -73,9 +73,10 @@ def confirm_steered(con: duckdb.DuckDBPyConnection, cluster: str, cycle_id: str,
         _with_ids(con, "steer/supersede_steered.sql", job_ids, {"cluster": cluster, "stamp": at, "cycle_id": cycle_id})
 
 
-def drop_written_ahead(con: duckdb.DuckDBPyConnection, cluster: str, cycle_id: str) -> None:
-    """A cycle's written-ahead rows, when its update failed as a whole (Slurm unreachable)."""
-    con.execute(sql_text("steer/drop_written_ahead.sql"), {"cluster": cluster, "cycle_id": cycle_id})
+def drop_written_ahead_jobs(con: duckdb.DuckDBPyConnection, cluster: str, cycle_id: str, job_ids: list[str]) -> None:
+    """The written-ahead rows of these jobs, read back from Slurm as not set by the failed update."""
+    if job_ids:
+        _with_ids(con, "steer/drop_written_ahead_jobs.sql", job_ids, {"cluster": cluster, "cycle_id": cycle_id})
 
 
 def mark_released(con: duckdb.DuckDBPyConnection, cluster: str, job_ids: list[str], at: datetime) -> None:

@@ -38,6 +38,7 @@ from metapilot.models.steering.squeue import (
     parse_partitions,
     parse_sdiag_rpcs,
     parse_sinfo,
+    parse_site_factors,
     parse_squeue,
 )
 from metapilot.warehouse import steer_store as store
@@ -84,6 +85,7 @@ class Steerer:
                  clock=time.time) -> None:
         self.slurm, self.connect, self.decision, self.opts = slurm, connect, decision, opts
         self.advisor, self.clock = advisor, clock
+        self._unsure = set()
         if opts.step is not None and not 1 <= opts.step <= SITE_FACTOR_MAX:
             # 0 or below would invert the rule (or, as 0 did, silently become another step)
             raise ValueError(f"the site factor step must be 1 to {SITE_FACTOR_MAX}, not {opts.step}")
@@ -269,6 +271,12 @@ class Steerer:
         if self.opts.dry_run:
             # a shadow run compares with what it would have set in its own previous cycle
             current_frame = self._shadow_current(current_frame)
+        elif self._unsure:
+            # factors a failed update may or may not have set: -1 (never a factor) differs from any value,
+            # so they are sent again
+            current_frame = current_frame.with_columns(
+                pl.when(pl.col("job_id").is_in(list(self._unsure))).then(pl.lit(-1, dtype=pl.Int64))
+                .otherwise(pl.col("site_factor")).alias("site_factor"))
         todo, forget = changes(desired, current_frame, pending_ids, self.opts.max_changes)
         at = datetime.fromtimestamp(now, timezone.utc)
         failed: dict[str, str] = {}
@@ -291,13 +299,8 @@ class Steerer:
                 res = self.slurm.update_site_factors(batches(todo))
                 failed = res.failed
             except SlurmUnreachable as e:
-                self._drop_written_ahead(con, cycle_id)
-                row = self._row(mode, "error", message=f"the update failed, nothing recorded as set: {e}", **{
-                    k: v for k, v in base.items() if k != "message"})
-                row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds,
-                           slurm_seconds=self.slurm.slurm_seconds)
-                self._record(row, con=con)
-                return CycleOutcome(row)
+                return self._reconcile(con, todo, objective, cycle_id, at, e, base, t0, mode)
+        self._unsure -= set(todo["target"].to_list()) | set(forget)
         done = todo.filter(~pl.col("target").is_in(list(failed)))
         set_rows = done.select(pl.lit(self.opts.cluster).alias("cluster"), pl.col("target").alias("job_id"),
                                "site_factor", "rank", "group_key", pl.lit(objective).alias("objective"),
@@ -328,14 +331,43 @@ class Steerer:
             con.execute("ROLLBACK")
             raise
 
-    def _drop_written_ahead(self, con, cycle_id: str) -> None:
+    _unsure: set[str]
+
+    def _reconcile(self, con, todo: pl.DataFrame, objective: str, cycle_id: str, at: datetime, err: Exception,
+                   base: dict, t0: float, mode: str) -> CycleOutcome:
+        """An update that failed, perhaps part-way (one scontrol process per 5,000 lines, the first may
+        have gone through): read the factors back from Slurm. A job carrying what was sent is recorded
+        as set; one carrying something else keeps its earlier row (the written-ahead one is dropped);
+        one that cannot be read back stays recorded as set (so an exit or the next start releases it)
+        and is sent again next cycle. Never: lines applied while their rows are deleted."""
+        try:
+            actual = parse_site_factors(self.slurm.site_factors())
+        except (SlurmUnreachable, SlurmParseError):
+            actual = {}
+        sent = dict(zip(todo["target"].to_list(), todo["site_factor"].to_list()))
+        took = [j for j, v in sent.items() if j in actual and actual[j] == v]
+        missed = [j for j, v in sent.items() if j in actual and actual[j] != v]
+        unknown = [j for j in sent if j not in actual]
+        self._unsure |= set(unknown) | set(missed)
+        set_rows = todo.filter(pl.col("target").is_in(took)).select(
+            pl.lit(self.opts.cluster).alias("cluster"), pl.col("target").alias("job_id"), "site_factor", "rank",
+            "group_key", pl.lit(objective).alias("objective"), pl.lit(cycle_id).alias("cycle_id"),
+            pl.lit(at).alias("set_at"))
+        row = self._row(mode, "error", cycle_id=cycle_id, changed=len(took), failed=len(missed) + len(unknown),
+                        message=f"the update failed: {err}; read back from Slurm: {len(took)} of {len(sent)} set, "
+                                f"{len(missed)} not set, {len(unknown)} unknown (recorded as set, so released at "
+                                "exit, and sent again next cycle)",
+                        **{k: v for k, v in base.items() if k != "message"})
+        row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds, slurm_seconds=self.slurm.slurm_seconds)
         con.execute("BEGIN")
         try:
-            store.drop_written_ahead(con, self.opts.cluster, cycle_id)
+            store.drop_written_ahead_jobs(con, self.opts.cluster, cycle_id, missed)
             con.execute("COMMIT")
         except Exception:
             con.execute("ROLLBACK")
             raise
+        self._record(row, set_rows, con=con)
+        return CycleOutcome(row, set_rows)
 
     _last_shadow: pl.DataFrame | None = None
 

@@ -6,7 +6,8 @@ through one `scontrol` process reading its commands on stdin (one RPC per line, 
 job), and jobs sharing a site factor share a line (`update job=1,2,3 SiteFactor=N`).
 
 Least privilege: every call here is one an account with `AdminLevel=Operator` may make
-(`sacctmgr add user metapilot AdminLevel=Operator`); nothing else is needed.
+(`sacctmgr add user metapilot AdminLevel=Operator`); nothing else is needed (sprio, which reads
+the site factors back after a failed update, is open to every user).
 """
 
 from __future__ import annotations
@@ -83,6 +84,11 @@ class SlurmCli:
 
     def config(self) -> str:
         return self._run(["scontrol", "show", "config"]).stdout
+
+    def site_factors(self) -> str:
+        """`sprio -h -o %i|%S`: each pending job's site factor as slurmctld holds it (reading back
+        what a failed batch of updates did)."""
+        return self._run(["sprio", "-h", "-o", "%i|%S"]).stdout
 
     def sdiag(self) -> str:
         try:

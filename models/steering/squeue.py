@@ -173,3 +173,16 @@ def parse_cluster_name(text: str) -> str | None:
     """ClusterName from `scontrol show config` (None when it names none)."""
     m = re.search(r"^ClusterName\s*=\s*(\S+)\s*$", text, re.MULTILINE)
     return m.group(1) if m else None
+
+
+def parse_site_factors(text: str) -> dict[str, int]:
+    """`sprio -h -o %i|%S` -> {job id: site factor} (an unsplit array under its id)."""
+    out = {}
+    for line in text.splitlines():
+        jid, sep, value = line.partition("|")
+        if sep and jid.strip():
+            try:
+                out[jid.strip()] = int(float(value))
+            except ValueError:
+                continue
+    return out
