@@ -132,7 +132,7 @@ def test_the_planner_decides_from_the_queue_and_the_guard_from_the_oldest_wait()
     menu = Menu.of(StateConfig(menu=("SJF", "WFP3", "FCFS")))
     planner = LookaheadPlanner(menu, PlannerConfig(horizon_h=6, lam=0.0, guard_h=None), 600)
     res = replay_objectives(w, CAP, planner, 600, StateConfig(epoch_s=600, menu=menu.names))
-    assert res.objectives[0] == menu.index("FCFS")  # empty queue at 0: the objective in force is kept
+    assert res.objectives[0] == 0  # empty queue at 0: the planner's base (the menu's first), never FCFS by default
     assert res.objectives[1] == menu.index("SJF")
     assert planner.costs[menu.index("SJF")] < planner.costs[menu.index("FCFS")] or res.objectives[-1] in (0, 1, 2)
     fcfs = replay_objectives(w, CAP, menu.index("FCFS"), 600, StateConfig(epoch_s=600, menu=menu.names))

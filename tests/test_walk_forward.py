@@ -112,28 +112,6 @@ def test_the_guard_caps_the_longest_wait():
     assert guarded.wait_max_s < plain.wait_max_s
 
 
-def fig(bsld: float, mean: float, p99: float, mx: float) -> wf.Figures:
-    return wf.Figures(100, mean, p99 / 2, p99, mx, bsld, bsld)
-
-
-def test_the_guarded_leader_keeps_only_rules_that_starve_no_one_more():
-    current = fig(10.0, 1000.0, 10_000.0, 20_000.0)
-    cands = {("SAF+EASY", None): fig(3.0, 400.0, 90_000.0, 200_000.0),  # lowest bsld, starves
-             ("SAF+EASY", 72.0): fig(4.0, 500.0, 14_000.0, 29_000.0),
-             ("SJF+EASY", None): fig(5.0, 450.0, 12_000.0, 25_000.0)}
-    assert wf.choose_guarded(cands, current, "FCFS+EASY") == ("SAF+EASY", 72.0)
-    assert wf.choose_guarded({("SAF+EASY", None): cands[("SAF+EASY", None)]}, current, "FCFS+EASY") == ("FCFS+EASY", None)
-
-
-def test_on_a_past_where_no_rule_did_better_the_guarded_leader_keeps_the_current_rule():
-    """An idle past (nothing waits under any rule, as on NASA-iPSC) ties every setting: no switch."""
-    idle = fig(1.0, 0.0, 0.0, 0.0)
-    cands = {(r, h): idle for r in ("SJF+EASY", "SAF+EASY") for h in (None, 24.0, 168.0)} | {("FCFS+EASY", None): idle}
-    assert wf.choose_guarded(cands, idle, "FCFS+EASY") == ("FCFS+EASY", None)
-    better = {**cands, ("SJF+EASY", 168.0): fig(0.99, 0.0, 0.0, 0.0)}  # ahead on one figure: a reason to switch
-    assert wf.choose_guarded(better, idle, "FCFS+EASY") == ("SJF+EASY", 168.0)
-
-
 def test_the_bar_says_when_there_was_nothing_to_beat():
     def row(name: str, kind: str, wait: float, bsld: float) -> dict:
         return {"name": name, "kind": kind, "wait_mean_s": wait, "wait_max_s": wait, "bsld_mean": bsld,
@@ -204,14 +182,6 @@ def test_the_record_at_an_origin_reads_nothing_after_it():
     assert f.jobs == 3 and f.wait_max_s == 400.0  # the second job: queued at 500 s, 400 s so far
     assert f.bsld_mean == pytest.approx(1.1)  # only the first job had ended
     assert f.wait_mean_s == pytest.approx((10 + 400 + 50) / 3)
-
-
-def test_the_record_prefers_the_planner_only_when_ahead_on_both_and_admissible():
-    gl, cur = fig(10.0, 1_000.0, 5_000.0, 9_000.0), fig(20.0, 2_000.0, 6_000.0, 10_000.0)
-    assert wf.record_prefers(fig(9.0, 900.0, 5_000.0, 14_000.0), gl, cur)
-    assert not wf.record_prefers(fig(9.0, 1_000.0, 5_000.0, 9_000.0), gl, cur)  # a tie on mean wait is no win
-    assert not wf.record_prefers(fig(9.0, 900.0, 5_000.0, 16_000.0), gl, cur)  # starves more than 1.5x today
-    assert not wf.record_prefers(wf.Figures.of(pl.DataFrame({"wait": [], "bsld": [], "run": []})), gl, cur)
 
 
 def test_a_fold_whose_learning_fails_is_a_verdict_not_the_end(monkeypatch, tmp_path, prefect_harness):
