@@ -170,21 +170,22 @@ def test_an_update_that_fails_whole_records_nothing_as_set_and_the_next_cycle_se
     assert dict(zip(current["job_id"], current["site_factor"])) == {"2": 30, "3": 10, "4": 20, "7": 40} == _set(state)
 
 
-def test_live_tail_guard_releases_halts_and_needs_resume(standin):
+def test_live_tail_guard_releases_pauses_and_goes_on(standin):
     state, bin_dir, db = standin
     s = _steerer(standin)
     s.cycle()
     s.opts.guard_h = 0.1  # job 1 has waited ~10 min > 6 min
     out = s.cycle()
-    assert out.row["status"] == "halted" and "past the limit" in out.line and set(_set(state).values()) == {0}
+    assert out.row["status"] == "guard" and "past the limit" in out.line and set(_set(state).values()) == {0}
+    assert out.row["guard_job"] == "1" and "then steering goes on" in out.line
+    assert s.cycle().row["status"] == "paused" and set(_set(state).values()) == {0}  # within the pause
     runner = CliRunner()
     args = ["steer", "--cluster", "mini", "--slurm", "--policy", "SJF+EASY", "--once", "--slurm-bin", str(bin_dir),
-            "--db", db, "--step", "10"]
+            "--db", db, "--step", "10", "--guard-h", "0.1"]
     res = runner.invoke(app, args)
-    assert res.exit_code == 3 and "halted" in res.output
-    res = runner.invoke(app, [*args, "--resume"])
-    assert res.exit_code == 0, res.output
-    assert "live ok: SJF" in res.output
+    assert res.exit_code == 3 and "paused steering until" in res.output, res.output
+    res = runner.invoke(app, [*args, "--guard-pause", "1m"])  # a minute later, say: no one resumes by hand
+    assert res.exit_code == 3 and "paused" in res.output
 
 
 def test_published_decision_needs_approval(standin):

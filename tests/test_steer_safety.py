@@ -404,3 +404,83 @@ def test_once_exits_non_zero_after_a_failed_update_and_the_next_start_releases(s
     monkeypatch.undo()
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
     assert res.exit_code == 0 and "without releasing" in res.output, res.output  # not a clean exit: released first
+
+
+# --- item 2: the live tail guard counts from eligibility, and is no off switch -------------------
+
+
+def test_a_job_held_for_days_does_not_trip_the_guard_when_released(standin):
+    state, bin_dir, db = standin
+    jobs = json.loads(state.read_text())["jobs"]
+    # held (or --begin, or dependent) since three days; released a minute ago: eligible from then
+    jobs.append(job(7, limit_min=2, submit=int(NOW) - 3 * 86400, eligible_time=int(NOW) - 60))
+    _update(state, jobs=jobs)
+    s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                SteerOptions("mini", step=10, guard_h=1.0))
+    s.start()
+    out = s.cycle()
+    assert out.row["status"] == "ok", out.line
+    assert _set(state)["7"] == 40  # steered like any other (2 min: first)
+    jobs[-1]["eligible_time"] = 0  # Slurm knows no eligible time: the submit time counts
+    _update(state, jobs=jobs)
+    assert s.cycle().row["status"] == "guard"
+
+
+def test_the_guard_pauses_once_logs_the_job_and_steering_goes_on_with_it_first(standin):
+    state, bin_dir, db = standin
+    clock = [NOW]
+    s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
+                SteerOptions("mini", step=10, guard_h=0.1, guard_pause_s=3600), clock=lambda: clock[0])
+    s.start()
+    out = s.cycle()  # job 1 has waited ~10 min > 6 min
+    assert out.row["status"] == "guard" and out.row["guard_job"] == "1" and _set(state) == {}
+    jobs = json.loads(state.read_text())["jobs"]
+    jobs.append(job(8, limit_min=1, submit=int(NOW) - 7200))  # another late job, during the pause
+    _update(state, jobs=jobs)
+    clock[0] = NOW + 600
+    out = s.cycle()
+    assert out.row["status"] == "paused" and _set(state) == {}  # no second trip within the pause
+    clock[0] = NOW + 3700  # the pause is over: steering goes on by itself; job 8 trips it (once)
+    _fresh(state, clock[0], "2", "3", "4")
+    assert s.cycle().row["guard_job"] == "8"
+    clock[0] = NOW + 7400
+    _fresh(state, clock[0], "2", "3", "4")
+    out = s.cycle()
+    assert out.row["status"] == "ok", out.line  # the jobs that tripped it trip it no more ...
+    f = _set(state)
+    assert f["1"] == f["8"] > max(f[j] for j in ("2", "3", "4"))  # ... they go ahead of their group
+    guard = _rows(db, "SELECT guard_job, message FROM steer_cycles WHERE status = 'guard' ORDER BY rowid")
+    assert [g[0] for g in guard] == ["1", "8"] and "since it became eligible" in guard[0][1]
+    assert _rows(db, "SELECT count(*) FROM steer_cycles WHERE status IN ('halted')") == [(0,)]
+
+
+def _fresh(state: Path, now: float, *ids: str) -> None:
+    """These jobs became eligible a minute before `now` (released from a hold, say)."""
+    jobs = json.loads(state.read_text())["jobs"]
+    for j in jobs:
+        if str(j["job_id"]) in ids:
+            j["eligible_time"] = int(now) - 60
+    _update(state, jobs=jobs)
+
+
+def test_waits_count_from_eligible_time_in_squeue_json():
+    from metapilot.models.steering.squeue import parse_squeue
+
+    now = 1_800_000_000
+    doc = {"meta": META, "errors": [], "jobs": [
+        job(1, limit_min=5, submit=now - 86400, eligible_time=now - 30),  # held for a day, released
+        job(2, limit_min=5, submit=now - 600, eligible_time=0),  # Slurm: Unknown
+        job(3, limit_min=5, submit=now - 86400, eligible_time=now + 3600, reason="BeginTime")]}
+    _, jobs = parse_squeue(json.dumps(doc))
+    s = Steerer(None, None, named_rule("SJF+EASY"), SteerOptions("mini", step=10, guard_h=1.0))
+    w = s.waits(jobs, now)
+    assert dict(zip(w["job_id"], w["wait"])) == {"1": 30, "2": 600}  # the --begin job is not waiting yet
+    assert s.guard(jobs, pl_empty_nodes(), now) is None
+
+
+def pl_empty_nodes():
+    import polars as pl
+
+    from metapilot.models.steering.squeue import NODE_SCHEMA
+
+    return pl.DataFrame(schema=NODE_SCHEMA)

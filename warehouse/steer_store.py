@@ -95,6 +95,14 @@ def last_halt(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
     return dict(zip(("status", "at", "message"), rows[0])) if rows else None
 
 
+def guard_trips(con: duckdb.DuckDBPyConnection, cluster: str, mode: str,
+                since: datetime) -> list[tuple[datetime, str | None]]:
+    """(when, job id or None) of each live tail guard trip of `mode` (live, dry-run) since `since`,
+    oldest first."""
+    rows = con.execute(sql_text("steer/guard_trips.sql"), {"cluster": cluster, "mode": mode, "since": since}).fetchall()
+    return [tuple(r) for r in rows]
+
+
 def last_exit(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
     """The latest live or release row, as written (see sql/steer/last_exit.sql), or None."""
     rows = con.execute(sql_text("steer/last_exit.sql"), {"cluster": cluster}).fetchall()

@@ -5,10 +5,13 @@ that must change, record. Pure work is in `squeue.py` and `rank.py`; Slurm is re
 Safety: a cycle that cannot read Slurm, or reads what it cannot parse, changes nothing and says so
 in its row; a job gone between the read and the update is reported, the others are set. `release`
 sets every job the loop set back to 0 (on --release, exit, SIGTERM, and at the next start after a
-crash, since the jobs set stay in `steered_jobs` until released). The live tail guard releases
-everything and halts steering (a 'halted' row) when a pending job has waited past the limit or
-utilisation while jobs wait falls below the floor; a halted cluster is steered again only after
-`steer --resume`.
+crash, since the jobs set stay in `steered_jobs` until released; a clean --once exit is recorded as
+'kept' and the next start carries on from it). The live tail guard counts a job's wait from when it
+became eligible; when one has waited past the limit, or utilisation while jobs wait falls below the
+floor, it releases everything, logs why and which job (a 'guard' row) and pauses steering for
+`guard_pause_s` (cycles in the pause are 'paused' rows), then steering goes on, the late job put
+ahead of its group. A job trips it once, and there is at most one trip per pause: no user's job can
+switch steering off. ('halted', from older versions, still waits for `steer --resume`.)
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from metapilot.models.steering.rank import (
     batches,
     changes,
     desired_factors,
+    protect,
     targets,
 )
 from metapilot.models.steering.slurm_cli import SlurmUnreachable
@@ -54,8 +58,9 @@ class SteerOptions:
     dry_run: bool = False
     step: int | None = None  # None: one more than the largest PriorityWeight* (the rule decides the order)
     max_changes: int = 5000
-    guard_h: float | None = None  # halt when a pending job has waited longer
-    util_floor: float | None = None  # halt when cores in use / capacity falls below while jobs wait
+    guard_h: float | None = None  # pause when a pending job has waited longer since it became eligible
+    util_floor: float | None = None  # pause when cores in use / capacity falls below while jobs wait
+    guard_pause_s: float = 3600.0  # how long a guard trip pauses steering (and at most one trip per pause)
 
 
 @dataclass
@@ -174,7 +179,7 @@ class Steerer:
                "started_at": datetime.fromtimestamp(self.clock(), timezone.utc), "mode": mode,
                "decision": self.decision.label, "objective": None, "guard_h": self.opts.guard_h, "pending": None,
                "eligible": None, "changed": 0, "failed": 0, "seconds": 0.0, "slurm_seconds": 0.0, "rpc_counts": None,
-               "status": status, "message": None}
+               "status": status, "message": None, "guard_job": None}
         row.update(kw)
         return row
 
@@ -212,23 +217,42 @@ class Steerer:
 
         return self.advisor.decide(live_state(jobs, nodes, now, self.advisor.policy.state_config)).objective
 
-    def guard(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now: float) -> str | None:
-        """Why the live tail guard fires now, or None."""
+    def waits(self, jobs: pl.DataFrame, now: float) -> pl.DataFrame:
+        """The steerable pending jobs with how long each has waited since it became *eligible*
+        (squeue's eligible_time: a held, --begin or dependent job's clock starts when it is released,
+        not at submission; submit time only where Slurm gives none)."""
         waiting = jobs.filter((pl.col("state") == "PENDING") & pl.col("reason").is_in(list(STEERABLE_REASONS)))
-        if waiting.is_empty():
+        since = pl.when(pl.col("eligible_s") > 0).then(pl.col("eligible_s")).otherwise(pl.col("submit_s"))
+        return waiting.with_columns((pl.lit(now) - since).alias("wait")).sort("wait", descending=True, nulls_last=True)
+
+    def guard(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now: float,
+              tripped: frozenset[str] = frozenset()) -> tuple[str, str | None] | None:
+        """(why, the job) when the live tail guard trips now, or None. A job that tripped it once
+        (`tripped`) does not trip it again: it is put ahead of its group instead (`_protect`)."""
+        w = self.waits(jobs, now)
+        if w.is_empty():
             return None
         if self.opts.guard_h is not None:
-            w = waiting.with_columns((now - pl.col("submit_s")).alias("wait")).sort("wait", descending=True)
-            if w["wait"][0] > self.opts.guard_h * 3600:
-                return (f"job {w['job_id'][0]} has waited {w['wait'][0] / 3600:.1f} h, past the limit of "
-                        f"{self.opts.guard_h:g} h")
+            late = w.filter((pl.col("wait") > self.opts.guard_h * 3600) & ~pl.col("job_id").is_in(list(tripped)))
+            if not late.is_empty():
+                return (f"job {late['job_id'][0]} has waited {late['wait'][0] / 3600:.1f} h since it became eligible, "
+                        f"past the limit of {self.opts.guard_h:g} h", late["job_id"][0])
         if self.opts.util_floor is not None and not nodes.is_empty():
             cap = float(nodes["cpus"].sum())
             used = float(nodes["alloc_cpus"].sum())
             if cap > 0 and used / cap < self.opts.util_floor:
-                return (f"{used / cap:.0%} of the cores are in use while {waiting.height} jobs wait, below the floor "
-                        f"of {self.opts.util_floor:.0%}")
+                return (f"{used / cap:.0%} of the cores are in use while {w.height} jobs wait, below the floor "
+                        f"of {self.opts.util_floor:.0%}", None)
         return None
+
+    def _trips(self, now: float) -> list[tuple[datetime, str | None]]:
+        """The guard's trips within the last 30 days (the jobs that tripped it, the last pause)."""
+        con = self.connect()
+        try:
+            return store.guard_trips(con, self.opts.cluster, "dry-run" if self.opts.dry_run else "live",
+                                     datetime.fromtimestamp(now - 30 * 86400, timezone.utc))
+        finally:
+            con.close()
 
     def cycle(self) -> CycleOutcome:
         t0 = time.perf_counter()
@@ -244,18 +268,35 @@ class Steerer:
                             slurm_seconds=self.slurm.slurm_seconds)
             self._record(row)
             return CycleOutcome(row)
-        why = self.guard(jobs, nodes, now)
-        if why is not None:
+        pending = int((jobs["state"] == "PENDING").sum())
+        trips = self._trips(now)
+        if trips:
+            until = trips[-1][0].timestamp() + self.opts.guard_pause_s
+            if now < until:  # one trip per pause: a stream of late jobs cannot keep steering off
+                row = self._row(mode, "paused", pending=pending,
+                                message=f"the live tail guard paused steering until "
+                                        f"{datetime.fromtimestamp(until, timezone.utc):%H:%M:%S} UTC: nothing set")
+                self._record(row)
+                return CycleOutcome(row)
+        tripped = frozenset(j for _, j in trips if j)
+        fired = self.guard(jobs, nodes, now, tripped)
+        if fired is not None:
+            why, job = fired
             if not self.opts.dry_run:
                 self.release(f"live tail guard: {why}")
-            row = self._row(mode, "halted", pending=int((jobs["state"] == "PENDING").sum()),
-                            message=f"{why}: every steered job released; steering stops until "
-                                    f"`metapilot steer --cluster {self.opts.cluster} --resume`")
+            pause = self.opts.guard_pause_s
+            row = self._row(mode, "guard", pending=pending, guard_job=job,
+                            message=f"{why}: every steered job released, Slurm's own order for "
+                                    f"{pause / 60:g} min; then steering goes on"
+                                    + (f", with job {job} ahead of its group" if job else ""))
             self._record(row)
             return CycleOutcome(row)
         objective = self.objective(jobs, nodes, now)
         ranked = targets(jobs, self.preempting)
         desired = desired_factors(ranked, objective, now, int(self.step), self.tiers)
+        if tripped and self.opts.guard_h is not None:
+            late = self.waits(jobs, now).filter(pl.col("wait") > self.opts.guard_h * 3600)["job_id"].to_list()
+            desired = protect(desired, ranked, set(late) & tripped, int(self.step))
         con = self.connect()
         try:
             return self._apply(con, jobs, ranked, desired, objective, version, now, t0, mode)

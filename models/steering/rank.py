@@ -85,6 +85,25 @@ def desired_factors(jobs: pl.DataFrame, objective: str, now_s: float, step: int,
     return pl.concat(out)
 
 
+def protect(desired: pl.DataFrame, ranked: pl.DataFrame, job_ids: set[str], step: int) -> pl.DataFrame:
+    """Jobs past the live tail guard's limit (`job_ids`, as squeue names them) put ahead of their
+    group: one step above its largest factor, so steering never holds them back further (Slurm's
+    own factors order them among themselves)."""
+    if not job_ids or desired.is_empty():
+        return desired
+    mine = set(ranked.filter(pl.col("job_id").is_in(list(job_ids)) & pl.col("target").is_not_null())["target"].to_list())
+    if not mine:
+        return desired
+    top = desired.group_by("group_key").agg(pl.col("site_factor").max().alias("top"))
+    return (desired.join(top, on="group_key", how="left")
+            .with_columns(pl.when(pl.col("target").is_in(list(mine)))
+                          .then(pl.min_horizontal(pl.col("top") + int(step), pl.lit(SITE_FACTOR_MAX)))
+                          .otherwise(pl.col("site_factor")).alias("site_factor"),
+                          pl.when(pl.col("target").is_in(list(mine))).then(pl.lit(0, dtype=pl.Int32))
+                          .otherwise(pl.col("rank")).alias("rank"))
+            .drop("top"))
+
+
 def changes(desired: pl.DataFrame, current: pl.DataFrame, still_pending: set[str], max_changes: int) -> tuple[pl.DataFrame, list[str]]:
     """(jobs to set: target, site_factor, rank, group_key; ids to forget).
 

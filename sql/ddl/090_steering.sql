@@ -2,7 +2,8 @@
 --   steer_approvals  a person's approval of a decision (publishing is not deploying): what, who, when
 --   steer_cycles     one row per cycle of `metapilot steer` (live, dry-run, release, guard): the objective,
 --                    the pending jobs read, those changed, seconds, Slurm's RPC counts (sdiag, JSON),
---                    status ok | error | guard | released | halted | resumed, and the message in words
+--                    status ok | error | guard | paused | kept | adopted | released | halted | resumed, and
+--                    the message in words
 --   steered_jobs     every job whose site factor the loop set, until released (released_at)
 --   steer_shadow     what a --dry-run cycle would have set: the ranking compared with the order Slurm
 --                    really started jobs in (`metapilot steer report`)
@@ -35,8 +36,11 @@ CREATE TABLE IF NOT EXISTS steer_cycles (
     slurm_seconds DOUBLE,               -- waiting for squeue/sinfo/scontrol/sdiag
     rpc_counts    VARCHAR,              -- JSON: sdiag's RPC counts by message type
     status        VARCHAR NOT NULL,
-    message       VARCHAR
+    message       VARCHAR,
+    guard_job     VARCHAR               -- status 'guard': the job whose wait tripped the live tail guard
 );
+-- warehouses created before the guard became a logged, rate-limited pause (issue 49)
+ALTER TABLE steer_cycles ADD COLUMN IF NOT EXISTS guard_job VARCHAR;
 CREATE TABLE IF NOT EXISTS steered_jobs (
     cluster       VARCHAR NOT NULL,
     job_id        VARCHAR NOT NULL,     -- what scontrol was given (an array's id for the whole array)

@@ -50,6 +50,17 @@ def parse_age(text: str | None):
     return timedelta(hours=hours)
 
 
+def parse_pause(text: str) -> float:
+    """--guard-pause: 1 minute to 7 days."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text or "")
+    if not m:
+        raise typer.BadParameter(f"--guard-pause: a duration such as 10m or 1h, not {text!r}")
+    seconds = float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    if not 60 <= seconds <= 7 * 86400:
+        raise typer.BadParameter(f"--guard-pause: 1m to 7d, not {text!r}")
+    return seconds
+
+
 @steer_app.callback(invoke_without_command=True)
 def steer_main(
     ctx: typer.Context,
@@ -63,8 +74,9 @@ def steer_main(
     resume: Annotated[bool, typer.Option("--resume", help="Steer again after the live tail guard halted steering.")] = False,
     max_changes: Annotated[int, typer.Option(help="At most this many site factors changed per cycle.")] = 5000,
     step: Annotated[Optional[int], typer.Option(help="Site factor between adjacent ranks (default: one more than the largest PriorityWeight).")] = None,
-    guard_h: Annotated[Optional[float], typer.Option(help="Live tail guard: release everything and halt when a pending job has waited longer (hours).")] = 168.0,
-    util_floor: Annotated[Optional[float], typer.Option(help="Release everything and halt when cores in use / capacity falls below this while jobs wait (0-1).")] = None,
+    guard_h: Annotated[Optional[float], typer.Option(help="Live tail guard: when a pending job has waited longer since it became eligible (hours), release everything, pause steering for --guard-pause, then put that job ahead of its group.")] = 168.0,
+    util_floor: Annotated[Optional[float], typer.Option(help="Release everything and pause steering when cores in use / capacity falls below this while jobs wait (0-1).")] = None,
+    guard_pause: Annotated[str, typer.Option(help="How long a guard trip pauses steering (at most one trip per pause): 10m, 1h, ...")] = "1h",
     slurm_bin: Annotated[Optional[str], typer.Option(help="Folder of squeue/sinfo/scontrol/sdiag (default: PATH).")] = None,
     max_age: Annotated[Optional[str], typer.Option(help="Refuse a published decision older than this (30d, 2w); one older than 45 days is steered with a warning.")] = None,
     db: Annotated[Optional[str], typer.Option(help=DB_HELP)] = None,
@@ -76,11 +88,11 @@ def steer_main(
     from metapilot.cli.errors import guarded
 
     guarded(_run_loop)(cluster, slurm, every, policy, dry_run, once, release, resume, max_changes, step, guard_h,
-                       util_floor, slurm_bin, db, max_age)
+                       util_floor, slurm_bin, db, max_age, guard_pause)
 
 
 def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max_changes, step, guard_h, util_floor,
-              slurm_bin, db, max_age=None) -> None:
+              slurm_bin, db, max_age=None, guard_pause="1h") -> None:
     from metapilot.models.steering.decision import decision_age, require_approval, resolve
     from metapilot.models.steering.identity import current_operator
     from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
@@ -94,6 +106,11 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     if sum([dry_run, release]) > 1:
         raise typer.BadParameter("--dry-run and --release exclude each other")
     interval = parse_every(every)
+    pause_s = parse_pause(guard_pause)
+    if guard_h is not None and not 0 < guard_h <= 24 * 3660:
+        raise typer.BadParameter(f"--guard-h must be above 0 and at most 10 years in hours, not {guard_h:g}")
+    if util_floor is not None and not 0 <= util_floor <= 1:
+        raise typer.BadParameter(f"--util-floor is a share of the cores, 0 to 1, not {util_floor:g}")
     oldest = parse_age(max_age)
     if max_changes < 0:
         raise typer.BadParameter("--max-changes must be >= 0")
@@ -121,7 +138,7 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     finally:
         con.close()
     opts = SteerOptions(cluster, dry_run=dry_run, step=step, max_changes=max_changes, guard_h=guard_h,
-                        util_floor=util_floor)
+                        util_floor=util_floor, guard_pause_s=pause_s)
     advisor = None
     if decision.kind == "controller" and not release:
         from metapilot.models.controller.advice import Advisor
@@ -176,9 +193,6 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             t0 = time.monotonic()
             out = steerer.cycle()
             typer.echo(out.line)
-            if out.row["status"] == "halted":
-                code = 3
-                break
             time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     except _Terminated:
         reason = "SIGTERM"
@@ -214,9 +228,10 @@ def who_approved(approval: dict) -> str:
 
 
 def _exit_code(out) -> int:
-    """0 for a cycle or release that did what it should; 3 when the guard halted steering; 2 when it
-    failed (Slurm unreachable, an update or release that did not go through)."""
-    return {"halted": 3, "error": 2}.get(out.row["status"], 0)
+    """0 for a cycle or release that did what it should; 3 when the live tail guard tripped or holds
+    steering paused (nothing set); 2 when it failed (Slurm unreachable, an update or release that did
+    not go through)."""
+    return {"guard": 3, "paused": 3, "halted": 3, "error": 2}.get(out.row["status"], 0)
 
 
 @steer_app.command("explain")
