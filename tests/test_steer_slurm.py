@@ -179,3 +179,22 @@ def test_a_cluster_other_than_the_slurm_reached_is_refused(tmp_path, slurm, queu
         assert res.returncode == 2 and f"is cluster {slurm.cluster}" in res.stderr and "--cluster elsewhere" in res.stderr, \
             res.stdout + res.stderr
     assert all(v["site"] == 0 for v in _sprio(slurm).values())
+
+
+def test_a_held_job_released_after_the_guard_limit_does_not_trip_it(tmp_path, slurm):
+    """Issue 49 (2): the guard counts from squeue's eligible_time, which Slurm sets when a held job is
+    released: a job held past the limit does not halt steering the moment it becomes eligible."""
+    db = str(tmp_path / "w.duckdb")
+    blocker = slurm.sbatch("-n", "64", "-t", "10", wrap="sleep 600")
+    held = slurm.sbatch("-H", "-n", "64", "-t", "2", wrap="sleep 1")
+    time.sleep(40)  # held for longer than the guard's limit below (36 s)
+    queued = [slurm.sbatch("-n", "64", "-t", str(m), wrap="sleep 1") for m in (5, 3)]
+    slurm.run("scontrol", "release", held)
+    _wait(lambda: all(_reasons(slurm).get(j) in ("Priority", "Resources", "None") for j in [held, *queued])
+          and _reasons(slurm).get(blocker) == "None", what="Slurm to evaluate the queue")
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once",
+                     "--step", str(STEP), "--guard-h", "0.01", check=False)
+    assert res.returncode == 0 and "live ok: SJF" in res.stdout, res.stdout + res.stderr
+    site = {j: v["site"] for j, v in _sprio(slurm).items()}
+    assert site[held] == 2 * STEP and site[queued[1]] == STEP and site[queued[0]] == 0  # 2, 3, 5 minutes
+    _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")

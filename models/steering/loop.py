@@ -235,8 +235,10 @@ class Steerer:
         if self.opts.guard_h is not None:
             late = w.filter((pl.col("wait") > self.opts.guard_h * 3600) & ~pl.col("job_id").is_in(list(tripped)))
             if not late.is_empty():
-                return (f"job {late['job_id'][0]} has waited {late['wait'][0] / 3600:.1f} h since it became eligible, "
-                        f"past the limit of {self.opts.guard_h:g} h", late["job_id"][0])
+                wait = late["wait"][0]
+                said = f"{wait / 3600:.1f} h" if wait >= 360 else f"{wait:.0f} s"
+                return (f"job {late['job_id'][0]} has waited {said} since it became eligible, past the limit of "
+                        f"{self.opts.guard_h:g} h", late["job_id"][0])
         if self.opts.util_floor is not None and not nodes.is_empty():
             cap = float(nodes["cpus"].sum())
             used = float(nodes["alloc_cpus"].sum())
@@ -438,6 +440,7 @@ class Steerer:
                                                         "the next start releases them")
             self._record(row)
             return CycleOutcome(row)
+        self._unsure.clear()  # every job the loop set is at 0 now (or gone)
         row = self._row("release", "released", changed=len(ids) - len(failed), failed=len(failed),
                         seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds,
                         slurm_seconds=self.slurm.slurm_seconds,
