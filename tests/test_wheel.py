@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "metapilot", "transforms", "warehouse", "models", "flows", "sql", "samples")
+SOURCES = (".gitignore", "pyproject.toml", "README.md", "metapilot", "transforms", "warehouse", "models", "flows", "sql", "samples")
 RUNTIME = ("policies", "reports", "landing", "data_docs", ".prefect-results", "collect", "metapilot.duckdb",
            "metapilot.duckdb.wal", "metapilot.duckdb.writer.lock", "secret.key", "clusters.toml", "roi.toml")
 KTH = REPO / "samples" / "logs" / "swf" / "KTH-SP2-1996-2.1-cln.swf.gz"
@@ -35,10 +35,14 @@ def installed(tmp_path_factory) -> Path:
     for name in SOURCES:
         (shutil.copytree if (REPO / name).is_dir() else shutil.copy2)(REPO / name, src / name, **(
             {"ignore": ignore} if (REPO / name).is_dir() else {}))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "sources"]):
+        subprocess.run([*git, *args], cwd=src, check=True, capture_output=True, timeout=60)
     pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(tmp / "dist"),
-                    str(src)], check=True, capture_output=True, timeout=300)
-    wheel, = (tmp / "dist").glob("metapilot-*.whl")
+    # the README's operator install, run in the checkout: `pip wheel --no-deps -w dist .`
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", "dist", "."],
+                   cwd=src, check=True, capture_output=True, timeout=300)
+    wheel, = (src / "dist").glob("metapilot-*.whl")
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
@@ -50,8 +54,17 @@ def installed(tmp_path_factory) -> Path:
     return venv
 
 
+def test_building_the_wheel_leaves_the_checkout_clean(installed):
+    """build/, dist/ and the egg-info are ignored: a later `git add -A` does not commit them (issue 54, item 3)."""
+    src = installed.parent / "src"
+    assert (src / "build").is_dir() and (src / "dist").is_dir()
+    status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=src, check=True,
+                            capture_output=True, text=True, timeout=60).stdout
+    assert status == "", status
+
+
 def test_the_wheel_holds_what_the_commands_read(installed):
-    wheel, = (installed.parent / "dist").glob("metapilot-*.whl")
+    wheel, = (installed.parent / "src" / "dist").glob("metapilot-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     sql = {f"metapilot/sql/{p.relative_to(REPO / 'sql').as_posix()}" for p in (REPO / "sql").rglob("*.sql")}
     assert sql and sql <= names, sorted(sql - names)[:5]
