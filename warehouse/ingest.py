@@ -43,6 +43,7 @@ from metapilot.warehouse.ingest_log import (
     undecodable_lines,
 )
 from metapilot.warehouse.ingest_stage import (
+    ClusterMismatchError,
     IngestOptions,
     StagedFile,
     StageTotals,
@@ -479,7 +480,7 @@ def _explain(e: BaseException, path: Path, last_line: int) -> str:
     """The error a user sees: which file, where, why, and what to do."""
     path = shown_path(path)
     where = f" after line {last_line}" if last_line else ""
-    if isinstance(e, UnknownFormatError):
+    if isinstance(e, (UnknownFormatError, ClusterMismatchError)):
         return f"{path}: {e}"
     if isinstance(e, EOFError):
         return (f"{path}: the compressed file ends unexpectedly{where} (truncated download or copy?): "

@@ -40,6 +40,27 @@ class IngestOptions:
     encoding: str | None = None  # text encoding of the logs (None: UTF-8); e.g. latin-1 for older sites' logs
     new_key: bool = False  # accept a site key other than the recorded one (recorded as a key change)
     key_file: str | None = None  # where the key came from, for the record and the messages
+    # `ingest --cluster`: a log naming another cluster (sacct's Cluster column) is refused, naming
+    # both, rather than loaded under its own name while the option is silently ignored (issue 54)
+    cluster_must_match: bool = False
+
+
+class ClusterMismatchError(ValueError):
+    """--cluster names one cluster and the log's own cluster column another."""
+
+
+def check_log_cluster(jobs: pl.DataFrame, given: str | None, fmt: str | None) -> None:
+    """Refuse a chunk whose rows name clusters other than the one given on the command line:
+    a log that names its cluster keeps that name (the load's identity), so say both and what to do."""
+    if given is None or not jobs.height:
+        return
+    other = sorted(set(jobs["cluster"].drop_nulls().unique().to_list()) - {given})
+    if other:
+        named = ", ".join(other)
+        raise ClusterMismatchError(
+            f"the log names its cluster {named} (its {fmt or 'sacct'} cluster field) but --cluster says {given}: a log "
+            f"that names its cluster is loaded under that name; drop --cluster (or give --cluster {other[0]}) to load "
+            f"it as {named}, or export it again with the name you want in its Cluster column")
 
 
 
@@ -116,6 +137,8 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
         else:
             bad = bad_lines.with_columns(pl.lit(None, dtype=pl.Utf8).alias("raw"))
         q = pl.concat([q, bad.select(pl.col("source_line").alias("line_no"), "raw", "reason")], how="vertical_relaxed")
+    if opts.cluster_must_match:
+        check_log_cluster(jobs, opts.cluster, jobs["source_format"][0] if jobs.height else None)
     if redact is not None and q.height:
         q = redact(q)
     rows = None

@@ -82,7 +82,7 @@ def _keep_freed_memory() -> None:
 
 def ingest_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, globs, directories; .gz is read transparently.")],
-    cluster: Annotated[Optional[str], typer.Option(help="Cluster name (default: from the log, else the file name).")] = None,
+    cluster: Annotated[Optional[str], typer.Option(help="Cluster name of logs that carry none (SWF, PBS, SGE, LSF; default: the file name); a log that names its cluster (sacct) is refused when that name differs.")] = None,
     fmt: Annotated[str, typer.Option("--format", help="auto|sacct|sacct-json|pbs|swf|sge|lsf (uge = sge); for node placement openb-nodes|openb-pods|prom-text|prom-range")] = "auto",
     timezone: Annotated[str, typer.Option(help="Time zone of local times in the logs (sacct, PBS).")] = "UTC",
     delimiter: Annotated[Optional[str], typer.Option(help="sacct field delimiter (any string, multi-byte too).")] = None,
@@ -117,7 +117,7 @@ def ingest_cmd(
     load_site_key(db, new_key=new_key, log=lambda m: typer.echo(m, err=True))
     opts = IngestOptions(cluster=cluster, fmt=fmt, timezone=timezone, delimiter=delimiter,
                          fields=[f.strip() for f in fields.split(",")] if fields else None, keep_names=keep_names,
-                         new_key=new_key, encoding=encoding)
+                         new_key=new_key, encoding=encoding, cluster_must_match=cluster is not None)
     if flow or api_configured():  # report to the user's Prefect server (or a temporary API), as a flow
         from metapilot.cli.batch import prefect_session
 
