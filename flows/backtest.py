@@ -101,12 +101,12 @@ def learn_fold(db: str | None, cluster: str, first: datetime, busy: list[datetim
     home = fold_home(db, cluster, origin, steps)
     record, fold_db = home / "fold.json", str(home / "warehouse.duckdb")
     if record.exists() and not relearn:
-        try:
-            fold = Fold.from_dict(json.loads(record.read_text()), fold_db)
+        fold, damage = reusable_fold(home)
+        if damage is None:
             log.info("fold at %s: its past has not changed since it was learned: reused (%s)", origin.date(), home)
             return fold
-        except (ValueError, KeyError, TypeError):  # a damaged record: learn again
-            pass
+        log.warning("fold at %s: the fold learned earlier is damaged (%s): learned again (%s)", origin.date(), damage,
+                    home)
     shutil.rmtree(home, ignore_errors=True)
     try:
         windows = split_history(first, origin, busy_weeks=[w for w in busy if w < origin])
@@ -119,6 +119,40 @@ def learn_fold(db: str | None, cluster: str, first: datetime, busy: list[datetim
         return Fold(origin, None, "failed", f"learning failed: {type(e).__name__}: {e}", fold_db)
     record.write_text(json.dumps(fold.to_dict()) + "\n")  # last: a fold without it is learned again
     return fold
+
+
+def reusable_fold(home: Path) -> tuple["Fold | None", str | None]:
+    """(the fold learned earlier in `home`, None) when it can be used as it is, else (None, what is
+    damaged): checked before any learning, since a fold's warehouse is only opened after all of it
+    (a damaged one, with its record intact, failed the whole walk forward at the end)."""
+    from metapilot.models.evaluation.backtest import Fold
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.policy_store import policy_row
+
+    record, fold_db = home / "fold.json", home / "warehouse.duckdb"
+    try:
+        fold = Fold.from_dict(json.loads(record.read_text()), str(fold_db))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        return None, f"its fold.json cannot be read ({type(e).__name__})"
+    if not fold_db.is_file():
+        return None, "its warehouse.duckdb is missing"
+    try:
+        con = connect(str(fold_db), read_only=True)
+    except Exception as e:  # noqa: BLE001 - whatever DuckDB says of a damaged file, the fold is learned again
+        return None, f"its warehouse cannot be opened ({type(e).__name__}: {str(e).splitlines()[0][:160]})"
+    try:
+        row = policy_row(con, fold.policy_id) if fold.policy_id else None
+    except Exception as e:  # noqa: BLE001 - a missing table or row: the same
+        return None, f"its policy {fold.policy_id} cannot be read from its warehouse ({type(e).__name__})"
+    finally:
+        con.close()
+    if row is not None:
+        from metapilot.models.evaluation.heldout import load_controller
+
+        _, _, why = load_controller(row, str(fold_db))
+        if why:
+            return None, why
+    return fold, None
 
 
 def prune_folds(db: str | None, cluster: str, keep: list[str | None]) -> None:
@@ -138,7 +172,7 @@ def local_fold_runner(db: str | None, cluster: str, origins: list[datetime], ste
     time of two in turn. None when at most one fold is to be learned: starting workers costs more."""
     from metapilot.ground.cores import workers
 
-    new = [t for t in origins if relearn or not (fold_home(db, cluster, t, steps) / "fold.json").exists()]
+    new = [t for t in origins if relearn or reusable_fold(fold_home(db, cluster, t, steps))[1] is not None]
     n = min(workers(), len(new))
     return f"local:{n}" if n > 1 else None
 

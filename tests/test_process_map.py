@@ -35,15 +35,20 @@ def test_too_few_items_run_here():
 
 
 def test_folds_learn_side_by_side_only_when_more_than_one_is_new(tmp_path, monkeypatch):
+    import json
+
     from metapilot.flows import backtest
+    from metapilot.warehouse.db import connect
 
     monkeypatch.setattr(backtest, "fold_home", lambda db, cluster, t, steps: tmp_path / t.strftime("%Y-%m-%d"))
     origins = [datetime(2024, m, 1, tzinfo=timezone.utc) for m in (1, 2, 3)]
     monkeypatch.setenv("METAPILOT_WORKERS", "2")
     assert backtest.local_fold_runner(None, "c", origins, 10, relearn=False) == "local:2"
     for t in origins[:2]:  # learned by an earlier walk forward: reused, not learned again
-        (tmp_path / t.strftime("%Y-%m-%d")).mkdir()
-        (tmp_path / t.strftime("%Y-%m-%d") / "fold.json").write_text("{}")
+        home = tmp_path / t.strftime("%Y-%m-%d")
+        home.mkdir()
+        connect(str(home / "warehouse.duckdb")).close()
+        (home / "fold.json").write_text(json.dumps({"origin": t.isoformat(), "policy_id": None, "gate": "fixed"}))
     assert backtest.local_fold_runner(None, "c", origins, 10, relearn=False) is None
     assert backtest.local_fold_runner(None, "c", origins, 10, relearn=True) == "local:2"
     monkeypatch.setenv("METAPILOT_WORKERS", "1")
