@@ -49,6 +49,7 @@ class ParseOptions:
     chunk_bytes: int = CHUNK_BYTES
     encoding: str | None = None  # None: UTF-8
     detected: str | None = None  # filled in by iter_parse
+    mem_unit: str = "kb"  # SWF's memory fields: kb (the standard), b (Alea's extended SWF) or mb
 
 
 def undecodable_reason(encoding: str | None) -> str:
@@ -119,7 +120,7 @@ def _chunk_parser(fmt: str, head: list[str], opts: ParseOptions):
         from metapilot.transforms.swf import parse_swf_chunk, parse_swf_header
 
         header = parse_swf_header(head)
-        return lambda chunk: parse_swf_chunk(chunk, header, opts.cluster)
+        return lambda chunk: parse_swf_chunk(chunk, header, opts.cluster, opts.mem_unit)
     if fmt == "pbs":
         from metapilot.transforms.pbs import parse_pbs_chunk
 

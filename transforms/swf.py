@@ -245,10 +245,16 @@ def _known(name: str) -> pl.Expr:
     return pl.when(v >= 0).then(v.floor().cast(pl.Int64))
 
 
-def _mem_total_mib(kb_per_proc: str, procs: pl.Expr) -> pl.Expr:
-    """KB per processor x processors, in MiB (rounded); null when either is unknown."""
+# The unit of the memory fields: KB by the standard; some logs (Alea's extended SWF) hold bytes.
+MEM_UNITS_KB = {"kb": 1.0, "b": 1 / 1024, "mb": 1024.0}
+
+
+def _mem_total_mib(kb_per_proc: str, procs: pl.Expr, kb_per_unit: float = 1.0) -> pl.Expr:
+    """Memory per processor (KB, or `kb_per_unit` KB per unit) x processors, in MiB (rounded);
+    null when either is unknown."""
     kb = pl.col(f"{kb_per_proc}_f")
-    return pl.when((kb >= 0) & procs.is_not_null()).then((kb * procs / 1024).round(0).cast(pl.Int64, strict=False))
+    return pl.when((kb >= 0) & procs.is_not_null()).then(
+        (kb * kb_per_unit * procs / 1024).round(0).cast(pl.Int64, strict=False))
 
 
 def _dedupe_jobs(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -261,7 +267,7 @@ def _dedupe_jobs(rows: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     return kept, rows.height - kept.height
 
 
-def _jobs_from_fields(rows: pl.DataFrame, header: SwfHeader, cluster: str) -> pl.DataFrame:
+def _jobs_from_fields(rows: pl.DataFrame, header: SwfHeader, cluster: str, kb_per_unit: float = 1.0) -> pl.DataFrame:
     """Canonical columns from validated numeric SWF fields."""
     t0 = header.unix_start_time or 0
     alloc = _known("alloc_procs")
@@ -295,9 +301,9 @@ def _jobs_from_fields(rows: pl.DataFrame, header: SwfHeader, cluster: str) -> pl
         run.alias("run_s"),
         _known("req_time").alias("timelimit_s"),
         req.alias("req_cpus"),
-        _mem_total_mib("req_mem_kb", pl.coalesce(req, alloc)).alias("req_mem_mib"),
+        _mem_total_mib("req_mem_kb", pl.coalesce(req, alloc), kb_per_unit).alias("req_mem_mib"),
         alloc.alias("alloc_cpus"),
-        _mem_total_mib("used_mem_kb", alloc).alias("alloc_mem_mib"),
+        _mem_total_mib("used_mem_kb", alloc, kb_per_unit).alias("alloc_mem_mib"),
     ).collect()
     return conform(out)
 
@@ -324,12 +330,13 @@ def _job_number_warning(jobs: pl.DataFrame, header: SwfHeader) -> list[str]:
     return []
 
 
-def parse_swf_chunk(chunk: pl.DataFrame, header: SwfHeader, cluster: str) -> ParseResult:
+def parse_swf_chunk(chunk: pl.DataFrame, header: SwfHeader, cluster: str, mem_unit: str = "kb") -> ParseResult:
     """Parse one chunk (`line_no`, `line`) of an SWF file into canonical job rows.
 
     Header-derived output (capacity, missing UnixStartTime) comes with the chunk that holds line 1,
     so a multi-chunk file reports it once; data-derived warnings come with every chunk.
     The whole-file job count check is `swf_count_warning`, called by the ingest after the last chunk.
+    `mem_unit`: the unit of the memory fields (`MEM_UNITS_KB`; KB by the standard).
     """
     lines = chunk.select(
         pl.col("line_no").cast(pl.Int64),
@@ -344,7 +351,7 @@ def parse_swf_chunk(chunk: pl.DataFrame, header: SwfHeader, cluster: str) -> Par
     bad = rows.filter(~pl.col("_ok"))
     quarantine = _quarantine_bad(bad) if bad.height else empty_quarantine()
     good, merged = _dedupe_jobs(rows.filter(pl.col("_ok")))
-    jobs = _jobs_from_fields(good, header, cluster)
+    jobs = _jobs_from_fields(good, header, cluster, MEM_UNITS_KB[mem_unit])
 
     warnings: list[str] = []
     capacity: list[dict] = []

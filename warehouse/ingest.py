@@ -51,6 +51,7 @@ from metapilot.warehouse.ingest_stage import (
     identify_file,
     stage_file,
 )
+from metapilot.warehouse.oversize import oversize_warnings
 from metapilot.warehouse.placement_ingest import load_placement_file, placement_format
 from metapilot.warehouse.secret import SiteKeyError, check_and_record_key
 
@@ -548,6 +549,8 @@ def ingest_batch(paths: list[str], db: str | Path | None = None, opts: IngestOpt
             try:
                 _cap_memory(con)  # a new connection each time: nothing to restore
                 warnings = infer_missing_capacity(con)
+                loaded = {c for r in reports if r.outcome == "loaded" for c in (r.cluster or "").split(",") if c}
+                warnings += oversize_warnings(con, sorted(loaded))
             finally:
                 con.close()
     for w in warnings:

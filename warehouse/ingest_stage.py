@@ -43,6 +43,7 @@ class IngestOptions:
     # `ingest --cluster`: a log naming another cluster (sacct's Cluster column) is refused, naming
     # both, rather than loaded under its own name while the option is silently ignored (issue 54)
     cluster_must_match: bool = False
+    mem_unit: str = "kb"  # the unit of SWF's memory fields (transforms.swf.MEM_UNITS_KB)
 
 
 class ClusterMismatchError(ValueError):
@@ -277,7 +278,7 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
     cluster_default = opts.cluster or default_cluster_name(path)
     popts = ParseOptions(fmt=opts.fmt, cluster=cluster_default, timezone=opts.timezone,
                          delimiter=opts.delimiter, fields=opts.fields,
-                         chunk_bytes=opts.chunk_bytes, encoding=opts.encoding)
+                         chunk_bytes=opts.chunk_bytes, encoding=opts.encoding, mem_unit=opts.mem_unit)
     tot = StageTotals()
     name_cache = NameCache()
     redact = _redactor(path, popts, opts, key, name_cache)

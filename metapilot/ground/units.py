@@ -17,3 +17,13 @@ def fmt_duration(s: float | None) -> str:
     if a < 172_800:
         return f"{s / 3600:,.1f} h"
     return f"{s / 86400:,.1f} d"
+
+
+def fmt_mib(mib: float | None) -> str:
+    """A memory size given in MiB, in the largest binary unit that keeps it above 1 (40.0 TiB)."""
+    if mib is None:
+        return "unknown"
+    for unit, scale in (("PiB", 1024.0**3), ("TiB", 1024.0**2), ("GiB", 1024.0)):
+        if abs(mib) >= scale:
+            return f"{mib / scale:,.1f} {unit}"
+    return f"{mib:,.0f} MiB"

@@ -43,7 +43,11 @@ class Outcome:
 
     @classmethod
     def of(cls, name: str, metrics: Mapping[str, float]) -> Outcome:
-        """From a `models.simulator.metrics.overall` row (mean_wait, max_wait, mean_bsld)."""
+        """From a `models.simulator.metrics.overall` row (mean_wait, max_wait, mean_bsld). A replay
+        that finished no job has no figures: said as such, not as `float(None)` (issue 54)."""
+        if any(metrics.get(k) is None for k in ("mean_wait", "max_wait", "mean_bsld")):
+            raise ValueError(f"the replay under {name} finished no job, so it has no waits to compare: no job of the "
+                             "window fits the cluster's capacity, or none ran (`metapilot simulate` says which)")
         return cls(name, float(metrics["mean_wait"]), float(metrics["max_wait"]), float(metrics["mean_bsld"]))
 
 

@@ -37,6 +37,7 @@ from metapilot.models.simulator.policies import policy_code, static_scores
 from metapilot.models.simulator.queues import reorder_queues
 from metapilot.models.simulator.epoch_step import epoch_step
 from metapilot.models.simulator.rollout import rollout_costs, view_rollout_costs
+from metapilot.models.simulator.runnable import runnable
 from metapilot.models.simulator.snapshot import ViewSpace, seed_planning_view, seed_view, view_space
 from metapilot.models.simulator.switch import switch_setting
 from metapilot.models.simulator.state import (
@@ -153,7 +154,7 @@ class Engine:
         need = np.stack([workload.cores, workload.gpus, workload.mem], axis=1).astype(np.float64)
         cap = capacity.matrix
         pool = capacity.pool_index(workload.partitions)[workload.partition]
-        fits = (pool >= 0) & np.all(need <= cap[pool], axis=1)  # (pool -1 reads the last row: masked)
+        fits = runnable(workload, capacity)
         self.cannot_fit = np.flatnonzero(~fits)
         pool = np.where(fits, pool, 0).astype(np.int64)
         submit = np.ascontiguousarray(workload.submit, dtype=np.float64)

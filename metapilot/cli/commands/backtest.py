@@ -63,9 +63,13 @@ def backtest_cmd(
     try:
         from metapilot.flows.backtest import plan_origins
 
-        name, *_ = plan_origins(db, cluster, every_w, warmup_w, t_from, t_to)  # a too-short log: refused before any work
+        name, first, _, origins, span_end = plan_origins(db, cluster, every_w, warmup_w, t_from, t_to)  # a too-short log: refused before any work
+        why = _nothing_runs(db, name, [first, *origins, span_end])
     except (LookupError, ValueError) as e:
         console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    if why is not None:  # every fold would replay nothing: refused before any learning (issue 54)
+        console.print(f"[red]error:[/red] {why}", highlight=False)
         raise typer.Exit(2)
     with prefect_session(db):
         from metapilot.flows.backtest import backtest_flow
@@ -81,6 +85,18 @@ def backtest_cmd(
         Path(json_out).write_text(json.dumps(json_safe(out), indent=2, default=str, allow_nan=False) + "\n",
                                   encoding="utf-8")
         console.print(f"JSON: {json_out}")
+
+
+def _nothing_runs(db: str | None, cluster: str, bounds: list) -> str | None:
+    """The first window (the warm-up past, then each period) whose jobs cannot run on the capacity."""
+    from metapilot.cli.runnable import first_unrunnable
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        return first_unrunnable(con, cluster, bounds)
+    finally:
+        con.close()
 
 
 def _f(v, fmt: str) -> str:

@@ -26,6 +26,10 @@ def capacity_cmd(
         con = connect(db)
         n = store_capacity_config(con, rows)
         typer.echo(f"loaded {n} capacity rows from {config}")
+        from metapilot.warehouse.oversize import oversize_warnings
+
+        for w in oversize_warnings(con, sorted({r["cluster"] for r in rows})):
+            typer.echo(f"warning: {w}", err=True)
     else:
         con = connect(db, read_only=True)
     print_frame(capacity_listing(con), title="Capacity")

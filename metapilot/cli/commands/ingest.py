@@ -80,6 +80,16 @@ def _keep_freed_memory() -> None:
         os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:5000,muzzy_decay_ms:5000")
 
 
+def _mem_unit(value: str) -> str:
+    """--mem-unit, refused before any work when it is not one of SWF's memory units."""
+    from metapilot.transforms.swf import MEM_UNITS_KB
+
+    unit = value.strip().lower()
+    if unit not in MEM_UNITS_KB:
+        raise typer.BadParameter(f"takes one of {', '.join(MEM_UNITS_KB)}, got {value!r}", param_hint="--mem-unit")
+    return unit
+
+
 def ingest_cmd(
     paths: Annotated[list[str], typer.Argument(help="Files, globs, directories; .gz is read transparently.")],
     cluster: Annotated[Optional[str], typer.Option(help="Cluster name of logs that carry none (SWF, PBS, SGE, LSF; default: the file name); a log that names its cluster (sacct) is refused when that name differs.")] = None,
@@ -87,6 +97,7 @@ def ingest_cmd(
     timezone: Annotated[str, typer.Option(help="Time zone of local times in the logs (sacct, PBS).")] = "UTC",
     delimiter: Annotated[Optional[str], typer.Option(help="sacct field delimiter (any string, multi-byte too).")] = None,
     fields: Annotated[Optional[str], typer.Option(help="Column names of headerless sacct output, comma-separated.")] = None,
+    mem_unit: Annotated[str, typer.Option("--mem-unit", help="Unit of SWF's memory fields: kb (the standard), b (bytes, as in Alea's extended SWF) or mb.")] = "kb",
     encoding: Annotated[Optional[str], typer.Option(help="Text encoding of the logs (default utf-8), e.g. latin-1 for older sites' logs; a file loaded before with undecodable lines is loaded again.")] = None,
     keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes (refused on a warehouse that holds hashed names, unless --mix-names).")] = False,
     mix_names: Annotated[bool, typer.Option("--mix-names", help="With --keep-names: store raw names beside the hashed ones already in the warehouse (those users become identifiable).")] = False,
@@ -107,6 +118,7 @@ def ingest_cmd(
 
     refuse_switch_values(paths, "--keep-names, --mix-names, --new-key, --flow")  # `--keep-names true`
     timezone_option(timezone)  # a bad option is refused before any file is read or recorded
+    mem_unit = _mem_unit(mem_unit)
     if keep_names and not mix_names:
         _refuse_raw_beside_hashed(db)
     expand_paths_checked(paths)  # nothing to load, a missing key: say so before starting anything
@@ -117,7 +129,8 @@ def ingest_cmd(
     load_site_key(db, new_key=new_key, log=lambda m: typer.echo(m, err=True))
     opts = IngestOptions(cluster=cluster, fmt=fmt, timezone=timezone, delimiter=delimiter,
                          fields=[f.strip() for f in fields.split(",")] if fields else None, keep_names=keep_names,
-                         new_key=new_key, encoding=encoding, cluster_must_match=cluster is not None)
+                         new_key=new_key, encoding=encoding, cluster_must_match=cluster is not None,
+                         mem_unit=mem_unit)
     if flow or api_configured():  # report to the user's Prefect server (or a temporary API), as a flow
         from metapilot.cli.batch import prefect_session
 

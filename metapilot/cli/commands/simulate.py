@@ -59,6 +59,15 @@ def simulate_cmd(
         raise typer.Exit(2)
     capacity = Capacity.from_rows(cap_rows)
     workload = normalise(jobs, w_from)
+    from metapilot.models.simulator.runnable import nothing_runs
+
+    where = f"{cluster}" + (f"/{partition}" if partition else "") + (
+        f" submitted {start or 'from the first'} to {end or 'the last'}" if start or end else "")
+    why = nothing_runs(workload, capacity, where)
+    if why is not None:  # a replay would finish nothing: every figure empty (issue 54)
+        con.close()
+        console.print(f"[red]error:[/red] {why}", markup=True, highlight=False)
+        raise typer.Exit(2)
     runs = list(BASELINES) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:
