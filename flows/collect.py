@@ -11,6 +11,7 @@ from datetime import datetime
 from metapilot.flows.ingest import ingest_flow
 from metapilot.transforms.sacct import XDMOD_FIELDS
 from metapilot.warehouse.collect import (
+    collect_overlap,
     collected_path,
     find_sacct,
     plan_window,
@@ -37,17 +38,20 @@ def sacct_task(args: list[str], out: str) -> dict:
 
 @flow(name="collect", log_prints=True)
 def collect_flow(cluster: str, db: str | None = None, since: datetime | None = None,
-                 until: datetime | None = None, sacct: str | None = None, keep_names: bool = False) -> dict:
-    """Collect one Slurm cluster: sacct over [cursor or `since`, `until` or now), then ingest.
+                 until: datetime | None = None, sacct: str | None = None, keep_names: bool = False,
+                 overlap: str | None = None) -> dict:
+    """Collect one Slurm cluster: sacct over [the cursor less `overlap` (a late record is still
+    collected; $METAPILOT_COLLECT_OVERLAP, else one hour) or `since`, `until` or now), then ingest.
 
     Returns what was asked and loaded: cluster, start, end, cursor, command, file, lines and the
     ingest reports; `outcome` is `loaded`, `skipped` (same output as an earlier collect),
     `nothing` (no time after the cursor, or no jobs in the window). Raises SacctError when sacct
     fails (the warehouse is then unchanged)."""
     log = get_run_logger()
-    window = plan_window(db, cluster, since, until)
+    window = plan_window(db, cluster, since, until, overlap=collect_overlap(overlap))
     out: dict = {"cluster": cluster, "start": sacct_time(window.start), "end": sacct_time(window.end),
-                 "cursor": sacct_time(window.cursor) if window.cursor else None, "command": None, "file": None,
+                 "cursor": sacct_time(window.cursor) if window.cursor else None,
+                 "overlap_s": int(window.overlap.total_seconds()), "command": None, "file": None,
                  "lines": 0, "reports": [], "outcome": "nothing", "message": None}
     if window.empty:
         out["message"] = (f"nothing to collect: the window ends ({out['end']} UTC) at or before it starts "
@@ -85,7 +89,8 @@ def clusters_to_collect(clusters: list[str] | None) -> list[str]:
 
 
 @flow(name="collect_all")
-def collect_all_flow(clusters: list[str] | None = None, db: str | None = None, sacct: str | None = None) -> list[dict]:
+def collect_all_flow(clusters: list[str] | None = None, db: str | None = None, sacct: str | None = None,
+                     overlap: str | None = None) -> list[dict]:
     """Hourly: collect every cluster named (or in $METAPILOT_COLLECT_CLUSTERS). A cluster whose
     sacct fails is reported and the others still run; the flow fails at the end if any did."""
     names = clusters_to_collect(clusters)
@@ -97,7 +102,7 @@ def collect_all_flow(clusters: list[str] | None = None, db: str | None = None, s
     results, errors = [], []
     for c in names:
         try:
-            results.append(collect_flow(c, db=db, sacct=sacct))
+            results.append(collect_flow(c, db=db, sacct=sacct, overlap=overlap))
         except Exception as e:  # noqa: BLE001 - one cluster's failure must not stop the others
             log.error("%s: %s", c, e)
             errors.append(f"{c}: {e}")

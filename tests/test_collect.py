@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -44,6 +44,7 @@ def standin(tmp_path, monkeypatch):
     monkeypatch.setenv("SACCT_STANDIN_DATA", str(data))
     monkeypatch.setenv("SACCT_STANDIN_LOG", str(log))
     monkeypatch.delenv("SACCT_STANDIN_FAIL", raising=False)
+    monkeypatch.delenv("METAPILOT_COLLECT_OVERLAP", raising=False)
     return [ln.rstrip("\n").split("|") for ln in lines], log
 
 
@@ -104,7 +105,7 @@ def test_sacct_command_is_xdmods():
 
 def test_collect_twice_gives_every_job_once_and_asks_from_the_cursor(tmp_path, standin):
     from metapilot.flows.collect import collect_flow
-    from metapilot.warehouse.collect import EARLIEST, collect_cursor, sacct_time
+    from metapilot.warehouse.collect import DEFAULT_OVERLAP, EARLIEST, collect_cursor, sacct_time
     from metapilot.warehouse.db import connect
 
     rows, log = standin
@@ -124,7 +125,8 @@ def test_collect_twice_gives_every_job_once_and_asks_from_the_cursor(tmp_path, s
 
     second = collect_flow("pozidriv", db=db, until=T2)
     calls = _calls(log)
-    assert len(calls) == 2 and calls[1]["--starttime"] == sacct_time(cursor)  # from the cursor, not from scratch
+    # from the cursor less the safety margin (issue 54), not from scratch
+    assert len(calls) == 2 and calls[1]["--starttime"] == sacct_time(cursor - DEFAULT_OVERLAP)
     assert second["outcome"] == "loaded" and second["cursor"] == sacct_time(cursor)
 
     con = connect(db, read_only=True)
@@ -236,3 +238,70 @@ def test_a_failing_collect_is_one_error_line_without_prefects_echo(tmp_path, sta
     assert res.exit_code == 2, out
     assert out.count("sacct exited with status 1") == 1, out
     assert "| ERROR" not in out and "Finished in state Failed" not in out, out
+
+
+def _late_record(rows: list[list[str]]) -> tuple[list[list[str]], list[str]]:
+    """The jobs over by T1, and among them one that ended within the hour before the last end: its
+    record reaches sacct only after the first collect (slurmdbd wrote it late)."""
+    done = [c for c in rows if c[13] not in ("Unknown", "None") and _ts(c[13]) <= T1]
+    last = max(_ts(c[13]) for c in done)
+    late = next(c for c in sorted(done, key=lambda c: _ts(c[13]), reverse=True)
+                if last - timedelta(hours=1) <= _ts(c[13]) < last)
+    return done, late
+
+
+@pytest.mark.parametrize("overlap, collected", [(None, True), ("0", False), ("2h", True)])
+def test_a_record_that_reaches_sacct_late_is_collected_by_the_overlap(tmp_path, standin, monkeypatch, overlap, collected):
+    """Issue 54, item 2: the window opens a margin before the cursor, so a job that ended before
+    the cursor but whose record arrived after the collect that should have seen it is collected;
+    with no margin (`--overlap 0`) it is lost for good, as before."""
+    from metapilot.flows.collect import collect_flow
+    from metapilot.warehouse.collect import collect_cursor
+    from metapilot.warehouse.db import connect
+
+    rows, log = standin
+    done, late = _late_record(rows)
+    data = tmp_path / "sacct-data.txt"
+    data.write_text("".join("|".join(c) + "\n" for c in done if c is not late))
+    db = str(tmp_path / "m.duckdb")
+    collect_flow("pozidriv", db=db, until=T1, overlap=overlap)
+    con = connect(db, read_only=True)
+    cursor = collect_cursor(con, "pozidriv")
+    con.close()
+    assert _ts(late[13]) < cursor  # ended before the cursor: a window from the cursor misses it
+    data.write_text("".join("|".join(c) + "\n" for c in done))  # the late record has arrived
+    second = collect_flow("pozidriv", db=db, until=T2, overlap=overlap)
+    assert second["outcome"] == "loaded" or not collected
+    con = connect(db, read_only=True)
+    got = con.execute("SELECT count(*) FROM jobs WHERE job_id = ?", [late[0]]).fetchall()[0][0]
+    total, distinct = con.execute("SELECT count(*), count(DISTINCT (job_id, submit_time)) FROM jobs").fetchall()[0]
+    con.close()
+    assert got == (1 if collected else 0)
+    assert total == distinct == len(done) - (0 if collected else 1)  # the overlap's jobs merged, never doubled
+
+
+def test_overlap_option_and_environment(monkeypatch):
+    from metapilot.warehouse.collect import DEFAULT_OVERLAP, collect_overlap, parse_overlap
+
+    assert parse_overlap("90m") == timedelta(minutes=90) and parse_overlap("0") == timedelta(0)
+    assert parse_overlap("3600") == timedelta(hours=1) and parse_overlap(" 1d ") == timedelta(days=1)
+    with pytest.raises(ValueError, match="30m, 2h or 1d"):
+        parse_overlap("an hour")
+    monkeypatch.delenv("METAPILOT_COLLECT_OVERLAP", raising=False)
+    assert collect_overlap() == DEFAULT_OVERLAP == timedelta(hours=1)
+    monkeypatch.setenv("METAPILOT_COLLECT_OVERLAP", "2h")
+    assert collect_overlap() == timedelta(hours=2) and collect_overlap("5m") == timedelta(minutes=5)
+
+
+def test_plan_window_opens_before_the_cursor_only(tmp_path, standin):
+    from metapilot.flows.collect import collect_flow
+    from metapilot.warehouse.collect import EARLIEST, plan_window
+
+    db = str(tmp_path / "m.duckdb")
+    fresh = plan_window(db, "pozidriv", until=T1, overlap=timedelta(hours=3))
+    assert fresh.start == EARLIEST and fresh.overlap == timedelta(0)  # no data: nothing to overlap
+    collect_flow("pozidriv", db=db, until=T1)
+    w = plan_window(db, "pozidriv", until=T2, overlap=timedelta(hours=3))
+    assert w.start == w.cursor - timedelta(hours=3) and w.overlap == timedelta(hours=3)
+    since = datetime(2016, 12, 1, tzinfo=timezone.utc)
+    assert plan_window(db, "pozidriv", since=since, until=T2, overlap=timedelta(hours=3)).start == since  # --since is exact

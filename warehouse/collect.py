@@ -15,17 +15,23 @@ time) and identical output is recognised by its hash; a clock that is late or re
 move the cursor, and a window that does not open after the cursor asks sacct for nothing.
 Without data (or with `--since`) the start is the given time, else 1970-01-02 (XDMoD's choice:
 sacct with epoch 0 and TZ=UTC returns nothing).
+
+A job's record can reach sacct's time-window query after the window that should have held it
+(slurmdbd writes it late): so a window from the cursor opens a safety margin before it (`--overlap`,
+$METAPILOT_COLLECT_OVERLAP, one hour by default; issue 54). The jobs seen again merge
+idempotently (same key), so the overlap costs a longer sacct query, never a duplicate.
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from metapilot.transforms.sacct import XDMOD_FIELDS
@@ -37,6 +43,9 @@ SACCT_FLAGS: tuple[str, ...] = ("--allusers", "--parsable2", "--noheader", "--al
 SACCT_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
 EARLIEST = datetime(1970, 1, 2, tzinfo=timezone.utc)
 STDERR_SHOWN = 2000  # characters of sacct's error output in a message
+DEFAULT_OVERLAP = timedelta(hours=1)  # a window from the cursor starts this much before it
+OVERLAP_ENV = "METAPILOT_COLLECT_OVERLAP"
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 class SacctError(RuntimeError):
@@ -52,6 +61,7 @@ class CollectWindow:
     end: datetime
     cursor: datetime | None  # derived from the data (None: no data for the cluster yet)
     since_given: bool
+    overlap: timedelta = timedelta(0)  # how far before the cursor the window opens
 
     @property
     def empty(self) -> bool:
@@ -62,6 +72,22 @@ def parse_time(text: str) -> datetime:
     """A time the user gives (--since/--until): ISO date or date-time, UTC unless it says."""
     t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def parse_overlap(text: str) -> timedelta:
+    """A safety margin such as 90m, 2h, 1d or 3600 (seconds); ValueError says what is expected."""
+    m = re.fullmatch(r"\s*(\d+)\s*([smhd]?)\s*", text or "")
+    if not m:
+        raise ValueError(f"an overlap is a duration such as 30m, 2h or 1d (0: none), got {text!r}")
+    return timedelta(seconds=int(m.group(1)) * _UNIT_S[m.group(2) or "s"])
+
+
+def collect_overlap(given: str | timedelta | None = None) -> timedelta:
+    """The overlap to use: the one given, else $METAPILOT_COLLECT_OVERLAP, else DEFAULT_OVERLAP."""
+    if isinstance(given, timedelta):
+        return given
+    text = given if given is not None else os.environ.get(OVERLAP_ENV)
+    return DEFAULT_OVERLAP if text is None or not text.strip() else parse_overlap(text)
 
 
 def sacct_time(t: datetime) -> str:
@@ -88,8 +114,10 @@ def collect_cursor(con, cluster: str) -> datetime | None:
 
 
 def plan_window(db: str | Path | None, cluster: str, since: datetime | None = None,
-                until: datetime | None = None, now: datetime | None = None) -> CollectWindow:
-    """The window to ask sacct for: [since, or the cursor, or 1970-01-02; until, or now)."""
+                until: datetime | None = None, now: datetime | None = None,
+                overlap: timedelta | None = None) -> CollectWindow:
+    """The window to ask sacct for: [since, or the cursor less `overlap` (`collect_overlap`), or
+    1970-01-02; until, or now)."""
     cursor = None
     if db_path(db).exists():
         from metapilot.warehouse.db import connect
@@ -100,8 +128,10 @@ def plan_window(db: str | Path | None, cluster: str, since: datetime | None = No
         finally:
             con.close()
     end = (until or now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
-    start = since or cursor or EARLIEST
-    return CollectWindow(cluster, start.astimezone(timezone.utc).replace(microsecond=0), end, cursor, since is not None)
+    margin = collect_overlap(overlap) if since is None and cursor is not None else timedelta(0)
+    start = since or (max(cursor - margin, EARLIEST) if cursor is not None else EARLIEST)
+    return CollectWindow(cluster, start.astimezone(timezone.utc).replace(microsecond=0), end, cursor, since is not None,
+                         margin)
 
 
 def sacct_args(sacct: str, cluster: str, start: datetime, end: datetime) -> list[str]:
@@ -172,15 +202,26 @@ def run_sacct(args: list[str], out: Path, timeout_s: float | None = None) -> tup
 
 def window_after(window: CollectWindow, lines: int) -> str:
     """One line for people: what was asked and what came back."""
-    return (f"{window.cluster}: sacct {sacct_time(window.start)} .. {sacct_time(window.end)} UTC "
-            f"({'--since' if window.since_given else 'cursor' if window.cursor else 'no data yet'}): {lines:,} lines")
+    whence = "--since" if window.since_given else f"cursor less {_said(window.overlap)}" if window.cursor else "no data yet"
+    return f"{window.cluster}: sacct {sacct_time(window.start)} .. {sacct_time(window.end)} UTC ({whence}): {lines:,} lines"
+
+
+def _said(overlap: timedelta) -> str:
+    s = int(overlap.total_seconds())
+    for unit, n in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s and s % n == 0:
+            return f"{s // n}{unit} overlap"
+    return f"{s}s overlap"
 
 
 __all__ = [
     "EARLIEST",
+    "DEFAULT_OVERLAP",
     "CollectWindow",
     "SacctError",
     "collect_cursor",
+    "collect_overlap",
+    "parse_overlap",
     "collected_path",
     "find_sacct",
     "parse_time",
