@@ -55,6 +55,16 @@ def _ours(ids: list[str], first_of_ours: str) -> list[str]:
     return [i for i in ids if int(i) >= int(first_of_ours)]
 
 
+def _less_overlap(cursor: str) -> str:
+    """Where a window from `cursor` starts: the default safety margin before it (issue 54)."""
+    from datetime import datetime, timezone
+
+    from metapilot.warehouse.collect import DEFAULT_OVERLAP, EARLIEST, sacct_time
+
+    t = datetime.strptime(cursor, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return sacct_time(max(t - DEFAULT_OVERLAP, EARLIEST))
+
+
 def test_collect_twice_loads_every_real_job_once(tmp_path, slurm):
     from metapilot.flows.collect import collect_flow
 
@@ -75,7 +85,7 @@ def test_collect_twice_loads_every_real_job_once(tmp_path, slurm):
     out2 = collect_flow(slurm.cluster, db=db)
     seen = slurm.run("sacct", "-X", "-P", "-n", "-o", "jobid,submit,start,end,state", "--starttime", out2["start"],
                      "--endtime", out2["end"], check=False).stdout  # what sacct said, for the message
-    assert out2["cursor"] is not None and out2["start"] == out2["cursor"], "the second run asks from the cursor"
+    assert out2["cursor"] is not None and out2["start"] == _less_overlap(out2["cursor"]), "from the cursor less the overlap"
     assert out2["start"] > out1["start"]
     ids = _loaded(db, slurm.cluster)
     assert sorted(_ours(ids, first[0])) == sorted(first + second + [running]), f"each job exactly once: {out2['start']}..{out2['end']} {out2['reports']}; sacct now: {seen}"
@@ -84,3 +94,35 @@ def test_collect_twice_loads_every_real_job_once(tmp_path, slurm):
     out3 = collect_flow(slurm.cluster, db=db)  # nothing new: still each job once
     assert sorted(_loaded(db, slurm.cluster)) == sorted(ids)
     assert out3["start"] <= out2["end"]
+
+
+def test_a_job_the_first_collect_missed_is_collected_through_the_overlap(tmp_path, slurm, monkeypatch):
+    """Issue 54, item 2, against the real sacct: a job whose record reaches sacct after the collect
+    that should have seen it (here the first collect runs the real sacct through a filter that
+    holds that job's line back) and that ended before the cursor is collected by the next run,
+    whose window opens the overlap before the cursor; with no overlap sacct does not list it."""
+    import shutil
+
+    from metapilot.flows.collect import collect_flow
+
+    monkeypatch.delenv("METAPILOT_COLLECT_OVERLAP", raising=False)
+    db = str(tmp_path / "m.duckdb")
+    late = slurm.sbatch("-n", "1", "-t", "1", wrap="sleep 1")
+    _wait_done(slurm, [late])
+    last = slurm.sbatch("-n", "1", "-t", "1", wrap="sleep 3")  # ends later: the cursor
+    _wait_done(slurm, [last])
+    _wait_visible(slurm, [late, last])
+    real = shutil.which("sacct", path=slurm.env.get("PATH"))
+    behind = tmp_path / "sacct-behind"  # the real sacct before the late record reached it
+    behind.write_text(f"#!/bin/bash\nset -o pipefail\n{real} \"$@\" | awk -F'|' '$1 != \"{late}\"'\n")
+    behind.chmod(0o755)
+    first = collect_flow(slurm.cluster, db=db, sacct=str(behind))
+    ids = _loaded(db, slurm.cluster)
+    assert first["outcome"] == "loaded" and last in ids and late not in ids
+
+    none = collect_flow(slurm.cluster, db=db, overlap="0")
+    assert none["start"] == none["cursor"] and late not in _loaded(db, slurm.cluster), "lost without the overlap"
+    out = collect_flow(slurm.cluster, db=db)
+    assert out["start"] == _less_overlap(out["cursor"]) and out["overlap_s"] == 3600
+    ids = _loaded(db, slurm.cluster)
+    assert ids.count(late) == 1 and ids.count(last) == 1 and len(ids) == len(set(ids))
