@@ -102,3 +102,11 @@ def calls(state_path: Path) -> list[dict]:
 
 if __name__ == "__main__":
     _main()
+
+
+def band_factor(step: int, rank: int, n: int) -> int:
+    """The site factor a fresh layout gives rank `rank` of `n` in a group (models/steering/rank.py:
+    centred on the band's middle, GAP_STEPS steps apart)."""
+    from metapilot.models.steering.rank import GAP_STEPS, band_for
+
+    return int(round(band_for(step).mid + ((n - 1) / 2 - rank) * GAP_STEPS * step))

@@ -9,7 +9,7 @@ import time
 
 import polars as pl
 import pytest
-from steer_standin import calls, job, make_bin
+from steer_standin import band_factor, calls, job, make_bin
 from typer.testing import CliRunner
 
 from metapilot.cli.app import app
@@ -18,6 +18,8 @@ from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_conn
 from metapilot.models.steering.slurm_cli import SlurmCli, SlurmUnreachable
 
 NOW = time.time()
+# the fixture's four jobs (9, 3, 7, 5 min) by SJF at step 10: 2, 4, 3, 1, every one in the band
+SJF4 = {"2": band_factor(10, 0, 4), "4": band_factor(10, 1, 4), "3": band_factor(10, 2, 4), "1": band_factor(10, 3, 4)}
 
 
 @pytest.fixture
@@ -61,12 +63,12 @@ def test_one_cycle_sets_the_rule_order_in_one_scontrol_process(standin):
     state, _, db = standin
     s = _steerer(standin)
     out = s.cycle()
-    assert out.row["status"] == "ok" and out.row["changed"] == 3
-    assert _set(state) == {"2": 30, "4": 20, "3": 10}  # SJF: 3, 5, 7 min; job 1 (9 min) stays at 0
+    assert out.row["status"] == "ok" and out.row["changed"] == 4
+    assert _set(state) == SJF4  # SJF: 3, 5, 7, 9 min, a gap of 8 steps between ranks
     updates = [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
-    assert len(updates) == 1 and updates[0]["lines"] == 4  # three updates and `quit`
+    assert len(updates) == 1 and updates[0]["lines"] == 5  # four updates and `quit`
     steered = _table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id")
-    assert steered["job_id"].to_list() == ["2", "3", "4"]  # never the held (5) or the running (6) job
+    assert steered["job_id"].to_list() == ["1", "2", "3", "4"]  # never the held (5) or the running (6) job
     row = _table(db, "SELECT * FROM steer_cycles").row(0, named=True)
     assert row["objective"] == "SJF" and json.loads(row["rpc_counts"]) == {"REQUEST_UPDATE_JOB": 7}
     again = s.cycle()  # nothing moved: nothing sent
@@ -93,14 +95,14 @@ def test_a_job_gone_before_the_update_is_reported_and_the_others_set(standin):
     _update(state, vanish=[4])
     out = _steerer(standin).cycle()
     assert out.row["failed"] == 1 and "gone before the update" in out.line and "Invalid job id" in out.line
-    assert _set(state) == {"2": 30, "3": 10}
-    assert sorted(_table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL")["job_id"]) == ["2", "3"]
+    assert _set(state) == {j: v for j, v in SJF4.items() if j != "4"}
+    assert sorted(_table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL")["job_id"]) == ["1", "2", "3"]
 
 
 def test_dry_run_changes_nothing_and_records_the_shadow(standin):
     state, _, db = standin
     out = _steerer(standin, dry_run=True).cycle()
-    assert out.row["mode"] == "dry-run" and out.row["changed"] == 3
+    assert out.row["mode"] == "dry-run" and out.row["changed"] == 4
     assert _set(state) == {} and not [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
     assert _table(db, "SELECT count(*) AS n FROM steered_jobs")["n"][0] == 0
     shadow = _table(db, "SELECT job_id, rank FROM steer_shadow ORDER BY rank")
@@ -110,7 +112,7 @@ def test_dry_run_changes_nothing_and_records_the_shadow(standin):
 def test_release_sets_every_factor_back_to_zero_and_the_next_start_after_a_crash_releases(standin):
     state, bin_dir, db = standin
     _steerer(standin).cycle()
-    assert set(_set(state).values()) == {10, 20, 30}
+    assert _set(state) == SJF4
     # a crash: the process is gone, its jobs are still recorded as set; the next start releases them
     s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"), SteerOptions("mini", step=10))
     said = s.start()
@@ -119,7 +121,7 @@ def test_release_sets_every_factor_back_to_zero_and_the_next_start_after_a_crash
     assert _table(db, "SELECT count(*) AS n FROM steered_jobs WHERE released_at IS NULL")["n"][0] == 0
     s.cycle()
     out = s.release("--release")
-    assert out.row["status"] == "released" and out.row["changed"] == 3 and set(_set(state).values()) == {0}
+    assert out.row["status"] == "released" and out.row["changed"] == 4 and set(_set(state).values()) == {0}
 
 
 class _DiesAfterUpdate(SlurmCli):
@@ -143,9 +145,9 @@ def test_factors_set_just_before_a_crash_are_recorded_first_and_released_at_the_
     s.start()
     with pytest.raises(SystemExit):
         s.cycle()
-    assert set(_set(state).values()) == {10, 20, 30}  # set in Slurm, the cycle never recorded
+    assert _set(state) == SJF4  # set in Slurm, the cycle never recorded
     open_rows = _table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id")
-    assert open_rows["job_id"].to_list() == ["2", "3", "4"]  # written ahead of the update
+    assert open_rows["job_id"].to_list() == ["1", "2", "3", "4"]  # written ahead of the update
     said = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                    SteerOptions("mini", step=10)).start()
     assert any("without releasing" in x for x in said)
@@ -156,18 +158,18 @@ def test_factors_set_just_before_a_crash_are_recorded_first_and_released_at_the_
 def test_an_update_that_fails_whole_records_nothing_as_set_and_the_next_cycle_sets_again(standin):
     state, bin_dir, db = standin
     s = _steerer(standin)
-    assert s.cycle().row["changed"] == 3
+    assert s.cycle().row["changed"] == 4
     _update(state, jobs=json.loads(state.read_text())["jobs"] + [job(7, limit_min=2, submit=int(NOW) - 100)])
     live = s.slurm
     s.slurm = _UpdateUnreachable(bin_dir=str(bin_dir))
     out = s.cycle()
     assert out.row["status"] == "error" and "read back from Slurm: 0 of 1 set, 1 not set" in out.row["message"]
     current = _table(db, "SELECT job_id, site_factor FROM steered_jobs WHERE released_at IS NULL")
-    assert dict(zip(current["job_id"], current["site_factor"])) == {"2": 30, "3": 10, "4": 20}  # as before it
+    assert dict(zip(current["job_id"], current["site_factor"])) == SJF4  # as before it
     s.slurm = live
     assert s.cycle().row["changed"] == 1  # job 7 (2 min) goes on top; the others keep their places
     current = _table(db, "SELECT job_id, site_factor FROM steered_jobs WHERE released_at IS NULL")
-    assert dict(zip(current["job_id"], current["site_factor"])) == {"2": 30, "3": 10, "4": 20, "7": 40} == _set(state)
+    assert dict(zip(current["job_id"], current["site_factor"])) == {**SJF4, "7": SJF4["2"] + 80} == _set(state)
 
 
 def test_live_tail_guard_releases_pauses_and_goes_on(standin):
@@ -233,9 +235,9 @@ def test_ten_thousand_pending_batched_and_only_moved_jobs_change(tmp_path):
                 named_rule("SAF+EASY"), SteerOptions("mini", step=10, max_changes=20_000))
     s.start()
     first = s.cycle()
-    assert first.row["changed"] == 9_999 and first.row["failed"] == 0
+    assert first.row["changed"] == 10_000 and first.row["failed"] == 0
     updates = [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
-    assert len(updates) == 2 and sum(c["lines"] - 1 for c in updates) == 9_999
+    assert len(updates) == 2 and sum(c["lines"] - 1 for c in updates) == 10_000
     top = first.set.sort("site_factor", descending=True)["target"][0]
     doc = json.loads(state.read_text())
     for j in doc["jobs"]:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from steer_standin import job, make_bin
+from steer_standin import band_factor, job, make_bin
 from typer.testing import CliRunner
 
 from metapilot.cli.app import app
@@ -19,6 +19,8 @@ from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_conn
 from metapilot.models.steering.slurm_cli import SlurmCli
 
 NOW = time.time()
+# the fixture's four jobs (9, 3, 7, 5 min) by SJF at step 10: 2, 4, 3, 1, every one in the band
+SJF4 = {"2": band_factor(10, 0, 4), "4": band_factor(10, 1, 4), "3": band_factor(10, 2, 4), "1": band_factor(10, 3, 4)}
 META = {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}}}
 
 
@@ -61,7 +63,7 @@ def test_a_job_name_that_is_not_utf8_does_not_stop_steering(standin, name):
     s.start()
     out = s.cycle()
     assert out.row["status"] == "ok", out.line
-    assert _set(state) == {"2": 30, "4": 20, "3": 10}
+    assert _set(state) == SJF4
 
 
 def test_every_mode_reads_a_non_utf8_answer(standin):
@@ -151,7 +153,7 @@ def test_the_loop_exits_non_zero_when_its_release_fails(standin, monkeypatch):
     monkeypatch.setattr(Steerer, "cycle", _down_then_interrupt(state, Steerer.cycle))
     res = CliRunner().invoke(app, _args(bin_dir, db, "--step", "10", "--every", "1s"))
     assert "release error" in res.output and res.exit_code == 2, res.output
-    assert set(_set(state).values()) == {10, 20, 30}  # still set: the next start releases them
+    assert _set(state) == SJF4  # still set: the next start releases them
     res = CliRunner().invoke(app, _args(bin_dir, db, "--release"))  # Slurm still away
     assert res.exit_code == 2 and ("release error" in res.output or "Unable to contact" in res.output), res.output
     _update(state, mode="ok")
@@ -185,14 +187,14 @@ def test_consecutive_once_runs_carry_on_instead_of_releasing_as_a_crash(standin)
     state, bin_dir, db = standin
     args = _args(bin_dir, db, "--once", "--step", "10")
     first = CliRunner().invoke(app, args)
-    assert first.exit_code == 0 and _set(state) == {"2": 30, "4": 20, "3": 10}, first.output
+    assert first.exit_code == 0 and _set(state) == SJF4, first.output
     n_updates = len([c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]])
     second = CliRunner().invoke(app, args)
     assert second.exit_code == 0, second.output
     assert "without releasing" not in second.output and "crash" not in second.output
     assert "keep the site factors an earlier --once set" in second.output and "0 changed" in second.output
     assert len([c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]) == n_updates  # nothing sent
-    assert _set(state) == {"2": 30, "4": 20, "3": 10}
+    assert _set(state) == SJF4
     # a crash after a clean --once is still a crash: the next start releases
     s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                 SteerOptions("mini", step=10))
@@ -289,7 +291,7 @@ def test_a_future_dated_publish_hides_no_later_one_and_is_refused_when_latest(st
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--once", "--step", "10"))
     assert res.exit_code == 0 and "steering mini by SJF+EASY" in res.output, res.output
-    assert _set(state) == {"2": 30, "4": 20, "3": 10}
+    assert _set(state) == SJF4
 
 
 def test_an_old_decision_warns_and_max_age_refuses_it(standin):
@@ -365,12 +367,12 @@ def test_a_batch_that_fails_part_way_keeps_what_was_applied_recorded(standin):
     out = s.cycle()
     applied = _set(state)
     assert out.row["status"] == "error" and len(applied) == 1, out.line  # the first line went through
-    assert "read back from Slurm: 1 of 3 set, 2 not set" in out.row["message"]
+    assert "read back from Slurm: 1 of 4 set, 3 not set" in out.row["message"]
     assert _open_rows(db) == applied  # what Slurm carries is recorded; nothing else
     s.slurm.updates = 10  # Slurm answers again
     again = s.cycle()
-    assert again.row["status"] == "ok" and again.row["changed"] == 2, again.line
-    assert _set(state) == {"2": 30, "4": 20, "3": 10} == _open_rows(db)
+    assert again.row["status"] == "ok" and again.row["changed"] == 3, again.line
+    assert _set(state) == SJF4 == _open_rows(db)
 
 
 def test_factors_that_cannot_be_read_back_stay_recorded_and_are_sent_again(standin):
@@ -386,12 +388,12 @@ def test_factors_that_cannot_be_read_back_stay_recorded_and_are_sent_again(stand
                 SteerOptions("mini", step=10))
     s.start()
     out = s.cycle()
-    assert "0 of 3 set, 0 not set, 3 unknown" in out.row["message"]
-    assert _open_rows(db) == {"2": 30, "4": 20, "3": 10}  # recorded: an exit or the next start releases them
+    assert "0 of 4 set, 0 not set, 4 unknown" in out.row["message"]
+    assert _open_rows(db) == SJF4  # recorded: an exit or the next start releases them
     s.slurm.updates = 10
     again = s.cycle()
-    assert again.row["changed"] == 3 and _set(state) == {"2": 30, "4": 20, "3": 10}  # all sent again
-    assert s.release("test").row["changed"] == 3 and set(_set(state).values()) == {0} and _open_rows(db) == {}
+    assert again.row["changed"] == 4 and _set(state) == SJF4  # all sent again
+    assert s.release("test").row["changed"] == 4 and set(_set(state).values()) == {0} and _open_rows(db) == {}
 
 
 def test_once_exits_non_zero_after_a_failed_update_and_the_next_start_releases(standin, monkeypatch):
@@ -400,7 +402,7 @@ def test_once_exits_non_zero_after_a_failed_update_and_the_next_start_releases(s
     state, bin_dir, db = standin
     monkeypatch.setattr(slurm_cli, "SlurmCli", _SecondCallFails)
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
-    assert res.exit_code == 2 and "live error" in res.output and "1 of 3 set" in res.output, res.output
+    assert res.exit_code == 2 and "live error" in res.output and "1 of 4 set" in res.output, res.output
     monkeypatch.undo()
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
     assert res.exit_code == 0 and "without releasing" in res.output, res.output  # not a clean exit: released first
@@ -420,7 +422,7 @@ def test_a_job_held_for_days_does_not_trip_the_guard_when_released(standin):
     s.start()
     out = s.cycle()
     assert out.row["status"] == "ok", out.line
-    assert _set(state)["7"] == 40  # steered like any other (2 min: first)
+    assert _set(state)["7"] == band_factor(10, 0, 5)  # steered like any other (2 min: first)
     jobs[-1]["eligible_time"] = 0  # Slurm knows no eligible time: the submit time counts
     _update(state, jobs=jobs)
     assert s.cycle().row["status"] == "guard"

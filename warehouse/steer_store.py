@@ -141,3 +141,31 @@ def steering_connector(db):
         return con
 
     return open_once
+
+
+LOCK_KEYS = ("token", "holder", "host", "pid", "mode", "taken_at", "beat_at")
+
+
+def lock_holder(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None:
+    """The cluster's steering lock as held (LOCK_KEYS), or None."""
+    rows = con.execute(sql_text("steer/lock_holder.sql"), {"cluster": cluster}).fetchall()
+    return dict(zip(LOCK_KEYS, rows[0])) if rows else None
+
+
+def take_lock(con: duckdb.DuckDBPyConnection, cluster: str, *, token: str, holder: str, host: str, pid: int,
+              mode: str, at: datetime) -> None:
+    """Replace whatever lock row the cluster has (free or stale: the caller decided, in the same
+    transaction) with this holder's."""
+    con.execute(sql_text("steer/lock_free.sql"), {"cluster": cluster, "token": None})
+    con.execute(sql_text("steer/lock_take.sql"), {"cluster": cluster, "token": token, "holder": holder, "host": host,
+                                                  "pid": pid, "mode": mode, "at": at})
+
+
+def beat_lock(con: duckdb.DuckDBPyConnection, cluster: str, token: str, at: datetime) -> bool:
+    """The holder's heartbeat; False when the lock is no longer its own (taken over as stale)."""
+    rows = con.execute(sql_text("steer/lock_beat.sql"), {"cluster": cluster, "token": token, "at": at}).fetchall()
+    return bool(rows and rows[0][0])
+
+
+def free_lock(con: duckdb.DuckDBPyConnection, cluster: str, token: str) -> None:
+    con.execute(sql_text("steer/lock_free.sql"), {"cluster": cluster, "token": token})

@@ -25,6 +25,7 @@ from pathlib import Path
 import polars as pl
 
 from metapilot.models.steering.decision import SteerDecision
+from metapilot.models.steering.lock import SteerLock
 from metapilot.models.steering.rank import (
     SITE_FACTOR_MAX,
     STEERABLE_REASONS,
@@ -57,10 +58,11 @@ class SteerOptions:
     cluster: str
     dry_run: bool = False
     step: int | None = None  # None: one more than the largest PriorityWeight* (the rule decides the order)
-    max_changes: int = 5000
+    max_changes: int = 2000  # site factors sent per cycle at most: the bound on its update RPCs
     guard_h: float | None = None  # pause when a pending job has waited longer since it became eligible
     util_floor: float | None = None  # pause when cores in use / capacity falls below while jobs wait
     guard_pause_s: float = 3600.0  # how long a guard trip pauses steering (and at most one trip per pause)
+    lock_stale_s: float = 300.0  # a lock holder silent this long is taken to be gone (see lock.py)
 
 
 @dataclass
@@ -99,6 +101,18 @@ class Steerer:
         self.step = opts.step
 
     # --- setup -----------------------------------------------------------------------------
+
+    lock: SteerLock | None = None
+    lost_lock: bool = False
+
+    def take_lock(self, mode: str, who: str) -> list[str]:
+        """One loop per cluster: take the warehouse's steering lock (SteerLocked naming the holder)."""
+        self.lock = SteerLock(self.connect, self.opts.cluster, mode, self.opts.lock_stale_s, clock=self.clock)
+        return self.lock.take(who)
+
+    def free_lock(self) -> None:
+        if self.lock is not None and not self.lost_lock:
+            self.lock.free()
 
     def halted(self) -> dict | None:
         con = self.connect()
@@ -261,6 +275,12 @@ class Steerer:
         self.slurm.slurm_seconds = 0.0
         mode = "dry-run" if self.opts.dry_run else "live"
         now = self.clock()
+        if self.lock is not None and not self.lock.beat():
+            self.lost_lock = True
+            row = self._row(mode, "error", message="another loop took the steering lock over (this one was taken for "
+                                                   "gone): this loop stops and leaves the factors to it")
+            self._record(row)
+            return CycleOutcome(row)
         try:
             version, jobs = parse_squeue(self.slurm.squeue_json())
             nodes = parse_sinfo(self.slurm.sinfo_json())
@@ -295,26 +315,65 @@ class Steerer:
             return CycleOutcome(row)
         objective = self.objective(jobs, nodes, now)
         ranked = targets(jobs, self.preempting)
-        desired = desired_factors(ranked, objective, now, int(self.step), self.tiers)
-        if tripped and self.opts.guard_h is not None:
-            late = self.waits(jobs, now).filter(pl.col("wait") > self.opts.guard_h * 3600)["job_id"].to_list()
-            desired = protect(desired, ranked, set(late) & tripped, int(self.step))
         con = self.connect()
         try:
-            return self._apply(con, jobs, ranked, desired, objective, version, now, t0, mode)
+            current = store.current_steered(con, self.opts.cluster)
+            current_frame = (current.select("job_id", "site_factor", "group_key") if not current.is_empty() else
+                             pl.DataFrame(schema={"job_id": pl.Utf8, "site_factor": pl.Int64, "group_key": pl.Utf8}))
+            notes: list[str] = []
+            if self.opts.dry_run:
+                # a shadow run compares with what it would have set in its own previous cycle
+                current_frame = self._shadow_current(current_frame)
+            else:
+                current_frame, note = self._read_back(current_frame)
+                notes += [note] if note else []
+            # factors read back as other than set (cleared behind the loop's back) are placed afresh
+            keepable = current_frame.filter(~pl.col("job_id").is_in(list(self._drifted | self._unsure)))
+            desired = desired_factors(ranked, objective, now, int(self.step), self.tiers, keepable)
+            if tripped and self.opts.guard_h is not None:
+                late = self.waits(jobs, now).filter(pl.col("wait") > self.opts.guard_h * 3600)["job_id"].to_list()
+                desired = protect(desired, ranked, set(late) & tripped, int(self.step))
+            moved = desired.filter(pl.col("moved_from").is_not_null()) if "moved_from" in desired.columns else desired.clear()
+            if not moved.is_empty():
+                shown = ", ".join(f"{r['target']}: {r['moved_from']} -> {r['group_key']}"
+                                  for r in moved.head(5).iter_rows(named=True))
+                notes.append(f"{moved.height} jobs moved to another partition while carrying a site factor ({shown}"
+                             f"{', ...' if moved.height > 5 else ''}): placed in their new group first")
+            return self._apply(con, jobs, ranked, desired, current_frame, objective, version, now, t0, mode, notes)
         finally:
             con.close()
 
-    def _apply(self, con, jobs, ranked, desired, objective, version, now, t0, mode) -> CycleOutcome:
-        current = store.current_steered(con, self.opts.cluster)
+    _drifted: set[str] = frozenset()  # type: ignore[assignment]
+
+    def _read_back(self, current: pl.DataFrame) -> tuple[pl.DataFrame, str | None]:
+        """What Slurm holds (`sprio`'s site factors), compared with what the loop set: a factor cleared or
+        changed behind its back (slurmctld restarted from an older state, another admin) is taken as
+        Slurm has it, so that it is sent again; one job a line in a single read, nothing sent where they
+        agree. Jobs sprio does not list (started, gone) are left to the ranking."""
+        self._drifted = set()
+        if current.is_empty():
+            return current, None
+        try:
+            actual = parse_site_factors(self.slurm.site_factors())
+        except (SlurmUnreachable, SlurmParseError) as e:
+            return current, f"site factors not read back ({e})"
+        mine = dict(zip(current["job_id"].to_list(), current["site_factor"].to_list()))
+        drift = {j: actual[j] for j, v in mine.items() if j in actual and actual[j] != v and j not in self._unsure}
+        if not drift:
+            return current, None
+        self._drifted = set(drift)
+        current = current.with_columns(
+            pl.col("job_id").replace_strict(drift, default=pl.col("site_factor"), return_dtype=pl.Int64).alias("site_factor"))
+        shown = ", ".join(f"{j} {mine[j]} -> {v}" for j, v in list(drift.items())[:5])
+        return current, (f"{len(drift)} site factors not as the loop set them ({shown}{', ...' if len(drift) > 5 else ''}: "
+                         "cleared or changed behind its back): set again")
+
+    def _apply(self, con, jobs, ranked, desired, current_frame, objective, version, now, t0, mode,
+               notes: list[str] | None = None) -> CycleOutcome:
         pending_ids = set(ranked.filter(pl.col("state") == "PENDING")["job_id"].to_list()) | set(
             ranked.filter(pl.col("array_job_id").is_not_null() & (pl.col("state") == "PENDING"))["array_job_id"].to_list())
-        current_frame = current.select("job_id", "site_factor") if not current.is_empty() else \
-            pl.DataFrame(schema={"job_id": pl.Utf8, "site_factor": pl.Int64})
-        if self.opts.dry_run:
-            # a shadow run compares with what it would have set in its own previous cycle
-            current_frame = self._shadow_current(current_frame)
-        elif self._unsure:
+        current_frame = current_frame.select("job_id", "site_factor")
+        if not self.opts.dry_run and self._unsure:
             # factors a failed update may or may not have set: -1 (never a factor) differs from any value,
             # so they are sent again
             current_frame = current_frame.with_columns(
@@ -324,7 +383,7 @@ class Steerer:
         at = datetime.fromtimestamp(now, timezone.utc)
         failed: dict[str, str] = {}
         base = dict(objective=objective, pending=int((jobs["state"] == "PENDING").sum()), eligible=desired.height,
-                    message=f"Slurm {version}")
+                    message="; ".join([f"Slurm {version}", *(notes or [])]))
         if self.opts.dry_run:
             self._last_shadow = desired
             shadow = desired.select(pl.lit("").alias("cycle_id"), pl.lit(self.opts.cluster).alias("cluster"),
@@ -417,7 +476,7 @@ class Steerer:
     def _shadow_current(self, live_current: pl.DataFrame) -> pl.DataFrame:
         if self._last_shadow is None:
             return live_current.clear()
-        return self._last_shadow.select(pl.col("target").alias("job_id"), "site_factor")
+        return self._last_shadow.select(pl.col("target").alias("job_id"), "site_factor", "group_key")
 
     # --- release -----------------------------------------------------------------------------
 

@@ -62,3 +62,16 @@ CREATE TABLE IF NOT EXISTS steer_shadow (
     site_factor   BIGINT,
     objective     VARCHAR
 );
+-- One loop per Slurm cluster (issue 49): the live loop, --once or --release holding it, and its heartbeat.
+-- A second one is refused naming the holder; a holder whose heartbeat stopped (or whose process is gone,
+-- on the same host) is stale and taken over. A row, not a file: it is seen from every host.
+CREATE TABLE IF NOT EXISTS steer_lock (
+    cluster       VARCHAR NOT NULL,
+    token         VARCHAR NOT NULL,     -- the holder's own random id
+    holder        VARCHAR NOT NULL,     -- the account (real uid)
+    host          VARCHAR NOT NULL,
+    pid           INTEGER NOT NULL,
+    mode          VARCHAR NOT NULL,     -- live | once | release
+    taken_at      TIMESTAMPTZ NOT NULL,
+    beat_at       TIMESTAMPTZ NOT NULL
+);

@@ -72,7 +72,7 @@ def steer_main(
     once: Annotated[bool, typer.Option("--once", help="One cycle, then exit (the factors stay set; --release clears them).")] = False,
     release: Annotated[bool, typer.Option("--release", help="Set every steered job's site factor back to 0 and exit.")] = False,
     resume: Annotated[bool, typer.Option("--resume", help="Steer again after the live tail guard halted steering.")] = False,
-    max_changes: Annotated[int, typer.Option(help="At most this many site factors changed per cycle.")] = 5000,
+    max_changes: Annotated[int, typer.Option(help="At most this many site factors changed per cycle (its update RPCs: about one each).")] = 2000,
     step: Annotated[Optional[int], typer.Option(help="Site factor between adjacent ranks (default: one more than the largest PriorityWeight).")] = None,
     guard_h: Annotated[Optional[float], typer.Option(help="Live tail guard: when a pending job has waited longer since it became eligible (hours), release everything, pause steering for --guard-pause, then put that job ahead of its group.")] = 168.0,
     util_floor: Annotated[Optional[float], typer.Option(help="Release everything and pause steering when cores in use / capacity falls below this while jobs wait (0-1).")] = None,
@@ -138,7 +138,8 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     finally:
         con.close()
     opts = SteerOptions(cluster, dry_run=dry_run, step=step, max_changes=max_changes, guard_h=guard_h,
-                        util_floor=util_floor, guard_pause_s=pause_s)
+                        util_floor=util_floor, guard_pause_s=pause_s,
+                        lock_stale_s=max(300.0, 5 * interval))  # a holder silent for 5 cycles is gone
     advisor = None
     if decision.kind == "controller" and not release:
         from metapilot.models.controller.advice import Advisor
@@ -160,7 +161,12 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     if release:
         for line in _reach(steerer.check_cluster):  # job ids mean other jobs on another cluster
             typer.echo(line, err=True)
-        out = steerer.release("--release")
+        for line in _locked(steerer, "release"):
+            typer.echo(line, err=True)
+        try:
+            out = steerer.release("--release")
+        finally:
+            steerer.free_lock()
         typer.echo(out.line)
         raise typer.Exit(_exit_code(out))
     halt = steerer.halted()
@@ -173,13 +179,23 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
         steerer.resume(str(current_operator()))
     typer.echo(f"steering {cluster} by {decision.label} ({decision.source}; approved by {who_approved(approval)})"
                f"{' in shadow mode (--dry-run): nothing is changed' if dry_run else ''}")
-    for line in _reach(steerer.start):
-        typer.echo(line)
+    if not dry_run:  # one loop per cluster (a dry run changes nothing)
+        for line in _locked(steerer, "once" if once else "live"):
+            typer.echo(line)
+    try:
+        for line in _reach(steerer.start):
+            typer.echo(line)
+    except BaseException:
+        steerer.free_lock()
+        raise
     if once:
-        out = steerer.cycle()
-        typer.echo(out.line)
-        if out.row["status"] == "ok" and not dry_run:
-            steerer.keep()  # a clean exit: the next start carries on from these factors
+        try:
+            out = steerer.cycle()
+            typer.echo(out.line)
+            if out.row["status"] == "ok" and not dry_run:
+                steerer.keep()  # a clean exit: the next start carries on from these factors
+        finally:
+            steerer.free_lock()
         raise typer.Exit(_exit_code(out))
 
     def on_term(signum, frame):  # noqa: ARG001
@@ -193,6 +209,9 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             t0 = time.monotonic()
             out = steerer.cycle()
             typer.echo(out.line)
+            if steerer.lost_lock:  # another loop took over: its factors are its own now
+                code = 2
+                break
             time.sleep(max(0.0, interval - (time.monotonic() - t0)))
     except _Terminated:
         reason = "SIGTERM"
@@ -200,11 +219,25 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
         reason = "interrupted"
     finally:
         signal.signal(signal.SIGTERM, old)
-        if not dry_run:
+        if not dry_run and not steerer.lost_lock:
             out = steerer.release(f"exit ({reason})")
             typer.echo(out.line)
             code = code or _exit_code(out)  # factors left set are never a clean exit
+        steerer.free_lock()
     raise typer.Exit(code)
+
+
+def _locked(steerer, mode: str) -> list[str]:
+    """Take the cluster's steering lock: held by another live loop, one error line naming it and
+    exit 3 (nothing changed)."""
+    from metapilot.models.steering.identity import current_operator
+    from metapilot.models.steering.lock import SteerLocked
+
+    try:
+        return steerer.take_lock(mode, current_operator().account)
+    except SteerLocked as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(3) from None
 
 
 def _reach(step) -> list[str]:
