@@ -19,6 +19,8 @@ def task_runner(dask: str | None = None):
 
     if address.startswith("local:"):
         n = int(address.split(":", 1)[1] or 2)
+        # each worker's own pools get its share of the cores, not all of them (issue 54)
+        share = str(max(1, workers() // n))
         return DaskTaskRunner(cluster_kwargs={"n_workers": n, "threads_per_worker": 1, "processes": True,
-                                              "dashboard_address": None})
+                                              "dashboard_address": None, "env": {"METAPILOT_WORKERS": share}})
     return DaskTaskRunner(address=address)

@@ -71,7 +71,9 @@ def backtest_cmd(
     if why is not None:  # every fold would replay nothing: refused before any learning (issue 54)
         console.print(f"[red]error:[/red] {why}", highlight=False)
         raise typer.Exit(2)
-    with prefect_session(db):
+    from metapilot.ground.interrupt import stop_on_interrupt
+
+    with stop_on_interrupt(), prefect_session(db):  # Ctrl-C reaches the folds' and the replays' processes
         from metapilot.flows.backtest import backtest_flow
 
         out = backtest_flow(db=db, cluster=name, every_weeks=every_w, warmup_weeks=warmup_w, start=t_from, end=t_to,

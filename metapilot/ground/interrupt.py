@@ -1,0 +1,96 @@
+"""Ctrl-C ends a long command within seconds and leaves no process behind (issue 54).
+
+A walk forward runs its folds on Dask workers, its past replays on a process pool in a thread,
+and Prefect's API in a child process: the main thread's KeyboardInterrupt alone reaches none of
+them. Within `stop_on_interrupt`, the first SIGINT (or SIGTERM) sets `INTERRUPTED`, which every
+`ground.pool.process_map` in any thread of this process watches (it cancels its tasks and ends
+its processes), raises KeyboardInterrupt in the main thread for the usual clean-up, and arms a
+deadline: still running `grace_s` later, the command ends its child processes and exits 130. A
+second Ctrl-C does that at once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+INTERRUPTED = threading.Event()
+GRACE_S = 5.0
+EXIT_CODE = 130
+
+
+def check_interrupted() -> None:
+    """Raise KeyboardInterrupt when this process was interrupted: no new work after Ctrl-C."""
+    if INTERRUPTED.is_set():
+        raise KeyboardInterrupt("interrupted")
+
+
+def end_children(timeout_s: float = 3.0) -> None:
+    """End every descendant of this process: SIGTERM, then SIGKILL for those left after `timeout_s`.
+    The whole tree is read first, so that grandchildren whose parent ends first are not missed."""
+    import psutil
+
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for p in kids:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(kids, timeout=timeout_s)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(alive, timeout=timeout_s)
+
+
+def _exit_now(why: str) -> None:
+    try:
+        sys.stderr.write(f"interrupted: {why}; child processes ended\n")
+        sys.stderr.flush()
+    finally:
+        end_children()
+        os._exit(EXIT_CODE)
+
+
+def _deadline(grace_s: float, left: threading.Event) -> None:
+    if not left.wait(grace_s):  # the command did not leave `stop_on_interrupt` in time
+        _exit_now(f"stopped {grace_s:.0f} s after Ctrl-C (each stage commits whole: run the command again to go on)")
+
+
+@contextmanager
+def stop_on_interrupt(grace_s: float = GRACE_S) -> Iterator[None]:
+    """Within: Ctrl-C (SIGINT) or SIGTERM reaches this process's pools and children (see the module
+    docstring). Outside the main thread (where signals cannot be handled) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    left = threading.Event()
+
+    def handler(signum, frame) -> None:
+        if INTERRUPTED.is_set():
+            _exit_now("a second Ctrl-C")
+        INTERRUPTED.set()
+        threading.Thread(target=_deadline, args=(grace_s, left), name="interrupt-deadline", daemon=True).start()
+        raise KeyboardInterrupt
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        left.set()
+        for s, h in previous.items():
+            signal.signal(s, h)
+        if INTERRUPTED.is_set():
+            end_children()  # what the clean-up left running
+            INTERRUPTED.clear()
