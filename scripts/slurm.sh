@@ -7,6 +7,9 @@
 #                                           # sinfo shows the node idle, and prints only `export ...` lines
 #   sinfo; sbatch --wrap "sleep 5"; sacct; metapilot collect --cluster "$METAPILOT_SLURM_CLUSTER"
 #   bash scripts/slurm.sh stop [DIR]        # cancels the jobs, then stops every process start started, by pid
+#                                           # (munged included; a start still running is ended first, so it
+#                                           # launches nothing more; a caller that goes away or a Ctrl-C does
+#                                           # not cut the stop short: it runs on in a session of its own)
 #   bash scripts/slurm.sh status [DIR]      # which of them are alive
 #
 # Everything lives in DIR (mktemp -d under ${TMPDIR:-/tmp}): configs, the munge key and socket, the
@@ -25,7 +28,7 @@ CPUS="${METAPILOT_SLURM_CPUS:-64}"
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server)
 NEEDED=(slurmctld slurmd slurmdbd munged mariadbd mariadb-install-db sinfo sbatch sacct scontrol sacctmgr)
 
-say() { echo "slurm.sh: $*" >&2; }
+say() { echo "slurm.sh: $*" >&2 || true; }  # a closed stderr (the caller went away) must not stop a stop
 die() { say "$*"; exit 1; }
 
 missing_tools() {
@@ -80,6 +83,7 @@ wait_for() {  # wait_for SECONDS WHAT CMD...: until CMD succeeds
 # start NAME CMD...: run a daemon in the foreground of its own session, marked as ours, pid recorded
 launch() {
     local name=$1; shift
+    [ -e "$DIR/stopping" ] && die "stop was asked: $name not started"
     METAPILOT_SLURM_OWNER="$DIR" setsid "$@" >"$DIR/log/$name.out" 2>&1 </dev/null &
     echo "$name $!" >> "$DIR/pids"
 }
@@ -94,6 +98,11 @@ add_cluster() {  # sacctmgr says "already exists" with a non-zero status on a se
 pid_of() { awk -v n="$1" '$1 == n {print $2}' "$DIR/pids" 2>/dev/null | tail -1; }
 
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+
+interrupted_start() {  # a stop is ending this start (it stops what was launched), or the user pressed Ctrl-C
+    [ -e "$DIR/stopping" ] && exit 1
+    fail_start "start interrupted"
+}
 
 fail_start() {
     say "$1"
@@ -189,6 +198,8 @@ start() {
     mkdir -p "$DIR"/{log,run,state,spool,munge,mysql}
     chmod 755 "$DIR/munge"
     : > "$DIR/pids"
+    echo "$$" > "$DIR/starting"  # a stop while this runs ends it first (stop_starter): nothing is launched after
+    trap interrupted_start INT TERM HUP
     export SLURM_CONF="$DIR/slurm.conf"
     DB_PORT=$(free_port); DBD_PORT=$(free_port); CTLD_PORT=$(free_port); SLURMD_PORT=$(free_port)
     DB_PASS="mp$RANDOM$RANDOM"
@@ -203,7 +214,7 @@ start() {
     wait_for 20 munged test -S "$DIR/munge/munge.socket" || fail_start "munged did not start"
 
     # MariaDB: a private data folder, TCP on 127.0.0.1 only
-    mariadb-install-db --no-defaults --datadir="$DIR/mysql" --user=root --auth-root-authentication-method=normal \
+    METAPILOT_SLURM_OWNER="$DIR" mariadb-install-db --no-defaults --datadir="$DIR/mysql" --user=root --auth-root-authentication-method=normal \
         --skip-test-db > "$DIR/log/mariadb-install.log" 2>&1 || fail_start "mariadb-install-db failed"
     launch mariadbd mariadbd --no-defaults --datadir="$DIR/mysql" --socket="$DIR/run/mysql.sock" --port="$DB_PORT" \
         --bind-address=127.0.0.1 --skip-name-resolve --user=root --pid-file="$DIR/run/mariadbd.pid" \
@@ -225,6 +236,8 @@ start() {
     launch slurmd slurmd -D -f "$DIR/slurm.conf"
     wait_for 90 "node idle" bash -c '[ "$(sinfo -h -N -o %T | sort -u)" = idle ]' \
         || fail_start "the node did not become idle (sinfo: $(sinfo -h -N -o '%N %T %E' 2>&1 | head -3))"
+    trap - INT TERM HUP
+    rm -f "$DIR/starting"
     echo "export SLURM_CONF=$DIR/slurm.conf"
     echo "export METAPILOT_SLURM_DIR=$DIR"
     echo "export METAPILOT_SLURM_CLUSTER=$CLUSTER"
@@ -250,9 +263,20 @@ marked_pids() {  # what our daemons forked: slurmstepd and job processes keep sl
     return 0
 }
 
+stop_starter() {  # a start still running in DIR: end it before stopping what it launched
+    local d=$1 pid
+    pid="$(cat "$d/starting" 2>/dev/null || true)"
+    [ -n "$pid" ] && [ "$pid" != "$$" ] && alive "$pid" || return 0
+    grep -qa "slurm.sh" "/proc/$pid/cmdline" 2>/dev/null || return 0  # not start any more (the pid was reused)
+    say "start ($pid) is still running: ending it first"
+    stop_pid "$pid"
+}
+
 stop_dir() {
     local d=$1 name pid
     [ -f "$d/pids" ] || die "$d is not a folder scripts/slurm.sh start made (no pids file)"
+    touch "$d/stopping"  # start launches nothing after this
+    stop_starter "$d"
     # jobs first, while slurmctld and slurmd can still end them cleanly
     if [ -f "$d/slurm.conf" ] && alive "$(DIR=$d pid_of slurmctld)"; then
         local ids
@@ -297,7 +321,15 @@ dir_arg() {
 
 case "${1:-}" in
     start) start ;;
-    stop) stop_dir "$(dir_arg "${2:-}")" ;;
+    stop)
+        # Ignored from here on (and in the re-executed shell): a Ctrl-C, the caller's end, its closed pipes.
+        trap '' PIPE INT TERM HUP
+        d="$(dir_arg "${2:-}")"
+        if [ -z "${METAPILOT_SLURM_STOPPING:-}" ] && command -v setsid >/dev/null; then
+            # in a session of its own, forked: killing the caller (or its process group) leaves it running
+            METAPILOT_SLURM_STOPPING=1 exec setsid --fork --wait bash "$0" stop "$d"
+        fi
+        stop_dir "$d" ;;
     status) status_dir "$(dir_arg "${2:-}")" ;;
     check) m="$(missing_tools)"; [ -z "$m" ] && echo "installed" || { echo "missing: $m"; exit 1; } ;;
     *) echo "usage: bash scripts/slurm.sh start|stop [DIR]|status [DIR]|check" >&2; exit 2 ;;
