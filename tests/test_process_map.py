@@ -53,3 +53,35 @@ def test_folds_learn_side_by_side_only_when_more_than_one_is_new(tmp_path, monke
     assert backtest.local_fold_runner(None, "c", origins, 10, relearn=True) == "local:2"
     monkeypatch.setenv("METAPILOT_WORKERS", "1")
     assert backtest.local_fold_runner(None, "c", origins, 10, relearn=True) is None
+
+
+def _pid_after(x: float) -> int:
+    import time
+
+    time.sleep(x)
+    return os.getpid()
+
+
+def test_pools_at_once_share_the_cores():
+    """Two pools at once in one process (the walk forward's past replays beside a fold's tuning)
+    get the cores between them, not the cores each (issue 54)."""
+    import threading
+
+    from metapilot.ground import pool
+
+    got: dict[str, set[int]] = {}
+
+    def run(name: str) -> None:
+        got[name] = set(process_map(_pid_after, [1.5] * 4, workers=2))
+
+    first = threading.Thread(target=run, args=("first",))
+    first.start()
+    import time
+
+    end = time.monotonic() + 20
+    while pool._BUSY[0] < 2 and time.monotonic() < end:
+        time.sleep(0.05)
+    run("second")  # the first holds both cores: this one runs here
+    first.join()
+    assert got["second"] == {os.getpid()} and os.getpid() not in got["first"]
+    assert pool._BUSY[0] == 0

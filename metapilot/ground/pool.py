@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import signal
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -23,6 +24,22 @@ from metapilot.ground.interrupt import INTERRUPTED, check_interrupted
 
 T = TypeVar("T")
 POLL_S = 0.2  # how often a waiting caller looks at INTERRUPTED
+_BUSY = [0]  # worker processes of this process's pools now running (`_claim`)
+_BUSY_LOCK = threading.Lock()
+
+
+def _claim(wanted: int, cores: int) -> int:
+    """Workers for a new pool: what the other pools of this process (other threads) leave of
+    `cores`, so that two pools at once do not put twice the cores' processes to work (issue 54)."""
+    with _BUSY_LOCK:
+        n = max(0, min(wanted, cores - _BUSY[0]))
+        _BUSY[0] += n
+        return n
+
+
+def _release(n: int) -> None:
+    with _BUSY_LOCK:
+        _BUSY[0] -= n
 
 
 def _die_with_parent() -> None:
@@ -81,33 +98,17 @@ def process_map(fn: Callable[..., T], items: Iterable[Any], *, workers: int | No
 
     check_interrupted()
     items = list(items)
-    n = min(default_workers() if workers is None else workers, len(items))
+    cores = default_workers() if workers is None else workers
+    n = min(cores, len(items))
     if n > 1 and len(items) >= min_items and not mp.current_process().daemon:
-        from concurrent.futures import ProcessPoolExecutor
-        from concurrent.futures.process import BrokenProcessPool
-
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        pool, procs = None, []
+        n = _claim(n, cores)
         try:
-            pool = ProcessPoolExecutor(n, mp_context=mp.get_context(method), initializer=_start_worker,
-                                       initargs=(initializer, tuple(initargs)))
-            futures = [pool.submit(fn, x) for x in items]
-            procs = list(pool._processes.values())
-            out = _results(futures)
-            pool.shutdown(wait=True)
-            return out
-        except (BrokenProcessPool, OSError) as e:
-            if pool is not None:
-                _end(pool, procs)
-            check_interrupted()
-            if any(p.exitcode is not None and p.exitcode < 0 for p in procs):
-                raise  # a worker killed by a signal: not a pool that could not start
-            if log:
-                log(f"ran in one process: worker processes could not run ({e})")
-        except BaseException:
-            if pool is not None:
-                _end(pool, procs)
-            raise
+            if n > 1:
+                return _in_pool(fn, items, n, initializer, initargs, log)
+        except _CouldNotRun:
+            pass
+        finally:
+            _release(n)
     if initializer is not None:
         initializer(*initargs)
     out = []
@@ -115,3 +116,38 @@ def process_map(fn: Callable[..., T], items: Iterable[Any], *, workers: int | No
         check_interrupted()
         out.append(fn(x))
     return out
+
+
+class _CouldNotRun(Exception):
+    """The pool could not start its workers: the calls run here instead."""
+
+
+def _in_pool(fn: Callable[..., T], items: list, n: int, initializer: Callable[..., None] | None,
+             initargs: Sequence[Any], log: Callable[[str], None] | None) -> list[T]:
+    """The calls in a pool of `n` workers; _CouldNotRun when the workers cannot run."""
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+    method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+    pool, procs = None, []
+    try:
+        pool = ProcessPoolExecutor(n, mp_context=mp.get_context(method), initializer=_start_worker,
+                                   initargs=(initializer, tuple(initargs)))
+        futures = [pool.submit(fn, x) for x in items]
+        procs = list(pool._processes.values())
+        out = _results(futures)
+        pool.shutdown(wait=True)
+        return out
+    except (BrokenProcessPool, OSError) as e:
+        if pool is not None:
+            _end(pool, procs)
+        check_interrupted()
+        if any(p.exitcode is not None and p.exitcode < 0 for p in procs):
+            raise  # a worker killed by a signal: not a pool that could not start
+        if log:
+            log(f"ran in one process: worker processes could not run ({e})")
+        raise _CouldNotRun from e
+    except BaseException:
+        if pool is not None:
+            _end(pool, procs)
+        raise

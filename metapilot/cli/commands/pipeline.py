@@ -80,7 +80,9 @@ def _pipeline_backtest(logs: list[str], db: str | None, cluster: str | None, ing
     from metapilot.cli.console import console
     from metapilot.ground.paths import db_path
 
-    with prefect_session(db, meanwhile=_preload):
+    from metapilot.ground.interrupt import stop_on_interrupt
+
+    with stop_on_interrupt(), prefect_session(db, meanwhile=_preload):  # Ctrl-C reaches the folds' processes
         from metapilot.flows.backtest import pipeline_backtest_flow
 
         out = pipeline_backtest_flow(logs, db=db, cluster=cluster, steps=steps, dask=dask, ingest_cluster=ingest_cluster)
