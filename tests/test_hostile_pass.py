@@ -29,9 +29,12 @@ def site_log(tmp_path) -> Path:
 
 
 def test_cluster_option_never_renames_a_log_that_names_its_cluster(tmp_path, site_log):
+    """...nor is it silently ignored (issue 54): another name is refused, naming both."""
     db = tmp_path / "m.duckdb"
     r = cli("ingest", site_log, "--cluster", "mysite", "--db", db)
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1 and "pozidriv" in r.output and "mysite" in r.output, r.output
+    assert query(db, "SELECT count(*) FROM jobs") == [(0,)]
+    assert cli("ingest", site_log, "--db", db).exit_code == 0
     assert query(db, "SELECT DISTINCT cluster FROM jobs") == [("pozidriv",)]
 
 
@@ -71,7 +74,8 @@ def test_forget_undoes_a_load_with_its_counts_and_the_file_loads_again(tmp_path,
     swf = tmp_path / "other.swf"
     swf.write_text("; MaxProcs: 64\n1 0 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n"
                    "2 50 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\nnot a job line\n")
-    assert cli("ingest", site_log, swf, "--cluster", "mysite", "--db", db).exit_code == 0
+    assert cli("ingest", site_log, "--db", db).exit_code == 0
+    assert cli("ingest", swf, "--cluster", "mysite", "--db", db).exit_code == 0
     assert query(db, "SELECT cluster, count(*) FROM jobs GROUP BY ALL ORDER BY 1") == [("mysite", 2), ("pozidriv", 30)]
     r = cli("forget", swf, "--db", db)
     assert r.exit_code == 0, r.output
