@@ -72,7 +72,8 @@ def guard_tradeoff(db: Path, doc: dict) -> list[dict]:
     setting (none, then the thresholds the guarded leader chooses among): bsld and max wait."""
     from datetime import datetime
 
-    from metapilot.models.evaluation.walk_forward import GUARD_HOURS, Figures, RuleDecider, follow, jobs_between
+    from metapilot.models.evaluation.choice import guard_thresholds_h, recent_tail
+    from metapilot.models.evaluation.walk_forward import Figures, RuleDecider, follow, jobs_between
     from metapilot.models.simulator import Capacity
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.db import connect
@@ -86,8 +87,10 @@ def guard_tradeoff(db: Path, doc: dict) -> list[dict]:
     finally:
         con.close()
     rows = []
+    span_s = (t1 - t0).total_seconds()
+    current = jobs_between(follow(workload, capacity, [(0.0, RuleDecider(doc["current"]))], epoch_s=3600), 0.0, span_s)
     for rule in dict.fromkeys([doc["reference_any"], doc["reference"]]):
-        for h in (None, *GUARD_HOURS):
+        for h in (None, *guard_thresholds_h(recent_tail(current, span_s))):  # as the guarded leader's, from this span
             f = Figures.of(jobs_between(follow(workload, capacity, [(0.0, RuleDecider(rule, h))], epoch_s=3600),
                                         0.0, (t1 - t0).total_seconds()))
             rows.append({"rule": rule, "guard_h": h, "bsld": f.bsld_mean, "wait_mean_s": f.wait_mean_s,
@@ -95,9 +98,55 @@ def guard_tradeoff(db: Path, doc: dict) -> list[dict]:
     return rows
 
 
+def fidelity(f: dict | None) -> str:
+    if not f:
+        return ""
+    tau = "–" if f.get("kendall_tau") is None else f"{f['kendall_tau']:.2f}"
+    return (f"; replay of the current rule vs as run over the past: mean wait {f['wait_mean_replay_s']:,.0f} vs "
+            f"{f['wait_mean_asrun_s']:,.0f} s, waited > 1 min {f['waited_replay']:.0%} vs {f['waited_asrun']:.0%}, "
+            f"tau {tau}" + (" (**too far apart: keep**)" if f.get("far") else ""))
+
+
+def never_worse(doc: dict) -> bool:
+    """Following MetaPilot was not worse than the current rule on mean wait or bsld beyond the idle
+    tolerance (60 s, 0.05)."""
+    by = {c["kind"]: c for c in doc["contenders"]}
+    me, cur = by["metapilot"], by["current"]
+    return me["wait_mean_s"] <= cur["wait_mean_s"] + 60.0 and me["bsld_mean"] <= cur["bsld_mean"] + 0.05
+
+
+def overview(results: list[dict]) -> str:
+    """One line per trace: the bar, never worse than the current rule, the max wait against its, the
+    regrets, and whether it said keep (and why)."""
+    lines = ["| trace | jobs | periods | `backtest` wall | bar (a)-(d) | never worse than current | max wait / current's "
+             "| regret bsld [95% CI] | regret mean wait [95% CI] | kept the current rule in |",
+             "|---|---:|---:|---:|---|---|---:|---:|---:|---|"]
+    for r in results:
+        if "error" in r:
+            first = next((x for x in r["error"].splitlines() if "error" in x.lower() or "refus" in x.lower()),
+                         r["error"].strip().splitlines()[-1] if r["error"].strip() else "")
+            lines.append(f"| {r['cluster']} | {r['jobs']:,} | – | – | refused | – | – | – | – | {first.strip()} |")
+            continue
+        doc = r["doc"]
+        by = {c["kind"]: c for c in doc["contenders"]}
+        me, cur = by["metapilot"], by["current"]
+
+        def ci(key: str) -> str:
+            iv = me.get(f"{key}_ci")
+            return pct(me.get(key)) + (f" [{pct(iv[0])}, {pct(iv[1])}]" if iv and iv[0] is not None else "")
+
+        kept = sum(1 for p in doc["periods"] if p["decision"] == doc["current"])
+        bar = doc["bar"]
+        lines.append(f"| {r['cluster']} | {r['jobs']:,} | {len(doc['periods'])} | {r['wall_s'] / 60:.1f} min | "
+                     f"{'met' if bar.get('met') else 'not met' + (' (nothing to beat)' if bar.get('why') else '')} | "
+                     f"{'yes' if never_worse(doc) else '**no**'} | {times(me['wait_max_s'], cur['wait_max_s'])} | "
+                     f"{ci('regret_bsld')} | {ci('regret_wait_mean')} | {kept} of {len(doc['periods'])} periods |")
+    return "\n".join(lines) + "\n"
+
+
 def section(r: dict) -> str:
     if "error" in r:
-        return f"### {r['cluster']}\n\n`metapilot backtest` failed:\n\n```\n{r['error']}\n```\n"
+        return f"### {r['cluster']}\n\n`metapilot backtest` did not run:\n\n```\n{r['error'].strip()[-1500:]}\n```\n"
     doc = r["doc"]
     by = {c["name"]: c for c in doc["contenders"]}
     cur = next(c for c in doc["contenders"] if c["kind"] == "current")
@@ -141,9 +190,11 @@ def section(r: dict) -> str:
     lines.append(f"Goal beyond the issue (regret <= -10% on both with the interval below zero, ahead of the guarded "
                  f"leader on both): **{'met' if goal else 'not met'}**.")
     lines += ["", "Periods (MetaPilot's decision, decided at the period's start from the past alone):", ""]
-    lines += [f"- {p['from'][:10]} .. {p['to'][:10]}: {p['decision']} ({p['why']})" for p in doc["periods"]]
+    lines += [f"- {p['from'][:10]} .. {p['to'][:10]}: {p['decision']} ({p['why']}){fidelity(p.get('fidelity'))}"
+              for p in doc["periods"]]
     lines += ["", "The trade-off the tail guard buys, each rule followed over the span (guard: oldest first once a job "
-                  "has waited that long):", "", "| rule | guard | bsld | mean wait (s) | p99 wait (s) | max wait (s) | "
+                  "has waited that long; thresholds relative to the current rule's recent tail over this span, as the "
+                  "guarded leader's are over the past):", "", "| rule | guard | bsld | mean wait (s) | p99 wait (s) | max wait (s) | "
                   "max wait / current's |", "|---|---|---:|---:|---:|---:|---:|"]
     for g in r["guard"]:
         guard = "none" if g["guard_h"] is None else f"{g['guard_h']:g} h"
@@ -159,11 +210,21 @@ def main() -> None:
     ap.add_argument("--dask", default=None, help="passed to metapilot backtest --dask (e.g. local:2)")
     ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md alone")
     ap.add_argument("--heading", default="Walk forward (issue 38)")
+    ap.add_argument("--save", help="also keep every trace's result (JSON) here, to render again with --load")
+    ap.add_argument("--load", help="render results saved by --save (several files: comma-separated) instead of running")
     args = ap.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    with tempfile.TemporaryDirectory() as d:
-        results = [run(name, Path(d), args.dask) for name in args.traces.split(",") if name]
-    body = "\n".join(section(r) for r in results)
+    if args.load:
+        results = [r for f in args.load.split(",") for r in json.loads(Path(f).read_text())]
+    else:
+        with tempfile.TemporaryDirectory() as d:
+            results = []
+            for name in args.traces.split(","):
+                if name:
+                    results.append(run(name, Path(d), args.dask))
+                    if args.save:  # after each trace: a long run keeps what it has
+                        Path(args.save).write_text(json.dumps(results, default=str))
+    body = overview(results) + "\n" + "\n".join(section(r) for r in results)
     cmd = f".venv/bin/python bench/bench_walk_forward.py --traces {args.traces}" + (f" --dask {args.dask}" if args.dask else "")
     text = (f"## {args.heading}\n\nCommand: `{cmd}`. Machine: {machine()}; started {started}. Defaults of "
             "`metapilot backtest` (origins every 4 weeks after 26 weeks with jobs, or half the weeks on a shorter "

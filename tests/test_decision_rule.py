@@ -149,6 +149,9 @@ def test_fidelity_says_when_the_replay_does_not_reproduce_the_cluster():
     assert not close.far and close.kendall_tau > 0.9
     both_idle = ch.fidelity(*frames(idle * 0.01, idle * 0.001))
     assert not both_idle.far  # two idle pictures agree, whatever their ratio
+    # the same mean wait, but the short jobs wait in the replay and not as run: bounded slowdown apart
+    f = ch.Fidelity(1000, 23_000.0, 31_600.0, 369.0, 35.0, 0.62, 0.43, 0.98)
+    assert f.far and not ch.Fidelity(1000, 23_000.0, 31_600.0, 120.0, 35.0, 0.62, 0.43, 0.98).far
 
 
 def test_a_replay_far_from_the_as_run_history_keeps_with_its_reason():

@@ -25,6 +25,8 @@ FIGURE_COLUMNS: tuple[str, ...] = (
 PERIOD_COLUMNS: tuple[str, ...] = (
     "backtest_id", "period", "period_from", "period_to", "decision", "rule", "guard_h", "policy_id", "leader",
     "guarded_leader", "guarded_leader_h", "fold_policy_id", "fold_gate", "fold_note", "jobs",
+    "fidelity_wait_mean_replay_s", "fidelity_wait_mean_asrun_s", "fidelity_waited_replay", "fidelity_waited_asrun",
+    "fidelity_kendall_tau", "fidelity_far", "why",
 )
 
 

@@ -401,11 +401,11 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                         "guard_h": d.guard_h, "policy_id": d.policy_id, "leader": choice.leader,
                         "guarded_leader": choice.guarded, "guarded_leader_h": choice.guard_h,
                         "fold_policy_id": fold.policy_id, "fold_gate": fold.gate, "fold_note": fold.note,
-                        "fidelity": choice.fidelity,
+                        "fidelity": choice.fidelity, **_fidelity_columns(choice.fidelity),
                         "jobs": int(me.filter(pl.col("period") == k)["jobs"].sum()) if me.height else 0,
                         "source": d.source})
     store_backtest(con, backtest_id, _contender_rows(span, cluster, t0, span_end, current),
-                   pl.DataFrame(periods, infer_schema_length=None).drop("source"), per)
+                   pl.DataFrame(periods, infer_schema_length=None).drop("fidelity").rename({"source": "why"}), per)
     return {
         "backtest_id": backtest_id, "cluster": cluster, "span": [t0.isoformat(), span_end.isoformat()],
         "current": current, "reference": span["reference"][0], "reference_any": span["reference_any"][0],
@@ -417,6 +417,12 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                      "fidelity": json_safe(p["fidelity"])} for p in periods],
         "contenders": [_contender_json(r) for r in span.iter_rows(named=True)],
     }
+
+
+def _fidelity_columns(f: dict | None) -> dict:
+    """The fidelity at an origin as `backtest_periods`' columns (all None where there is none)."""
+    keys = ("wait_mean_replay_s", "wait_mean_asrun_s", "waited_replay", "waited_asrun", "kendall_tau", "far")
+    return {f"fidelity_{k}": (f or {}).get(k) for k in keys}
 
 
 JSON_FIELDS = ("name", "kind", "wait_mean_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean", "bsld_mean_1min",

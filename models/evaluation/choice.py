@@ -19,8 +19,9 @@ principle with its constant named once, none tuned to a log:
   fire at any load: the loosest unless a tighter one leads it materially; whether it fired in the
   past is reported with the decision.
 - **Fidelity before advice.** Where the replay of the current rule does not reproduce what the
-  cluster lived over the same past (mean wait, or the share of jobs that waited, an order of
-  magnitude apart: `FIDELITY_FACTOR`), nothing the replays say is advice: keep.
+  cluster lived over the same past (mean wait, bounded slowdown's excess over 1, or the share of
+  jobs that waited, an order of magnitude apart: `FIDELITY_FACTOR`), nothing the replays say is
+  advice: keep.
 """
 
 from __future__ import annotations
@@ -244,14 +245,17 @@ class Fidelity:
 
     @property
     def far(self) -> bool:
-        """An order of magnitude apart on mean wait or on the share of jobs that waited, where either
-        side waited at all (two idle pictures agree, whatever their ratio)."""
+        """An order of magnitude apart on either objective the decision weighs (mean wait; bounded
+        slowdown, as its excess over 1) or on the share of jobs that waited, where either side waited
+        at all (two idle pictures agree, whatever their ratio)."""
         def apart(a: float, b: float, floor: float) -> bool:
             if max(a, b) <= floor:
                 return False
             return max(a, b) > FIDELITY_FACTOR * max(min(a, b), 1e-12)
 
-        return self.jobs > 0 and (apart(self.wait_mean_replay_s, self.wait_mean_asrun_s, IDLE_TOLERANCE[1][2])
+        (_, _, bsld_tol), (_, _, wait_tol) = IDLE_TOLERANCE
+        return self.jobs > 0 and (apart(self.wait_mean_replay_s, self.wait_mean_asrun_s, wait_tol)
+                                  or apart(self.bsld_replay - 1.0, self.bsld_asrun - 1.0, bsld_tol)
                                   or apart(self.waited_replay, self.waited_asrun, 0.01))
 
     def words(self) -> str:

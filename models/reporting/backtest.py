@@ -80,13 +80,26 @@ def regret_table(section: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def period_lines(section: dict) -> list[str]:
-    """What MetaPilot ran in each period, in words, and why."""
+    """What MetaPilot ran in each period, in words, and why; with how far the replay of the current
+    rule was from what the cluster lived over the past at that origin (fidelity before advice)."""
     out = []
     for p in section["periods"]:
-        why = p.get("fold_note") or p.get("fold_gate") or ""
+        why = p.get("why") or p.get("fold_note") or p.get("fold_gate") or ""
         out.append(f"{p['period_from'][:10]} .. {p['period_to'][:10]}: {p['decision']}"
-                   + (f" (the fold's learning: {why})" if why else ""))
+                   + (f" ({why})" if why else "") + fidelity_words(p))
     return out
+
+
+def fidelity_words(p: dict) -> str:
+    """The replay against the as-run history at one origin, in numbers ('' where the log has no starts)."""
+    if p.get("fidelity_wait_mean_replay_s") is None:
+        return ""
+    tau = p.get("fidelity_kendall_tau")
+    far = " (too far apart: the decision keeps the current rule)" if p.get("fidelity_far") else ""
+    return (f"; the replay of the current rule over the past: mean wait {p['fidelity_wait_mean_replay_s']:,.0f} s "
+            f"against {p['fidelity_wait_mean_asrun_s']:,.0f} s as run, jobs that waited over a minute "
+            f"{p['fidelity_waited_replay']:.0%} against {p['fidelity_waited_asrun']:.0%}"
+            + ("" if tau is None else f", Kendall's tau of the start order {tau:.2f}") + far)
 
 
 def summary_lines(section: dict) -> list[str]:

@@ -70,6 +70,15 @@ CREATE TABLE IF NOT EXISTS backtest_periods (
     jobs              BIGINT,
     PRIMARY KEY (backtest_id, period)
 );
+-- the replay of the current rule against the as-run history of the same past, at the period's origin
+-- (issue 48: fidelity before advice; NULL where the log records no start times)
+ALTER TABLE backtest_periods ADD COLUMN IF NOT EXISTS fidelity_wait_mean_replay_s DOUBLE;
+ALTER TABLE backtest_periods ADD COLUMN IF NOT EXISTS fidelity_wait_mean_asrun_s DOUBLE;
+ALTER TABLE backtest_periods ADD COLUMN IF NOT EXISTS fidelity_waited_replay DOUBLE;  -- share that waited > 1 min
+ALTER TABLE backtest_periods ADD COLUMN IF NOT EXISTS fidelity_waited_asrun DOUBLE;
+ALTER TABLE backtest_periods ADD COLUMN IF NOT EXISTS fidelity_kendall_tau DOUBLE;  -- of the start order
+ALTER TABLE backtest_periods ADD COLUMN IF NOT EXISTS fidelity_far BOOLEAN;  -- too far apart: the decision kept
+ALTER TABLE backtest_periods ADD COLUMN IF NOT EXISTS why VARCHAR;  -- the decision's reason, in words
 
 -- One row per contender and period of a walk forward: the figures of the jobs submitted in that
 -- period (the sums add up over periods to the span's means; the report's cumulative plot).
