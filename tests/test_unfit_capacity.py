@@ -45,7 +45,8 @@ def _ok(r) -> str:
 
 def test_memory_capacity_is_inferred_from_what_jobs_hold_so_they_replay(log, tmp_path):
     db = tmp_path / "w.duckdb"
-    _ok(cli("ingest", log, "--db", db))
+    said = _ok(cli("ingest", log, "--db", db))
+    assert "per core), is more than any cluster has" in said and "--mem-unit b" in said, said  # bytes read as KB
     (cores, mem, source), = query(db, "SELECT cores, mem_mib, source FROM capacity WHERE cluster = 'alea'")
     asked = query(db, "SELECT max(greatest(alloc_mem_mib, req_mem_mib)) FROM jobs")[0][0]
     assert source == "inferred-peak" and mem >= asked, (mem, asked)
@@ -85,7 +86,7 @@ def test_mem_unit_bytes_reads_the_log_as_meant(log, tmp_path):
     config.write_text(CONFIG)
     _ok(cli("capacity", "--config", config, "--db", db))
     out = _ok(cli("ingest", log, "--mem-unit", "b", "--db", db))
-    assert "ask for more" not in out, out
+    assert "ask for more" not in out and "more than any cluster has" not in out, out
     assert query(db, "SELECT max(req_mem_mib), max(alloc_mem_mib) FROM jobs")[0] == (8 * 2048, 8 * 512)
     out = _ok(cli("simulate", "--cluster", "alea", "--db", db))
     assert "cannot fit 0" in out, out

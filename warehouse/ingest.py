@@ -204,8 +204,24 @@ def infer_missing_capacity(con: duckdb.DuckDBPyConnection) -> list[str]:
                               "note": "no cluster config or SWF header: capacity is the peak concurrent allocation seen in the logs"})
         was = f" (was {before[-1][1]} cores)" if before else ""
         warnings.append(f"cluster {c}: capacity inferred from peak concurrent allocation ({cores} cores, {gpus or 0} GPUs){was}; "
-                        "give the real figures in warehouse/clusters.toml (metapilot capacity --config FILE)")
+                        "give the real figures in warehouse/clusters.toml (metapilot capacity --config FILE)"
+                        + _memory_unit_hint(mem, cores))
     return warnings
+
+
+MIB_PER_CORE_PLAUSIBLE = 256 * 1024  # no cluster has more memory per core: beyond it, a unit is wrong
+
+
+def _memory_unit_hint(mem_mib: float | None, cores: int) -> str:
+    """What to say when the memory inferred per core is more than any machine has (issue 54: an
+    SWF log whose memory fields hold bytes, read as KB, asks 1,024 times too much)."""
+    if not mem_mib or not cores or mem_mib / cores <= MIB_PER_CORE_PLAUSIBLE:
+        return ""
+    from metapilot.ground.units import fmt_mib
+
+    return (f"; its memory, {fmt_mib(mem_mib)} ({fmt_mib(mem_mib / cores)} per core), is more than any cluster has: "
+            "if the log's memory is in bytes (SWF's unit is KB), `metapilot forget` it and ingest it again with "
+            "--mem-unit b")
 
 
 def _skipped(rep: FileReport, prior: PriorLoad) -> FileReport:
