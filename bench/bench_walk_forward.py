@@ -99,12 +99,12 @@ def guard_tradeoff(db: Path, doc: dict) -> list[dict]:
 
 
 def fidelity(f: dict | None) -> str:
-    if not f:
+    if not f or f.get("far"):  # far apart: the decision's reason already says so, in numbers
         return ""
     tau = "–" if f.get("kendall_tau") is None else f"{f['kendall_tau']:.2f}"
     return (f"; replay of the current rule vs as run over the past: mean wait {f['wait_mean_replay_s']:,.0f} vs "
             f"{f['wait_mean_asrun_s']:,.0f} s, waited > 1 min {f['waited_replay']:.0%} vs {f['waited_asrun']:.0%}, "
-            f"tau {tau}" + (" (**too far apart: keep**)" if f.get("far") else ""))
+            f"tau {tau}")
 
 
 def never_worse(doc: dict) -> bool:
@@ -138,7 +138,7 @@ def overview(results: list[dict]) -> str:
         kept = sum(1 for p in doc["periods"] if p["decision"] == doc["current"])
         bar = doc["bar"]
         lines.append(f"| {r['cluster']} | {r['jobs']:,} | {len(doc['periods'])} | {r['wall_s'] / 60:.1f} min | "
-                     f"{'met' if bar.get('met') else 'not met' + (' (nothing to beat)' if bar.get('why') else '')} | "
+                     f"{'met' if bar.get('met') else 'not met' + (' (keep: ' + bar['why'].split(':')[0] + ')' if bar.get('why') else '')} | "
                      f"{'yes' if never_worse(doc) else '**no**'} | {times(me['wait_max_s'], cur['wait_max_s'])} | "
                      f"{ci('regret_bsld')} | {ci('regret_wait_mean')} | {kept} of {len(doc['periods'])} periods |")
     return "\n".join(lines) + "\n"

@@ -391,6 +391,11 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     owners = job_owners(con, cluster, t0, span_end)
     span, per = compare(contenders, bounds, current, owners, n_boot=n_boot, seed=seed)
     verdict = bar_verdict(span, current)
+    unfaithful = sum(1 for c in choices if not c.faithful)
+    if unfaithful and not verdict.get("met") and "why" not in verdict:
+        verdict["why"] = (f"MetaPilot kept {current} in {unfaithful} of {len(choices)} periods because the replay does "
+                          f"not reproduce this cluster (fidelity before advice: see each period's reason); the "
+                          f"replays' gains there are not advice")
     backtest_id = backtest_id or new_backtest_id()
     periods = []
     me = per.filter(pl.col("name") == "MetaPilot")
