@@ -62,6 +62,7 @@ def test_interrupt_seen_by_a_pool_in_another_thread_cancels_it_and_ends_its_work
 
 
 def test_ctrl_c_in_the_main_thread_ends_the_workers_and_is_not_run_here_instead():
+    before = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # not the command's
     timer = threading.Timer(3.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     t0 = time.monotonic()
@@ -74,6 +75,9 @@ def test_ctrl_c_in_the_main_thread_ends_the_workers_and_is_not_run_here_instead(
     while [p for p in _pool_workers() if p.ppid() != os.getpid()] and time.monotonic() < end:
         time.sleep(0.1)
     assert not [p for p in _pool_workers() if p.ppid() != os.getpid()]
+    assert before.poll() is None  # what ran before stays
+    before.kill()
+    before.wait()
 
 
 def _session(sid: int) -> list[int]:

@@ -28,13 +28,30 @@ def check_interrupted() -> None:
         raise KeyboardInterrupt("interrupted")
 
 
-def end_children(timeout_s: float = 3.0) -> None:
-    """End every descendant of this process: SIGTERM, then SIGKILL for those left after `timeout_s`.
-    The whole tree is read first, so that grandchildren whose parent ends first are not missed."""
+def children() -> set[int]:
+    """The pids of this process's descendants now."""
+    import psutil
+
+    try:
+        return {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
+
+
+def end_children(timeout_s: float = 3.0, keep: set[int] = frozenset()) -> None:
+    """End the descendants of this process, but those in `keep` and theirs (what ran before the
+    command's work: a test harness's server, say): SIGTERM, then SIGKILL for those left after
+    `timeout_s`. The whole tree is read first, so that grandchildren whose parent ends first are
+    not missed."""
     import psutil
 
     try:
         kids = psutil.Process().children(recursive=True)
+        spared = set(keep)
+        for p in kids:
+            if p.pid in keep:
+                spared.update(c.pid for c in p.children(recursive=True))
+        kids = [p for p in kids if p.pid not in spared]
     except psutil.Error:
         return
     for p in kids:
@@ -51,18 +68,19 @@ def end_children(timeout_s: float = 3.0) -> None:
     psutil.wait_procs(alive, timeout=timeout_s)
 
 
-def _exit_now(why: str) -> None:
+def _exit_now(why: str, keep: set[int]) -> None:
     try:
         sys.stderr.write(f"interrupted: {why}; child processes ended\n")
         sys.stderr.flush()
     finally:
-        end_children()
+        end_children(keep=keep)
         os._exit(EXIT_CODE)
 
 
-def _deadline(grace_s: float, left: threading.Event) -> None:
+def _deadline(grace_s: float, left: threading.Event, keep: set[int]) -> None:
     if not left.wait(grace_s):  # the command did not leave `stop_on_interrupt` in time
-        _exit_now(f"stopped {grace_s:.0f} s after Ctrl-C (each stage commits whole: run the command again to go on)")
+        _exit_now(f"stopped {grace_s:.0f} s after Ctrl-C (each stage commits whole: run the command again to go on)",
+                  keep)
 
 
 @contextmanager
@@ -74,12 +92,13 @@ def stop_on_interrupt(grace_s: float = GRACE_S) -> Iterator[None]:
         return
 
     left = threading.Event()
+    keep = children()  # not the command's: left running
 
     def handler(signum, frame) -> None:
         if INTERRUPTED.is_set():
-            _exit_now("a second Ctrl-C")
+            _exit_now("a second Ctrl-C", keep)
         INTERRUPTED.set()
-        threading.Thread(target=_deadline, args=(grace_s, left), name="interrupt-deadline", daemon=True).start()
+        threading.Thread(target=_deadline, args=(grace_s, left, keep), name="interrupt-deadline", daemon=True).start()
         raise KeyboardInterrupt
 
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -92,5 +111,5 @@ def stop_on_interrupt(grace_s: float = GRACE_S) -> Iterator[None]:
         for s, h in previous.items():
             signal.signal(s, h)
         if INTERRUPTED.is_set():
-            end_children()  # what the clean-up left running
+            end_children(keep=keep)  # what the clean-up left running
             INTERRUPTED.clear()
