@@ -183,3 +183,16 @@ def test_the_planner_starts_on_its_base_objective():
     anchored = LookaheadPlanner(menu, PlannerConfig(horizon_h=6.0, base="SAF"))
     anchored.reset()
     assert anchored.last == menu.index("SAF")
+
+
+def test_the_weekly_report_shows_how_far_the_replay_was_from_the_cluster():
+    from metapilot.models.reporting.backtest import period_lines
+
+    period = {"period_from": "2010-06-01T00:00:00", "period_to": "2010-06-29T00:00:00", "decision": "FCFS+EASY",
+              "why": "keep: the replay does not reproduce this cluster", "fidelity_wait_mean_replay_s": 8.6,
+              "fidelity_wait_mean_asrun_s": 1375.0, "fidelity_waited_replay": 0.01, "fidelity_waited_asrun": 0.2,
+              "fidelity_kendall_tau": 0.97, "fidelity_far": True}
+    line = period_lines({"periods": [period]})[0]
+    assert "9 s against 1,375 s as run" in line and "1% against 20%" in line and "keeps the current rule" in line
+    no_starts = {**period, "fidelity_wait_mean_replay_s": None}
+    assert "as run" not in period_lines({"periods": [no_starts]})[0]
