@@ -160,7 +160,7 @@ def place(current: list[int | None], band: Band) -> list[int]:
     Keeps the longest chain of current factors that is still in order (and at least a step apart,
     within the band): a new or moved job takes a place in the gap between its kept neighbours. A gap
     too small for the jobs it must take is widened by spreading the jobs around it again (its kept
-    neighbours given up, one side then the other, until twice the room needed); a group with no room
+    neighbours given up, one side then the other, until roomy enough: `_roomy`); a group with no room
     left at an edge of the band, or none kept, is laid out afresh, centred on the band's middle."""
     n = len(current)
     if n == 0:
@@ -181,7 +181,7 @@ def place(current: list[int | None], band: Band) -> list[int]:
             bottom = current[keep[down]] if down < len(keep) else lo - step
             first = keep[up] + 1 if up >= 0 else 0
             last = keep[down] - 1 if down < len(keep) else n - 1
-            if top - bottom >= 2 * (last - first + 2) * step or (up < 0 and down >= len(keep)):
+            if top - bottom >= _roomy(last - first + 1) * (last - first + 2) * step or (up < 0 and down >= len(keep)):
                 break
             if up < 0 or (turn == 0 and down < len(keep)):
                 down += 1
@@ -216,6 +216,16 @@ def place(current: list[int | None], band: Band) -> list[int]:
             for j in range(c):
                 out[first + j] = top - sp * (j + 1)
     return out
+
+
+def _roomy(c: int) -> float:
+    """Steps per job a widened gap of `c` jobs must offer before its jobs are spread evenly in it: two
+    for a few jobs (room for the next arrival), more for more (four at 2^17): list labelling's density thresholds, so that arrivals
+    again and again at one place widen ever larger windows ever more rarely (a few updates per
+    arrival, amortised, instead of the window's size each time)."""
+    import math
+
+    return 2.0 + 2.0 * min(1.0, math.log2(c + 1) / 17)
 
 
 def _kept_chain(current: list[int | None], band: Band) -> list[int]:
