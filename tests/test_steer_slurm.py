@@ -14,6 +14,7 @@ import time
 
 import pytest
 from slurm_fixtures import slurm, slurm_session  # noqa: F401
+from steer_standin import band_factor
 
 SJF_ORDER_LIMITS = (9, 3, 7, 5)  # minutes, in submission order; SJF starts them 3, 5, 7, 9
 STEP = 100_000
@@ -84,17 +85,18 @@ def test_once_applies_sjf_exactly_and_release_clears(tmp_path, slurm, queue):
     assert "live ok: SJF" in res.stdout
     after = _sprio(slurm)
     q = queue["queued"]
-    expect = {q[1]: 3 * STEP, q[3]: 2 * STEP, q[2]: STEP, q[0]: 0}  # 3, 5, 7, 9 minutes
+    expect = {q[1]: band_factor(STEP, 0, 4), q[3]: band_factor(STEP, 1, 4), q[2]: band_factor(STEP, 2, 4),
+              q[0]: band_factor(STEP, 3, 4)}  # 3, 5, 7, 9 minutes, in the band every group shares
     assert {j: after[j]["site"] for j in q} == expect
     for j in q:  # the site factor is the only change: every other factor as before
         for k in ("age", "fairshare", "jobsize", "partition", "qos", "nice"):
             assert after[j][k] == before[j][k], (j, k)
         assert after[j]["priority"] - before[j]["priority"] == after[j]["site"]
-    assert after[queue["high"]]["site"] == 0  # alone in its tier: untouched
+    assert after[queue["high"]]["site"] == band_factor(STEP, 0, 1)  # alone in its tier: the band's middle
     assert queue["held"] not in after or after[queue["held"]]["site"] == 0
     steered = _metapilot(slurm, db, "sql", "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id",
                          "--format", "csv").stdout
-    assert sorted(steered.split()[1:]) == sorted([q[1], q[3], q[2]])  # not the held, running or high-tier job
+    assert sorted(steered.split()[1:]) == sorted([*q, queue["high"]])  # not the held or the running job
 
     res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
     assert "released" in res.stdout
@@ -196,5 +198,72 @@ def test_a_held_job_released_after_the_guard_limit_does_not_trip_it(tmp_path, sl
                      "--step", str(STEP), "--guard-h", "0.01", check=False)
     assert res.returncode == 0 and "live ok: SJF" in res.stdout, res.stdout + res.stderr
     site = {j: v["site"] for j, v in _sprio(slurm).items()}
-    assert site[held] == 2 * STEP and site[queued[1]] == STEP and site[queued[0]] == 0  # 2, 3, 5 minutes
+    assert [site[held], site[queued[1]], site[queued[0]]] == [band_factor(STEP, r, 3) for r in range(3)]  # 2, 3, 5 min
     _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
+
+
+def test_a_factor_cleared_behind_the_loops_back_is_set_again(tmp_path, slurm, queue):
+    """Issue 49 (8): each cycle reads the site factors back (sprio); one cleared by another admin (or a
+    slurmctld restarted from an older state) is set again, the others are not sent."""
+    db = str(tmp_path / "w.duckdb")
+    args = ("steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once", "--step", str(STEP))
+    _metapilot(slurm, db, *args)
+    q = queue["queued"]
+    set_before = {j: _sprio(slurm)[j]["site"] for j in q}
+    slurm.run("scontrol", "update", f"job={q[1]}", "SiteFactor=0")  # behind the loop's back
+    assert _sprio(slurm)[q[1]]["site"] == 0
+    res = _metapilot(slurm, db, *args)
+    assert "live ok: SJF" in res.stdout and "1 changed" in res.stdout, res.stdout
+    assert "1 site factors not as the loop set them" in res.stdout and f"{q[1]} " in res.stdout, res.stdout
+    assert {j: _sprio(slurm)[j]["site"] for j in q} == set_before
+    _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
+
+
+def test_a_second_loop_on_the_cluster_is_refused_naming_the_first(tmp_path, slurm, queue):
+    """Issue 49 (9): one loop per cluster. A second (another rule, another operator's shell) is refused
+    with the holder named, and changes nothing; once the first ends (SIGTERM: released), it may start."""
+    db = str(tmp_path / "w.duckdb")
+    first = subprocess.Popen([sys.executable, "-m", "metapilot.cli", "steer", "--cluster", slurm.cluster, "--slurm",
+                              "--policy", "SJF+EASY", "--every", "1s", "--step", str(STEP), "--db", db], env=slurm.env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        _wait(lambda: any(v["site"] > 0 for v in _sprio(slurm).values()), what="the first loop to set factors")
+        sjf = {j: v["site"] for j, v in _sprio(slurm).items()}
+        res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "LAF+EASY", "--once",
+                         "--step", str(STEP), check=False)
+        assert res.returncode == 3 and "is held by" in res.stderr and f"pid {first.pid}" in res.stderr, \
+            res.stdout + res.stderr
+        res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release", check=False)
+        assert res.returncode == 3 and "one loop per cluster" in res.stderr, res.stdout + res.stderr
+        assert {j: v["site"] for j, v in _sprio(slurm).items()} == sjf  # nothing flipped, nothing released
+    finally:
+        first.send_signal(signal.SIGTERM)
+        out, _ = first.communicate(timeout=60)
+    assert "exit (SIGTERM)" in out and first.returncode == 0, out
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "LAF+EASY", "--once",
+                     "--step", str(STEP))
+    assert "live ok: LAF" in res.stdout and "without releasing" not in res.stdout, res.stdout
+    _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
+
+
+def test_an_array_with_a_task_running_keeps_the_middle(tmp_path, slurm):
+    """Issue 49 (12): what the loop cannot rank (here the pending rest of an array whose first task
+    runs: set through the array's id, which touches the running task too) keeps the band's middle,
+    among the ranked jobs, not 0 under them."""
+    db = str(tmp_path / "w.duckdb")
+    blocker = slurm.sbatch("-n", "32", "-t", "10", wrap="sleep 600")
+    array = slurm.sbatch("-n", "32", "-t", "5", "--array=1-3", wrap="sleep 600")
+    short, long_ = (slurm.sbatch("-n", "64", "-t", str(m), wrap="sleep 1") for m in (2, 9))
+    _wait(lambda: f"{array}_1" in slurm.run("squeue", "-h", "-t", "R", "-o", "%i").stdout.split()
+          and _reasons(slurm).get(blocker) == "None"
+          and all(_reasons(slurm).get(j) in ("Priority", "Resources") for j in (short, long_, array)),
+          what="the array's first task to run and Slurm to evaluate the queue")
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once",
+                     "--step", str(STEP))
+    assert "live ok: SJF" in res.stdout, res.stdout + res.stderr
+    site = {j: v["site"] for j, v in _sprio(slurm).items()}
+    middle = band_factor(STEP, 0, 1)
+    assert site[array] == middle, site  # the array's pending rest, through its id
+    assert site[short] > middle > site[long_] > 0, site  # ranked around it: 2 min above, 9 min below
+    _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
+    assert all(v["site"] == 0 for v in _sprio(slurm).values())

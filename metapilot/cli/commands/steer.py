@@ -198,8 +198,14 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             steerer.free_lock()
         raise typer.Exit(_exit_code(out))
 
+    busy = {"cycle": False, "term": False}
+
     def on_term(signum, frame):  # noqa: ARG001
-        raise _Terminated()
+        # inside a cycle the signal waits for its end: raised in a warehouse query, DuckDB turns it into
+        # "Query interrupted" and the exit was reported as a bug
+        busy["term"] = True
+        if not busy["cycle"]:
+            raise _Terminated()
 
     old = signal.signal(signal.SIGTERM, on_term)
     reason = "the loop ended"
@@ -207,8 +213,14 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
     try:
         while True:
             t0 = time.monotonic()
-            out = steerer.cycle()
+            busy["cycle"] = True
+            try:
+                out = steerer.cycle()
+            finally:
+                busy["cycle"] = False
             typer.echo(out.line)
+            if busy["term"]:
+                raise _Terminated()
             if steerer.lost_lock:  # another loop took over: its factors are its own now
                 code = 2
                 break
