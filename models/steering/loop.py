@@ -12,6 +12,12 @@ floor, it releases everything, logs why and which job (a 'guard' row) and pauses
 `guard_pause_s` (cycles in the pause are 'paused' rows), then steering goes on, the late job put
 ahead of its group. A job trips it once, and there is at most one trip per pause: no user's job can
 switch steering off. ('halted', from older versions, still waits for `steer --resume`.)
+
+Against its users (issue 49): each live cycle reads the site factors back (`sprio`) and sets again
+those Slurm no longer holds as the loop set them (cleared behind its back); a job whose partition
+changed while it carried a factor is placed afresh in its new group, first, and named in the row;
+one loop per cluster (`lock.py`): a live loop, --once and --release hold the warehouse's lock and
+beat it each cycle; a loop whose lock was taken over stops and leaves the factors to the new holder.
 """
 
 from __future__ import annotations
