@@ -40,7 +40,11 @@ def _main() -> None:
         sys.exit(1)
     meta = {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22, "minor": 5, "micro": 8},
                                                              "release": "22.05.8"}}
-    if tool == "squeue":
+    if tool == "squeue" and "-o" in sys.argv:  # `squeue -h -t PD -o %A|%P`
+        for j in state["jobs"]:
+            if j["job_state"] == "PENDING":
+                print(f"{j['job_id']}|{j['partition']}")
+    elif tool == "squeue":
         if state.get("mode") == "garbage":
             print("squeue: this is not JSON")
             return

@@ -175,3 +175,21 @@ def test_a_loop_whose_lock_was_taken_over_stops_without_releasing(standin):
     with pytest.raises(SteerLocked, match="held by bob@"):
         Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                 SteerOptions("mini", step=10)).take_lock("live", "eve")
+
+
+# --- item 4: a job moved to another partition -------------------------------------------------------
+
+def test_a_job_moved_to_another_partition_is_seen_between_cycles_and_placed_first(standin):
+    state, _, _ = standin
+    s = _steerer(standin)
+    s.cycle()
+    assert s.moved_jobs() == []
+    jobs = json.loads(state.read_text())["jobs"]
+    jobs[1]["partition"] = "high"  # job 2, the debug group's first, moved by its user
+    _update(state, jobs=jobs)
+    assert s.moved_jobs() == ["2"]  # one small squeue read, between cycles
+    out = s.cycle()
+    assert "1 jobs moved to another partition while carrying a site factor (2: debug|tier 1 -> high|tier 2)" \
+        in out.row["message"], out.line
+    assert _set(state)["2"] == band_factor(10, 0, 1)  # alone in its new group: the band's middle
+    assert s.moved_jobs() == []

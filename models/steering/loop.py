@@ -401,6 +401,9 @@ class Steerer:
             self._record(row, shadow=shadow, con=con)
             return CycleOutcome(row, todo)
         cycle_id = uuid.uuid4().hex[:16]
+        ranked_now = desired.filter(pl.col("rank").is_not_null() & ~pl.col("target").str.contains("_", literal=True))
+        self._partitions = dict(zip(ranked_now["target"].to_list(),
+                                    ranked_now["group_key"].str.split("|").list.first().to_list()))
         if not todo.is_empty():
             self._write_ahead(con, todo, objective, cycle_id, at)
             try:
@@ -423,6 +426,21 @@ class Steerer:
         row.update(seconds=time.perf_counter() - t0 - self.slurm.slurm_seconds, slurm_seconds=self.slurm.slurm_seconds)
         self._record(row, set_rows, forget + list(failed), con=con)
         return CycleOutcome(row, done, failed)
+
+    _partitions: dict[str, str] = {}  # noqa: RUF012 - replaced per instance by each live cycle
+
+    def moved_jobs(self) -> list[str]:
+        """Ranked jobs whose partition changed since the last cycle, from one cheap `squeue -o %A|%P`
+        read between cycles: the loop then cycles at once instead of leaving the job its factor from
+        the other group until the next one (split array tasks are left to the cycle)."""
+        if not self._partitions:
+            return []
+        try:
+            text = self.slurm.pending_partitions()
+        except SlurmUnreachable:
+            return []
+        now = dict(line.strip().partition("|")[::2] for line in text.splitlines() if "|" in line)
+        return [j for j, part in self._partitions.items() if j in now and now[j] != part]
 
     def _write_ahead(self, con, todo: pl.DataFrame, objective: str, cycle_id: str, at: datetime) -> None:
         """Record the non-zero factors about to be set, committed before `scontrol` runs (see

@@ -76,6 +76,11 @@ class SlurmCli:
     def squeue_json(self) -> str:
         return self._run(["squeue", "--all", "--json"]).stdout
 
+    def pending_partitions(self) -> str:
+        """`squeue -h -t PD -o %A|%P`: each pending record's id and partition, a few bytes a job (the
+        cheap check between cycles for jobs moved to another partition)."""
+        return self._run(["squeue", "-h", "-t", "PD", "-o", "%A|%P"]).stdout
+
     def sinfo_json(self) -> str:
         return self._run(["sinfo", "--json"]).stdout
 

@@ -224,7 +224,7 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             if steerer.lost_lock:  # another loop took over: its factors are its own now
                 code = 2
                 break
-            time.sleep(max(0.0, interval - (time.monotonic() - t0)))
+            _sleep_watching(steerer, t0 + interval, max(5.0, interval / 6))
     except _Terminated:
         reason = "SIGTERM"
     except KeyboardInterrupt:
@@ -237,6 +237,22 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
             code = code or _exit_code(out)  # factors left set are never a clean exit
         steerer.free_lock()
     raise typer.Exit(code)
+
+
+def _sleep_watching(steerer, until: float, every: float) -> None:
+    """Sleep until the next cycle (`until`, monotonic), looking every `every` seconds for steered
+    jobs moved to another partition (one small squeue read): one found, the next cycle runs at once."""
+    while True:
+        left = until - time.monotonic()
+        if left <= 0:
+            return
+        time.sleep(min(left, every))
+        if time.monotonic() < until:
+            moved = steerer.moved_jobs()
+            if moved:
+                typer.echo(f"{len(moved)} steered jobs moved to another partition ({', '.join(moved[:5])}): "
+                           "cycling now")
+                return
 
 
 def _locked(steerer, mode: str) -> list[str]:
