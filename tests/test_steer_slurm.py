@@ -267,3 +267,56 @@ def test_an_array_with_a_task_running_keeps_the_middle(tmp_path, slurm):
     assert site[short] > middle > site[long_] > 0, site  # ranked around it: 2 min above, 9 min below
     _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
     assert all(v["site"] == 0 for v in _sprio(slurm).values())
+
+
+@pytest.fixture
+def cluster_user(slurm):
+    """An ordinary account made for the test (`useradd`), submitting through `runuser`; removed after."""
+    import pwd
+
+    if os.geteuid() != 0:
+        pytest.skip("making a user needs root")
+    name = "mp49user"
+    made = False
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "-M", name], check=True, capture_output=True)
+        made = True
+    yield name
+    slurm.cancel_all()
+    if made:
+        subprocess.run(["userdel", name], capture_output=True)
+
+
+def _as(slurm, user: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["runuser", "-u", user, "--", "env", f"SLURM_CONF={slurm.conf}", *args], env=slurm.env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_a_user_moving_a_steered_job_to_another_partition_is_named_and_placed_afresh(tmp_path, slurm, cluster_user):
+    """Issue 49 (4): an ordinary user moves their steered job to the other partition
+    (`scontrol update jobid=X partition=high`): the next cycle names it and places it in its new group,
+    where it carries the band's middle (alone there), not the factor it earned among four."""
+    db = str(tmp_path / "w.duckdb")
+    blocker = slurm.sbatch("-n", "64", "-t", "10", wrap="sleep 600")
+    mine = []
+    for m in (3, 5, 7, 9):
+        res = _as(slurm, cluster_user, "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "-n", "64", "-t",
+                  str(m), "--wrap", "sleep 1")
+        assert res.returncode == 0, res.stderr
+        mine.append(res.stdout.strip().split(";")[0])
+    _wait(lambda: _reasons(slurm).get(blocker) == "None"
+          and all(_reasons(slurm).get(j) in ("Priority", "Resources") for j in mine), what="Slurm to evaluate the queue")
+    args = ("steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once", "--step", str(STEP))
+    _metapilot(slurm, db, *args)
+    assert _sprio(slurm)[mine[0]]["site"] == band_factor(STEP, 0, 4)
+    res = _as(slurm, cluster_user, "scontrol", "update", f"jobid={mine[0]}", "partition=high")
+    assert res.returncode == 0, res.stderr
+    _wait(lambda: slurm.run("squeue", "-h", "-j", mine[0], "-o", "%P").stdout.strip() == "high",
+          what="the job to move")
+    res = _metapilot(slurm, db, *args)
+    assert f"moved to another partition while carrying a site factor ({mine[0]}: debug|tier 1 -> high|tier 2)" \
+        in res.stdout, res.stdout
+    assert _sprio(slurm)[mine[0]]["site"] == band_factor(STEP, 0, 1)  # alone in high: the band's middle
+    _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--release")
