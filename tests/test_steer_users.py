@@ -69,7 +69,7 @@ def test_factors_cleared_or_changed_behind_the_loops_back_are_set_again(standin)
     assert s.cycle().row["changed"] == 4 and _set(state) == SJF4
     quiet = s.cycle()  # Slurm holds what the loop set: one sprio read, nothing sent
     assert quiet.row["changed"] == 0 and len(_updates(state)) == 1
-    assert [c["tool"] for c in calls(state)].count("sprio") == 1  # nothing set before the first cycle: none
+    assert [c["tool"] for c in calls(state)].count("sprio") == 2  # the start's look, then the second cycle's
     factors = _set(state)
     factors["2"], factors["3"] = 0, 0  # slurmctld restarted from an older state, say
     factors["4"] = 5  # another admin
@@ -193,3 +193,14 @@ def test_a_job_moved_to_another_partition_is_seen_between_cycles_and_placed_firs
         in out.row["message"], out.line
     assert _set(state)["2"] == band_factor(10, 0, 1)  # alone in its new group: the band's middle
     assert s.moved_jobs() == []
+
+
+def test_factors_this_warehouse_never_set_are_said_at_the_start(standin, tmp_path):
+    """A loop on another warehouse holds another lock: what Slurm shows of it is said at the start."""
+    state, bin_dir, _ = standin
+    _steerer(standin).cycle()  # the first loop, on w.duckdb
+    other = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(str(tmp_path / "other.duckdb")),
+                    named_rule("LAF+EASY"), SteerOptions("mini", step=10))
+    said = other.start()
+    assert any("4 pending jobs carry site factors this warehouse never set (1, 2, 3, 4)" in x for x in said), said
+    assert not any("never set" in x for x in _steerer(standin).start())  # its own: nothing to say

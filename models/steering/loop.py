@@ -163,6 +163,8 @@ class Steerer:
             last = store.last_exit(con, self.opts.cluster)
         finally:
             con.close()
+        if not self.opts.dry_run:
+            said += self._foreign_factors(left)
         if not left.is_empty():
             if self.opts.dry_run:
                 said.append(f"{left.height} jobs still carry a site factor from an earlier run; a dry run leaves them "
@@ -178,6 +180,23 @@ class Steerer:
                 out = self.release("the previous run ended without releasing (a crash or SIGKILL)")
                 said.append(out.line)
         return said
+
+    def _foreign_factors(self, left: pl.DataFrame) -> list[str]:
+        """What Slurm shows of another steerer: pending jobs carrying site factors this warehouse never
+        set (a loop steering the cluster from another warehouse, whose lock this one cannot see, or an
+        admin by hand): said at the start, since two loops fight over the same factors."""
+        try:
+            actual = parse_site_factors(self.slurm.site_factors())
+        except (SlurmUnreachable, SlurmParseError):
+            return []
+        mine = set(left["job_id"].to_list()) if not left.is_empty() else set()
+        foreign = sorted(j for j, v in actual.items() if v != 0 and j not in mine)
+        if not foreign:
+            return []
+        return [f"warning: {len(foreign)} pending jobs carry site factors this warehouse never set "
+                f"({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''}): another loop steering "
+                f"{self.opts.cluster} from another warehouse, or an admin by hand? One loop per cluster: two fight "
+                "over the same factors"]
 
     def keep(self) -> CycleOutcome:
         """A clean --once exit: the factors stay set, recorded as kept so that the next start carries on
