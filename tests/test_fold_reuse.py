@@ -5,14 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pytest
-
 from metapilot.transforms.windows import week_start
-
-UTC = timezone.utc
 
 
 def _learned(home: Path, policy_id: str | None = None) -> None:
