@@ -152,7 +152,7 @@ def test_a_lookahead_policy_replays_publishes_and_advises(warehouse, tmp_path): 
     # horizon and no guard
     wl, rows = load_replay_window(warehouse, CLUSTER, FROM, TO)
     cap = Capacity.from_rows(rows)
-    last = [Menu.of(LA).user_first]
+    last = [0]  # the planner starts on its base objective: the menu's first
 
     def cheapest(s: np.ndarray) -> int:
         if s[3] > 0 and s[16 + last[0]] > 0:  # something waits and the objective in force is not a cheapest

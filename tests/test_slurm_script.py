@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
 from slurm_fixtures import SCRIPT, parse_exports, slurm, slurm_session, start_cluster, stop_cluster  # noqa: F401
@@ -104,22 +107,31 @@ def _gone(folder: str, timeout_s: float) -> list[int]:
     return left
 
 
+@pytest.fixture
+def short_tmp():
+    """A short temporary folder: munged's socket path must stay under 108 bytes, which pytest's own
+    tmp_path (deep under /tmp/pytest-of-root/.../popen-gwN/<test name>) exceeds in CI."""
+    d = Path(tempfile.mkdtemp(prefix="mps", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 def _start_in(tmp_path, env: dict) -> subprocess.Popen:
     return subprocess.Popen(["bash", str(SCRIPT), "start"], env={**env, "TMPDIR": str(tmp_path)},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_stop_while_start_is_still_starting_leaves_nothing(tmp_path, slurm_session):
+def test_stop_while_start_is_still_starting_leaves_nothing(short_tmp, slurm_session):
     """Issue 54, item 4: a stop while start still waits for MariaDB ends the start first (it launches
     nothing more), then munged and every daemon already launched, and what start ran beside them."""
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "METAPILOT_SLURM_DIR")}
     env["METAPILOT_SLURM_NO_INSTALL"] = "1"
-    start = _start_in(tmp_path, env)
+    start = _start_in(short_tmp, env)
     try:
         end = time.monotonic() + 120
         folder = None
         while time.monotonic() < end:
-            found = list(tmp_path.glob("metapilot-slurm.*/pids"))
+            found = list(short_tmp.glob("metapilot-slurm.*/pids"))
             if found and "mariadbd" in found[0].read_text():
                 folder = str(found[0].parent)
                 break
@@ -139,13 +151,13 @@ def test_stop_while_start_is_still_starting_leaves_nothing(tmp_path, slurm_sessi
             start.kill()
 
 
-def test_a_stop_whose_caller_goes_away_still_ends_munged_and_the_rest(tmp_path, slurm_session):
+def test_a_stop_whose_caller_goes_away_still_ends_munged_and_the_rest(short_tmp, slurm_session):
     """Issue 54, item 4: munged outlived the tests' Slurm when the stop's caller ended mid-stop (its
     pipes closed, the next message killed the stop before munged, the last). The stop runs on in a
     session of its own, and a closed stderr, SIGTERM or SIGINT do not cut it short."""
     env = {k: v for k, v in os.environ.items() if k not in ("SLURM_CONF", "METAPILOT_SLURM_DIR")}
     env["METAPILOT_SLURM_NO_INSTALL"] = "1"
-    start = _start_in(tmp_path, env)
+    start = _start_in(short_tmp, env)
     out, err = start.communicate(timeout=300)
     assert start.returncode == 0, err[-3000:]
     folder = parse_exports(out)["METAPILOT_SLURM_DIR"]
