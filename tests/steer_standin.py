@@ -99,6 +99,25 @@ def make_bin(folder: Path, state_path: Path) -> Path:
     return folder
 
 
+def mini_cluster(folder: Path, jobs: list[dict]) -> tuple[Path, Path, str]:
+    """A stand-in cluster named `mini` holding `jobs`: (its state file, its commands' folder, a warehouse path)."""
+    state = folder / "slurm-state.json"
+    state.write_text(json.dumps({"jobs": jobs, "mode": "ok", "cluster": "mini"}))
+    return state, make_bin(folder / "bin", state), str(folder / "w.duckdb")
+
+
+def site_factors(state_path: Path) -> dict:
+    """The site factors the stand-in holds, by job id."""
+    return json.loads(state_path.read_text()).get("site_factors", {})
+
+
+def update_state(state_path: Path, **kw) -> None:
+    """Change the stand-in's state (its mode, jobs, factors) as a test scenario needs."""
+    s = json.loads(state_path.read_text())
+    s.update(kw)
+    state_path.write_text(json.dumps(s))
+
+
 def calls(state_path: Path) -> list[dict]:
     p = Path(str(state_path) + ".calls.jsonl")
     return [json.loads(ln) for ln in p.read_text().splitlines()] if p.exists() else []

@@ -9,7 +9,7 @@ import time
 
 import polars as pl
 import pytest
-from steer_standin import band_factor, calls, job, make_bin
+from steer_standin import band_factor, calls, job, make_bin, mini_cluster, site_factors, update_state
 from typer.testing import CliRunner
 
 from metapilot.cli.app import app
@@ -24,21 +24,9 @@ SJF4 = {"2": band_factor(10, 0, 4), "4": band_factor(10, 1, 4), "3": band_factor
 
 @pytest.fixture
 def standin(tmp_path):
-    state = tmp_path / "slurm-state.json"
     jobs = [job(i, limit_min=m, submit=int(NOW) - 600 + i) for i, m in ((1, 9), (2, 3), (3, 7), (4, 5))]
     jobs += [job(5, limit_min=1, reason="JobHeldUser"), job(6, limit_min=1, state="RUNNING", reason="None")]
-    state.write_text(json.dumps({"jobs": jobs, "mode": "ok", "cluster": "mini"}))
-    return state, make_bin(tmp_path / "bin", state), str(tmp_path / "w.duckdb")
-
-
-def _set(state) -> dict:
-    return json.loads(state.read_text()).get("site_factors", {})
-
-
-def _update(state, **kw) -> None:
-    s = json.loads(state.read_text())
-    s.update(kw)
-    state.write_text(json.dumps(s))
+    return mini_cluster(tmp_path, jobs)
 
 
 def _steerer(standin, **opts) -> Steerer:
@@ -64,7 +52,7 @@ def test_one_cycle_sets_the_rule_order_in_one_scontrol_process(standin):
     s = _steerer(standin)
     out = s.cycle()
     assert out.row["status"] == "ok" and out.row["changed"] == 4
-    assert _set(state) == SJF4  # SJF: 3, 5, 7, 9 min, a gap of 8 steps between ranks
+    assert site_factors(state) == SJF4  # SJF: 3, 5, 7, 9 min, a gap of 8 steps between ranks
     updates = [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
     assert len(updates) == 1 and updates[0]["lines"] == 5  # four updates and `quit`
     steered = _table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id")
@@ -78,24 +66,24 @@ def test_one_cycle_sets_the_rule_order_in_one_scontrol_process(standin):
 def test_slurm_unreachable_or_unparsable_changes_nothing_and_the_loop_goes_on(standin):
     state, _, db = standin
     s = _steerer(standin)
-    _update(state, mode="down")
+    update_state(state, mode="down")
     out = s.cycle()
     assert out.row["status"] == "error" and "Unable to contact slurm controller" in out.row["message"]
-    _update(state, mode="garbage")
+    update_state(state, mode="garbage")
     out = s.cycle()
     assert out.row["status"] == "error" and "did not answer JSON" in out.line
-    assert _set(state) == {}
-    _update(state, mode="ok")
-    assert s.cycle().row["status"] == "ok" and _set(state)
+    assert site_factors(state) == {}
+    update_state(state, mode="ok")
+    assert s.cycle().row["status"] == "ok" and site_factors(state)
     assert _table(db, "SELECT status FROM steer_cycles ORDER BY started_at")["status"].to_list()[-3:] == ["error", "error", "ok"]
 
 
 def test_a_job_gone_before_the_update_is_reported_and_the_others_set(standin):
     state, _, db = standin
-    _update(state, vanish=[4])
+    update_state(state, vanish=[4])
     out = _steerer(standin).cycle()
     assert out.row["failed"] == 1 and "gone before the update" in out.line and "Invalid job id" in out.line
-    assert _set(state) == {j: v for j, v in SJF4.items() if j != "4"}
+    assert site_factors(state) == {j: v for j, v in SJF4.items() if j != "4"}
     assert sorted(_table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL")["job_id"]) == ["1", "2", "3"]
 
 
@@ -103,7 +91,7 @@ def test_dry_run_changes_nothing_and_records_the_shadow(standin):
     state, _, db = standin
     out = _steerer(standin, dry_run=True).cycle()
     assert out.row["mode"] == "dry-run" and out.row["changed"] == 4
-    assert _set(state) == {} and not [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
+    assert site_factors(state) == {} and not [c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]
     assert _table(db, "SELECT count(*) AS n FROM steered_jobs")["n"][0] == 0
     shadow = _table(db, "SELECT job_id, rank FROM steer_shadow ORDER BY rank")
     assert shadow["job_id"].to_list() == ["2", "4", "3", "1"]
@@ -112,16 +100,16 @@ def test_dry_run_changes_nothing_and_records_the_shadow(standin):
 def test_release_sets_every_factor_back_to_zero_and_the_next_start_after_a_crash_releases(standin):
     state, bin_dir, db = standin
     _steerer(standin).cycle()
-    assert _set(state) == SJF4
+    assert site_factors(state) == SJF4
     # a crash: the process is gone, its jobs are still recorded as set; the next start releases them
     s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"), SteerOptions("mini", step=10))
     said = s.start()
     assert any("without releasing" in x for x in said)
-    assert set(_set(state).values()) == {0}
+    assert set(site_factors(state).values()) == {0}
     assert _table(db, "SELECT count(*) AS n FROM steered_jobs WHERE released_at IS NULL")["n"][0] == 0
     s.cycle()
     out = s.release("--release")
-    assert out.row["status"] == "released" and out.row["changed"] == 4 and set(_set(state).values()) == {0}
+    assert out.row["status"] == "released" and out.row["changed"] == 4 and set(site_factors(state).values()) == {0}
 
 
 class _DiesAfterUpdate(SlurmCli):
@@ -145,13 +133,13 @@ def test_factors_set_just_before_a_crash_are_recorded_first_and_released_at_the_
     s.start()
     with pytest.raises(SystemExit):
         s.cycle()
-    assert _set(state) == SJF4  # set in Slurm, the cycle never recorded
+    assert site_factors(state) == SJF4  # set in Slurm, the cycle never recorded
     open_rows = _table(db, "SELECT job_id FROM steered_jobs WHERE released_at IS NULL ORDER BY job_id")
     assert open_rows["job_id"].to_list() == ["1", "2", "3", "4"]  # written ahead of the update
     said = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                    SteerOptions("mini", step=10)).start()
     assert any("without releasing" in x for x in said)
-    assert set(_set(state).values()) == {0}
+    assert set(site_factors(state).values()) == {0}
     assert _table(db, "SELECT count(*) AS n FROM steered_jobs WHERE released_at IS NULL")["n"][0] == 0
 
 
@@ -159,7 +147,7 @@ def test_an_update_that_fails_whole_records_nothing_as_set_and_the_next_cycle_se
     state, bin_dir, db = standin
     s = _steerer(standin)
     assert s.cycle().row["changed"] == 4
-    _update(state, jobs=json.loads(state.read_text())["jobs"] + [job(7, limit_min=2, submit=int(NOW) - 100)])
+    update_state(state, jobs=json.loads(state.read_text())["jobs"] + [job(7, limit_min=2, submit=int(NOW) - 100)])
     live = s.slurm
     s.slurm = _UpdateUnreachable(bin_dir=str(bin_dir))
     out = s.cycle()
@@ -169,7 +157,7 @@ def test_an_update_that_fails_whole_records_nothing_as_set_and_the_next_cycle_se
     s.slurm = live
     assert s.cycle().row["changed"] == 1  # job 7 (2 min) goes on top; the others keep their places
     current = _table(db, "SELECT job_id, site_factor FROM steered_jobs WHERE released_at IS NULL")
-    assert dict(zip(current["job_id"], current["site_factor"])) == {**SJF4, "7": SJF4["2"] + 80} == _set(state)
+    assert dict(zip(current["job_id"], current["site_factor"])) == {**SJF4, "7": SJF4["2"] + 80} == site_factors(state)
 
 
 def test_live_tail_guard_releases_pauses_and_goes_on(standin):
@@ -178,9 +166,9 @@ def test_live_tail_guard_releases_pauses_and_goes_on(standin):
     s.cycle()
     s.opts.guard_h = 0.1  # job 1 has waited ~10 min > 6 min
     out = s.cycle()
-    assert out.row["status"] == "guard" and "past the limit" in out.line and set(_set(state).values()) == {0}
+    assert out.row["status"] == "guard" and "past the limit" in out.line and set(site_factors(state).values()) == {0}
     assert out.row["guard_job"] == "1" and "then steering goes on" in out.line
-    assert s.cycle().row["status"] == "paused" and set(_set(state).values()) == {0}  # within the pause
+    assert s.cycle().row["status"] == "paused" and set(site_factors(state).values()) == {0}  # within the pause
     runner = CliRunner()
     args = ["steer", "--cluster", "mini", "--slurm", "--policy", "SJF+EASY", "--once", "--slurm-bin", str(bin_dir),
             "--db", db, "--step", "10", "--guard-h", "0.1"]
@@ -203,13 +191,13 @@ def test_published_decision_needs_approval(standin):
     runner = CliRunner()
     args = ["steer", "--cluster", "mini", "--slurm", "--once", "--slurm-bin", str(bin_dir), "--db", db]
     res = runner.invoke(app, args)
-    assert res.exit_code == 2 and "not approved" in res.output and _set(state) == {}
+    assert res.exit_code == 2 and "not approved" in res.output and site_factors(state) == {}
     res = runner.invoke(app, ["approve", "SJF+EASY", "--cluster", "mini", "--db", db])
     assert res.exit_code == 2 and "is SAF+EASY, not SJF+EASY" in res.output
     res = runner.invoke(app, ["approve", "--cluster", "mini", "--db", db, "--note", "reviewed the shadow report"])
     assert res.exit_code == 0 and "approved for steering on mini: SAF+EASY" in res.output
     res = runner.invoke(app, args)
-    assert res.exit_code == 0 and "steering mini by SAF+EASY" in res.output and _set(state)
+    assert res.exit_code == 0 and "steering mini by SAF+EASY" in res.output and site_factors(state)
     res = runner.invoke(app, ["steer", "explain", "2", "--cluster", "mini", "--db", db])
     assert "rank 1 of" in res.output and "objective SAF" in res.output and "sprio" in res.output
     res = runner.invoke(app, ["steer", "explain", "6", "--cluster", "mini", "--db", db])

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from steer_standin import band_factor, job, make_bin
+from steer_standin import band_factor, job, mini_cluster, site_factors, update_state
 from typer.testing import CliRunner
 
 from metapilot.cli.app import app
@@ -26,14 +26,8 @@ META = {"plugin": {"type": "openapi/v0.0.38"}, "Slurm": {"version": {"major": 22
 
 @pytest.fixture
 def standin(tmp_path):
-    state = tmp_path / "slurm-state.json"
     jobs = [job(i, limit_min=m, submit=int(NOW) - 600 + i) for i, m in ((1, 9), (2, 3), (3, 7), (4, 5))]
-    state.write_text(json.dumps({"jobs": jobs, "mode": "ok", "cluster": "mini"}))
-    return state, make_bin(tmp_path / "bin", state), str(tmp_path / "w.duckdb")
-
-
-def _set(state: Path) -> dict:
-    return json.loads(state.read_text()).get("site_factors", {})
+    return mini_cluster(tmp_path, jobs)
 
 
 def _raw_squeue(bin_dir: Path, answer: bytes) -> None:
@@ -63,7 +57,7 @@ def test_a_job_name_that_is_not_utf8_does_not_stop_steering(standin, name):
     s.start()
     out = s.cycle()
     assert out.row["status"] == "ok", out.line
-    assert _set(state) == SJF4
+    assert site_factors(state) == SJF4
 
 
 def test_every_mode_reads_a_non_utf8_answer(standin):
@@ -104,7 +98,7 @@ def test_bad_steer_options_are_usage_errors(standin, extra):
     state, bin_dir, db = standin
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", *extra))
     assert res.exit_code == 2 and "Invalid value" in res.output and "bug" not in res.output, res.output
-    assert _set(state) == {}
+    assert site_factors(state) == {}
 
 
 def test_a_step_below_one_is_refused_by_the_loop_itself(standin):
@@ -144,7 +138,7 @@ def test_a_tampered_artifact_is_a_clear_user_error(standin, monkeypatch):
                                    "--db", db])
     assert res.exit_code == 2, res.output
     assert "artifact does not match" in res.output and "policy.npz" in res.output and "bug" not in res.output
-    assert _set(state) == {}
+    assert site_factors(state) == {}
 
 
 def test_the_loop_exits_non_zero_when_its_release_fails(standin, monkeypatch):
@@ -153,18 +147,12 @@ def test_the_loop_exits_non_zero_when_its_release_fails(standin, monkeypatch):
     monkeypatch.setattr(Steerer, "cycle", _down_then_interrupt(state, Steerer.cycle))
     res = CliRunner().invoke(app, _args(bin_dir, db, "--step", "10", "--every", "1s"))
     assert "release error" in res.output and res.exit_code == 2, res.output
-    assert _set(state) == SJF4  # still set: the next start releases them
+    assert site_factors(state) == SJF4  # still set: the next start releases them
     res = CliRunner().invoke(app, _args(bin_dir, db, "--release"))  # Slurm still away
     assert res.exit_code == 2 and ("release error" in res.output or "Unable to contact" in res.output), res.output
-    _update(state, mode="ok")
+    update_state(state, mode="ok")
     res = CliRunner().invoke(app, _args(bin_dir, db, "--release"))
-    assert res.exit_code == 0 and set(_set(state).values()) == {0}
-
-
-def _update(state: Path, **kw) -> None:
-    s = json.loads(state.read_text())
-    s.update(kw)
-    state.write_text(json.dumps(s))
+    assert res.exit_code == 0 and set(site_factors(state).values()) == {0}
 
 
 def _down_then_interrupt(state: Path, cycle):
@@ -173,7 +161,7 @@ def _down_then_interrupt(state: Path, cycle):
 
     def once_then_stop(self):
         if done:
-            _update(state, mode="down")
+            update_state(state, mode="down")
             raise KeyboardInterrupt
         done.append(True)
         return cycle(self)
@@ -187,14 +175,14 @@ def test_consecutive_once_runs_carry_on_instead_of_releasing_as_a_crash(standin)
     state, bin_dir, db = standin
     args = _args(bin_dir, db, "--once", "--step", "10")
     first = CliRunner().invoke(app, args)
-    assert first.exit_code == 0 and _set(state) == SJF4, first.output
+    assert first.exit_code == 0 and site_factors(state) == SJF4, first.output
     n_updates = len([c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]])
     second = CliRunner().invoke(app, args)
     assert second.exit_code == 0, second.output
     assert "without releasing" not in second.output and "crash" not in second.output
     assert "keep the site factors an earlier --once set" in second.output and "0 changed" in second.output
     assert len([c for c in calls(state) if c["tool"] == "scontrol" and not c["argv"]]) == n_updates  # nothing sent
-    assert _set(state) == SJF4
+    assert site_factors(state) == SJF4
     # a crash after a clean --once is still a crash: the next start releases
     s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                 SteerOptions("mini", step=10))
@@ -202,12 +190,12 @@ def test_consecutive_once_runs_carry_on_instead_of_releasing_as_a_crash(standin)
     s.cycle()  # ... and dies here, without `keep`
     said = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                    SteerOptions("mini", step=10)).start()
-    assert any("without releasing" in x for x in said) and set(_set(state).values()) == {0}
+    assert any("without releasing" in x for x in said) and set(site_factors(state).values()) == {0}
 
 
 def test_once_after_an_error_cycle_exits_non_zero(standin):
     state, bin_dir, db = standin
-    _update(state, mode="garbage")
+    update_state(state, mode="garbage")
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10"))
     assert res.exit_code == 2 and "live error" in res.output, res.output
 
@@ -291,7 +279,7 @@ def test_a_future_dated_publish_hides_no_later_one_and_is_refused_when_latest(st
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--once", "--step", "10"))
     assert res.exit_code == 0 and "steering mini by SJF+EASY" in res.output, res.output
-    assert _set(state) == SJF4
+    assert site_factors(state) == SJF4
 
 
 def test_an_old_decision_warns_and_max_age_refuses_it(standin):
@@ -303,7 +291,7 @@ def test_an_old_decision_warns_and_max_age_refuses_it(standin):
     res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--dry-run", "--once"))
     assert res.exit_code == 0 and "60 days old" in res.output and "warning" in res.output, res.output
     res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--once", "--max-age", "30d"))
-    assert res.exit_code == 2 and "beyond --max-age (30 days)" in res.output and _set(state) == {}, res.output
+    assert res.exit_code == 2 and "beyond --max-age (30 days)" in res.output and site_factors(state) == {}, res.output
     res = CliRunner().invoke(app, _args(bin_dir, db, "--policy", "published", "--dry-run", "--once", "--max-age", "9w"))
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(app, _args(bin_dir, db, "--once", "--max-age", "soon"))
@@ -317,11 +305,11 @@ def test_an_old_decision_warns_and_max_age_refuses_it(standin):
 def test_a_cluster_that_is_not_the_slurm_reached_is_refused_naming_both(standin, mode):
     state, bin_dir, db = standin
     assert CliRunner().invoke(app, _args(bin_dir, db, "--once", "--step", "10")).exit_code == 0
-    before = _set(state)
-    _update(state, cluster="other")
+    before = site_factors(state)
+    update_state(state, cluster="other")
     res = CliRunner().invoke(app, _args(bin_dir, db, *mode, "--step", "10"))
     assert res.exit_code == 2 and "--cluster mini" in res.output and "is cluster other" in res.output, res.output
-    assert "bug" not in res.output and _set(state) == before  # not released either: other's ids are other jobs
+    assert "bug" not in res.output and site_factors(state) == before  # not released either: other's ids are other jobs
 
 
 def test_the_cluster_name_is_read_from_scontrol_show_config():
@@ -365,14 +353,14 @@ def test_a_batch_that_fails_part_way_keeps_what_was_applied_recorded(standin):
                 SteerOptions("mini", step=10))
     s.start()
     out = s.cycle()
-    applied = _set(state)
+    applied = site_factors(state)
     assert out.row["status"] == "error" and len(applied) == 1, out.line  # the first line went through
     assert "read back from Slurm: 1 of 4 set, 3 not set" in out.row["message"]
     assert _open_rows(db) == applied  # what Slurm carries is recorded; nothing else
     s.slurm.updates = 10  # Slurm answers again
     again = s.cycle()
     assert again.row["status"] == "ok" and again.row["changed"] == 3, again.line
-    assert _set(state) == SJF4 == _open_rows(db)
+    assert site_factors(state) == SJF4 == _open_rows(db)
 
 
 def test_factors_that_cannot_be_read_back_stay_recorded_and_are_sent_again(standin):
@@ -392,8 +380,8 @@ def test_factors_that_cannot_be_read_back_stay_recorded_and_are_sent_again(stand
     assert _open_rows(db) == SJF4  # recorded: an exit or the next start releases them
     s.slurm.updates = 10
     again = s.cycle()
-    assert again.row["changed"] == 4 and _set(state) == SJF4  # all sent again
-    assert s.release("test").row["changed"] == 4 and set(_set(state).values()) == {0} and _open_rows(db) == {}
+    assert again.row["changed"] == 4 and site_factors(state) == SJF4  # all sent again
+    assert s.release("test").row["changed"] == 4 and set(site_factors(state).values()) == {0} and _open_rows(db) == {}
 
 
 def test_once_exits_non_zero_after_a_failed_update_and_the_next_start_releases(standin, monkeypatch):
@@ -416,15 +404,15 @@ def test_a_job_held_for_days_does_not_trip_the_guard_when_released(standin):
     jobs = json.loads(state.read_text())["jobs"]
     # held (or --begin, or dependent) since three days; released a minute ago: eligible from then
     jobs.append(job(7, limit_min=2, submit=int(NOW) - 3 * 86400, eligible_time=int(NOW) - 60))
-    _update(state, jobs=jobs)
+    update_state(state, jobs=jobs)
     s = Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                 SteerOptions("mini", step=10, guard_h=1.0))
     s.start()
     out = s.cycle()
     assert out.row["status"] == "ok", out.line
-    assert _set(state)["7"] == band_factor(10, 0, 5)  # steered like any other (2 min: first)
+    assert site_factors(state)["7"] == band_factor(10, 0, 5)  # steered like any other (2 min: first)
     jobs[-1]["eligible_time"] = 0  # Slurm knows no eligible time: the submit time counts
-    _update(state, jobs=jobs)
+    update_state(state, jobs=jobs)
     assert s.cycle().row["status"] == "guard"
 
 
@@ -435,13 +423,13 @@ def test_the_guard_pauses_once_logs_the_job_and_steering_goes_on_with_it_first(s
                 SteerOptions("mini", step=10, guard_h=0.1, guard_pause_s=3600), clock=lambda: clock[0])
     s.start()
     out = s.cycle()  # job 1 has waited ~10 min > 6 min
-    assert out.row["status"] == "guard" and out.row["guard_job"] == "1" and _set(state) == {}
+    assert out.row["status"] == "guard" and out.row["guard_job"] == "1" and site_factors(state) == {}
     jobs = json.loads(state.read_text())["jobs"]
     jobs.append(job(8, limit_min=1, submit=int(NOW) - 7200))  # another late job, during the pause
-    _update(state, jobs=jobs)
+    update_state(state, jobs=jobs)
     clock[0] = NOW + 600
     out = s.cycle()
-    assert out.row["status"] == "paused" and _set(state) == {}  # no second trip within the pause
+    assert out.row["status"] == "paused" and site_factors(state) == {}  # no second trip within the pause
     clock[0] = NOW + 3700  # the pause is over: steering goes on by itself; job 8 trips it (once)
     _fresh(state, clock[0], "2", "3", "4")
     assert s.cycle().row["guard_job"] == "8"
@@ -449,7 +437,7 @@ def test_the_guard_pauses_once_logs_the_job_and_steering_goes_on_with_it_first(s
     _fresh(state, clock[0], "2", "3", "4")
     out = s.cycle()
     assert out.row["status"] == "ok", out.line  # the jobs that tripped it trip it no more ...
-    f = _set(state)
+    f = site_factors(state)
     assert f["1"] == f["8"] > max(f[j] for j in ("2", "3", "4"))  # ... they go ahead of their group
     guard = _rows(db, "SELECT guard_job, message FROM steer_cycles WHERE status = 'guard' ORDER BY rowid")
     assert [g[0] for g in guard] == ["1", "8"] and "since it became eligible" in guard[0][1]
@@ -462,7 +450,7 @@ def _fresh(state: Path, now: float, *ids: str) -> None:
     for j in jobs:
         if str(j["job_id"]) in ids:
             j["eligible_time"] = int(now) - 60
-    _update(state, jobs=jobs)
+    update_state(state, jobs=jobs)
 
 
 def test_waits_count_from_eligible_time_in_squeue_json():

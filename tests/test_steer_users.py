@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from steer_standin import band_factor, calls, job, make_bin
+from steer_standin import band_factor, calls, job, make_bin, mini_cluster, site_factors, update_state
 from typer.testing import CliRunner
 
 from metapilot.cli.app import app
@@ -28,20 +28,8 @@ SJF4 = {"2": band_factor(10, 0, 4), "4": band_factor(10, 1, 4), "3": band_factor
 
 @pytest.fixture
 def standin(tmp_path):
-    state = tmp_path / "slurm-state.json"
     jobs = [job(i, limit_min=m, submit=int(NOW) - 600 + i) for i, m in ((1, 9), (2, 3), (3, 7), (4, 5))]
-    state.write_text(json.dumps({"jobs": jobs, "mode": "ok", "cluster": "mini"}))
-    return state, make_bin(tmp_path / "bin", state), str(tmp_path / "w.duckdb")
-
-
-def _set(state) -> dict:
-    return json.loads(state.read_text()).get("site_factors", {})
-
-
-def _update(state, **kw) -> None:
-    s = json.loads(state.read_text())
-    s.update(kw)
-    state.write_text(json.dumps(s))
+    return mini_cluster(tmp_path, jobs)
 
 
 def _steerer(standin, **opts) -> Steerer:
@@ -66,18 +54,18 @@ def _args(bin_dir, db, *extra) -> list[str]:
 def test_factors_cleared_or_changed_behind_the_loops_back_are_set_again(standin):
     state, _, _ = standin
     s = _steerer(standin)
-    assert s.cycle().row["changed"] == 4 and _set(state) == SJF4
+    assert s.cycle().row["changed"] == 4 and site_factors(state) == SJF4
     quiet = s.cycle()  # Slurm holds what the loop set: one sprio read, nothing sent
     assert quiet.row["changed"] == 0 and len(_updates(state)) == 1
     assert [c["tool"] for c in calls(state)].count("sprio") == 2  # the start's look, then the second cycle's
-    factors = _set(state)
+    factors = site_factors(state)
     factors["2"], factors["3"] = 0, 0  # slurmctld restarted from an older state, say
     factors["4"] = 5  # another admin
-    _update(state, site_factors=factors)
+    update_state(state, site_factors=factors)
     out = s.cycle()
     assert out.row["status"] == "ok" and out.row["changed"] == 3, out.line
     assert "3 site factors not as the loop set them" in out.row["message"] and "set again" in out.row["message"]
-    assert _set(state) == SJF4
+    assert site_factors(state) == SJF4
     assert len(_updates(state)) == 2 and s.cycle().row["changed"] == 0  # agreed again: nothing more
 
 
@@ -102,7 +90,7 @@ def test_a_cycle_sends_at_most_max_changes_updates_and_the_rest_follow(tmp_path)
         s.cycle()
         sent.append(sum(c["lines"] - 1 for c in _updates(state)) - sum(sent))
     assert sent == [25, 25, 10, 0]
-    f = _set(state)
+    f = site_factors(state)
     assert [f[str(i)] for i in range(1, 61)] == sorted(f.values(), reverse=True)  # SJF: 1 min first
 
 
@@ -120,7 +108,7 @@ def test_a_second_loop_is_refused_naming_the_holder(standin):
     for extra in (["--once"], ["--release"], []):
         res = CliRunner().invoke(app, _args(bin_dir, db, *extra))
         assert res.exit_code == 3 and "held by alice@" in res.output and "one loop per cluster" in res.output, res.output
-    assert _set(state) == SJF4  # nothing released, nothing flipped
+    assert site_factors(state) == SJF4  # nothing released, nothing flipped
     res = CliRunner().invoke(app, _args(bin_dir, db, "--dry-run", "--once"))
     assert res.exit_code == 0, res.output  # a dry run changes nothing: no lock needed
     first.free_lock()
@@ -171,7 +159,7 @@ def test_a_loop_whose_lock_was_taken_over_stops_without_releasing(standin):
     out = first.cycle()
     assert out.row["status"] == "error" and "took the steering lock over" in out.row["message"] and first.lost_lock
     first.free_lock()  # not its own any more: left alone
-    assert _set(state) == SJF4
+    assert site_factors(state) == SJF4
     with pytest.raises(SteerLocked, match="held by bob@"):
         Steerer(SlurmCli(bin_dir=str(bin_dir)), warehouse_connector(db), named_rule("SJF+EASY"),
                 SteerOptions("mini", step=10)).take_lock("live", "eve")
@@ -186,12 +174,12 @@ def test_a_job_moved_to_another_partition_is_seen_between_cycles_and_placed_firs
     assert s.moved_jobs() == []
     jobs = json.loads(state.read_text())["jobs"]
     jobs[1]["partition"] = "high"  # job 2, the debug group's first, moved by its user
-    _update(state, jobs=jobs)
+    update_state(state, jobs=jobs)
     assert s.moved_jobs() == ["2"]  # one small squeue read, between cycles
     out = s.cycle()
     assert "1 jobs moved to another partition while carrying a site factor (2: debug|tier 1 -> high|tier 2)" \
         in out.row["message"], out.line
-    assert _set(state)["2"] == band_factor(10, 0, 1)  # alone in its new group: the band's middle
+    assert site_factors(state)["2"] == band_factor(10, 0, 1)  # alone in its new group: the band's middle
     assert s.moved_jobs() == []
 
 
