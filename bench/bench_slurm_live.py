@@ -48,7 +48,8 @@ HEADING = "Steering a live Slurm (issue 39)"
 # --- the cost of one cycle ------------------------------------------------------------------------
 
 def bench_cycle(n_jobs: int) -> dict:
-    from steer_standin import calls, job, make_bin
+    from bench_steer_churn import timed_cycle
+    from steer_standin import job, make_bin
 
     from metapilot.models.steering.decision import named_rule
     from metapilot.models.steering.loop import SteerOptions, Steerer, warehouse_connector
@@ -67,18 +68,12 @@ def bench_cycle(n_jobs: int) -> dict:
     s.start()
     rows = []
     for k in range(3):
-        before = len(calls(state))
-        t0 = time.perf_counter()
-        out = s.cycle()
-        wall = time.perf_counter() - t0
-        new = calls(state)[before:]
-        updates = [c for c in new if c["tool"] == "scontrol" and not c["argv"]]
-        rows.append({"cycle": k + 1, "changed": out.row["changed"], "own_s": wall - out.row["slurm_seconds"],
-                     "slurm_s": out.row["slurm_seconds"], "scontrol_processes": len(updates),
-                     "update_lines": sum(c["lines"] - 1 for c in updates)})
+        c = timed_cycle(s, state)
+        rows.append({"cycle": k + 1, "changed": c["changed"], "own_s": c["own_s"], "slurm_s": c["slurm_s"],
+                     "scontrol_processes": c["processes"], "update_lines": c["lines"]})
         if k == 0:  # the top job of the debug group starts, one short job arrives
             doc = json.loads(state.read_text())
-            top = out.set.filter(out.set["group_key"] == "debug|tier 1").sort("site_factor", descending=True)["target"][0]
+            top = c["set"].filter(c["set"]["group_key"] == "debug|tier 1").sort("site_factor", descending=True)["target"][0]
             for j in doc["jobs"]:
                 if str(j["job_id"]) == top:
                     j["job_state"], j["state_reason"] = "RUNNING", "None"

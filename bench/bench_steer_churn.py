@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 
-def _cycle(s, state) -> dict:
+def timed_cycle(s, state) -> dict:
+    """One steering cycle on the stand-in, timed: its own seconds, Slurm's, and the scontrol updates it sent."""
     from steer_standin import calls
 
     before = len(calls(state))
@@ -57,7 +58,7 @@ def bench_rule(rule: str, n_jobs: int, cycles: int, seed: int = 0) -> dict:
     s = Steerer(SlurmCli(bin_dir=str(make_bin(tmp / "bin", state))), warehouse_connector(str(tmp / "w.duckdb")),
                 named_rule(f"{rule}+EASY"), SteerOptions("bench", step=10_001, max_changes=20_000))
     s.start()
-    first = _cycle(s, state)
+    first = timed_cycle(s, state)
     steady = []
     next_id = n_jobs + 1
     for _ in range(cycles):
@@ -69,7 +70,7 @@ def bench_rule(rule: str, n_jobs: int, cycles: int, seed: int = 0) -> dict:
                                submit=now + next_id))
         next_id += 1
         state.write_text(json.dumps(doc))
-        steady.append(_cycle(s, state))
+        steady.append(timed_cycle(s, state))
     # every factor cleared behind the loop's back: set again, at most --max-changes a cycle
     s.opts.max_changes = 2000
     doc = json.loads(state.read_text())
@@ -77,7 +78,7 @@ def bench_rule(rule: str, n_jobs: int, cycles: int, seed: int = 0) -> dict:
     state.write_text(json.dumps(doc))
     restore = []
     while True:
-        r = _cycle(s, state)
+        r = timed_cycle(s, state)
         restore.append(r)
         if r["changed"] == 0 or len(restore) > 10:
             break
