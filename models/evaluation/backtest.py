@@ -132,9 +132,11 @@ def past_choice(workload: Workload, capacity: Capacity, current: str, span_s: fl
     now = Past.of(frames[current], span_s)
     candidates: dict[tuple[str, float | None], Past] = {}
     for r in GUARDED_RULES:
+        unguarded: Past | None = None  # the rule's own replay, where a guard never fires
         for h in thresholds:
             if figs[r].wait_max_s <= h * 3600.0:  # no job ever waits that long: the guard never fires
-                candidates[(r, h)] = Past.of(frames[r], span_s, fired=0)
+                unguarded = unguarded or Past.of(frames[r], span_s, fired=0)
+                candidates[(r, h)] = unguarded
                 continue
             guarded = RuleDecider(r, h)
             res = follow(workload, capacity, [(0.0, guarded)], epoch_s=EPOCH_S)
