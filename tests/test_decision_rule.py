@@ -196,3 +196,54 @@ def test_the_weekly_report_shows_how_far_the_replay_was_from_the_cluster():
     assert "9 s against 1,375 s as run" in line and "1% against 20%" in line and "keeps the current rule" in line
     no_starts = {**period, "fidelity_wait_mean_replay_s": None}
     assert "as run" not in period_lines({"periods": [no_starts]})[0]
+
+
+# --- the recheck: the promise held as the period unfolds --------------------------------------------
+
+
+def _busy(n: int = 600, seed: int = 5):
+    from metapilot.transforms.workload import Workload
+
+    rng = np.random.default_rng(seed)
+    submit = np.sort(rng.uniform(0, 40 * 86400, n))
+    run = rng.choice([60.0, 600.0, 3600.0, 6 * 3600.0, 30 * 3600.0], n)
+    cores = rng.choice([1.0, 2.0, 4.0, 8.0, 16.0], n)
+    return Workload.from_arrays(submit=submit, run=run, req_time=run * 2, cores=cores)
+
+
+def test_the_recheck_tightens_a_rule_that_starves_more_than_the_current_one_and_keeps_the_promise():
+    """LAF starves the narrow jobs: followed unguarded for 40 days, its tail passes the current rule's
+    margin within the first weeks; the weekly recheck adds a guard at the current rule's longest wait
+    so far, reading nothing after the check, and the longest wait comes down."""
+    from metapilot.models.simulator import Capacity, simulate
+    from metapilot.models.simulator.metrics import job_frame
+
+    wl, cap = _busy(), Capacity.single(16)
+    current = job_frame(simulate(wl, cap, "FCFS", "easy"))
+    plain = wf.follow(wl, cap, [(0.0, wf.RuleDecider("LAF+EASY"))])
+    recheck = ch.Recheck(current)
+    held = wf.follow(wl, cap, [(0.0, wf.RuleDecider("LAF+EASY"))], recheck=recheck)
+    assert recheck.tightened, "LAF's tail should pass the margin"
+    period, when, guard_s = recheck.tightened[0]
+    assert period == 0.0 and when >= ch.RECHECK_S and guard_s >= ch.TAIL_SLACK_S
+    seen = current.filter(pl.col("submit") < when)
+    assert guard_s == pytest.approx(max(float(np.minimum(seen["wait"], when - seen["submit"]).max()), ch.TAIL_SLACK_S))
+    later = wl.submit >= when + 2 * 86400.0
+    assert np.nanmax(held.wait[later]) < np.nanmax(plain.wait[later])
+    assert np.array_equal(held.start[plain.start < when], plain.start[plain.start < when])  # nothing before changes
+
+
+def test_the_recheck_leaves_alone_a_decision_within_its_margin_and_a_keep_it_cannot_advise():
+    from metapilot.models.simulator import Capacity, simulate
+    from metapilot.models.simulator.metrics import job_frame
+
+    wl, cap = _busy(), Capacity.single(16)
+    current = job_frame(simulate(wl, cap, "FCFS", "easy"))
+    same = ch.Recheck(current)
+    res = wf.follow(wl, cap, [(0.0, wf.RuleDecider("FCFS+EASY"))], recheck=same)
+    assert same.tightened == [] and np.array_equal(res.start, simulate(wl, cap, "FCFS", "easy").start)
+    kept = wf.RuleDecider("LAF+EASY")
+    kept.rechecked = False  # fidelity before advice: the replays say nothing here
+    untouched = ch.Recheck(current)
+    wf.follow(wl, cap, [(0.0, kept)], recheck=untouched)
+    assert untouched.tightened == [] and kept.guard_s is None

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ import polars as pl
 from metapilot.models.evaluation.choice import (
     Choice,
     Past,
+    Recheck,
     choose_guarded,
     stay_with,
     choose_leader,
@@ -370,6 +371,7 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
         if not choice.faithful:  # fidelity before advice: nothing the replays say counts here
             d = Decision(choice.guarded, None, None, choice.why)
             deciders.append(RuleDecider(choice.guarded))
+            deciders[-1].rechecked = False
         elif fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
             d = Decision(choice.guarded, guard, fold.policy_id, "the fold's gate kept the learned controller",
                          guard_fired=choice.fired if choice.guard_h else None)
@@ -386,8 +388,11 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                          guard_fired=choice.fired)
             deciders.append(RuleDecider(choice.guarded, choice.guard_h))
         decisions.append(d)
+    recheck = Recheck(frames[cur.name])
     contenders.insert(0, Contender("MetaPilot", "metapilot", follow(workload, capacity, list(zip(starts, deciders)),
-                                                                     epoch_s=EPOCH_S, name="MetaPilot")))
+                                                                     epoch_s=EPOCH_S, name="MetaPilot",
+                                                                     recheck=recheck)))
+    decisions = [_rechecked(d, s, recheck.tightened, t0) for d, s in zip(decisions, starts, strict=True)]
     say(f"continuous replays: {time.perf_counter() - tick:.1f} s")
 
     owners = job_owners(con, cluster, t0, span_end)
@@ -424,6 +429,17 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                      "fidelity": json_safe(p["fidelity"])} for p in periods],
         "contenders": [_contender_json(r) for r in span.iter_rows(named=True)],
     }
+
+
+def _rechecked(d: Decision, start_s: float, tightened: Sequence[tuple[float, float, float]], t0: datetime) -> Decision:
+    """The decision with what its weekly recheck did in its period, in its reason."""
+    mine = [(now, g) for s, now, g in tightened if s == start_s]
+    if not mine:
+        return d
+    words = "; ".join(f"{t0 + timedelta(seconds=now):%Y-%m-%d}: guard tightened to {g / 3600.0:.1f} h"
+                      for now, g in mine)
+    return replace(d, source=f"{d.source}; rechecked weekly against the current rule, its tail passed the margin "
+                             f"({words})")
 
 
 def _fidelity_columns(f: dict | None) -> dict:

@@ -18,6 +18,10 @@ principle with its constant named once, none tuned to a log:
   rule's recent tail (`GUARD_FRACTIONS` of its tail over the last `RECENT_WEEKS`), so a guard can
   fire at any load: the loosest unless a tighter one leads it materially; whether it fired in the
   past is reported with the decision.
+- **A promise kept as the period unfolds.** Every `RECHECK_S` the followed decision's record since
+  its period began (each job's wait by then) is held against the current rule's over the same jobs:
+  when its tail passes the same margin, the guard is tightened to the current rule's longest wait
+  so far (never below `TAIL_SLACK_S`) for the rest of the period (`Recheck`).
 - **Fidelity before advice.** Where the replay of the current rule does not reproduce what the
   cluster lived over the same past (mean wait, bounded slowdown's excess over 1, or the share of
   jobs that waited, an order of magnitude apart: `FIDELITY_FACTOR`), nothing the replays say is
@@ -44,6 +48,7 @@ TAIL_SLACK_S = 3600.0  # an excess of waiting below an hour is not starvation (n
 TAIL_MIN_JOBS = 10  # the tail is never fewer jobs than this (all of a block's jobs when it has fewer)
 RECENT_WEEKS = 13  # the current rule's recent tail (the guard's reference): the last quarter of the past
 GUARD_FRACTIONS: tuple[float, ...] = (1.0, 2.0, 4.0)  # guard thresholds, as multiples of that recent tail
+RECHECK_S = WEEK_S  # the followed decision is held to its tail promise once a week
 FIDELITY_FACTOR = 10.0  # replay and as-run an order of magnitude apart: the replay does not reproduce the cluster
 WAITED_S = 60.0  # a job "waited" when it waited more than a minute
 
@@ -102,6 +107,48 @@ def recent_tail(frame: pl.DataFrame, span_s: float) -> float:
 def guard_thresholds_h(reference_s: float) -> tuple[float, ...]:
     """The guard thresholds (hours, to the minute) for a current rule whose recent tail is `reference_s`."""
     return tuple(sorted({round(max(f * reference_s, TAIL_SLACK_S) / 60.0) / 60.0 for f in GUARD_FRACTIONS}))
+
+
+class Recheck:
+    """Holds each period's decider to its tail promise as the period unfolds, with nothing read after
+    the instant of the check: MetaPilot's jobs submitted since the period began, each with its wait by
+    now, against the current rule's replay of the same jobs (a replay up to now reads only what was
+    submitted by now). `tightened`: (period start, when, new guard in s), in time order."""
+
+    def __init__(self, current: pl.DataFrame, every_s: float = RECHECK_S) -> None:
+        self.submit = current["submit"].to_numpy()
+        self.wait = current["wait"].to_numpy()
+        self.every_s = float(every_s)
+        self.period_s = 0.0
+        self.next_s = math.inf
+        self.tightened: list[tuple[float, float, float]] = []
+
+    def start(self, replay, period_s: float) -> None:  # noqa: ANN001 - an `EpochReplay`
+        self.period_s = float(period_s)
+        self.next_s = self.period_s + self.every_s
+
+    def check(self, replay, decider) -> None:  # noqa: ANN001 - an `EpochReplay`, a decider with `tighten`
+        now = float(replay.now)
+        self.next_s = now + self.every_s
+        if not getattr(decider, "rechecked", True):  # a keep the replays cannot advise on (fidelity)
+            return
+        mine = _waits_by(replay.engine.jobs.submit[replay.arrival_idx], replay.engine.start[replay.arrival_idx],
+                         self.period_s, now)
+        theirs = _waits_by(self.submit, self.submit + self.wait, self.period_s, now)
+        if min(mine.size, theirs.size) < TAIL_MIN_JOBS:
+            return
+        if tail_wait(mine) <= CHOICE_TAIL * tail_wait(theirs) + TAIL_SLACK_S:
+            return
+        guard_s = max(float(theirs.max()), TAIL_SLACK_S)
+        if decider.tighten(guard_s):
+            self.tightened.append((self.period_s, now, guard_s))
+
+
+def _waits_by(submit: np.ndarray, start: np.ndarray, lo: float, now: float) -> np.ndarray:
+    """The waits, as of `now`, of the jobs submitted in [lo, now) (a job not started by now: now - submit)."""
+    m = (submit >= lo) & (submit < now)
+    s, st = submit[m], start[m]
+    return np.where(np.isnan(st) | (st > now), now, st) - s
 
 
 def tail_holds(candidate: Past, current: Past) -> bool:

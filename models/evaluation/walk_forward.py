@@ -113,6 +113,13 @@ class RuleDecider:
     def start(self, replay: EpochReplay) -> None:  # noqa: ARG002 - a rule keeps no state
         return None
 
+    def tighten(self, guard_s: float) -> bool:
+        """Lower the guard to `guard_s` (add one where there is none); False when it is already as tight."""
+        if self.guard_s is not None and self.guard_s <= guard_s:
+            return False
+        self.guard_s = float(guard_s)
+        return True
+
     def setting(self, replay: EpochReplay, aggregates: np.ndarray) -> Setting:  # noqa: ARG002
         if self.guard_s is not None and aggregates[WAIT_MAX] > self.guard_s:
             self.fired += 1
@@ -141,6 +148,9 @@ class PolicyDecider:
     def start(self, replay: EpochReplay) -> None:
         self._reset(replay)
 
+    def tighten(self, guard_s: float) -> bool:
+        return self.rule.tighten(guard_s)
+
     def setting(self, replay: EpochReplay, aggregates: np.ndarray) -> Setting:
         if self.rule.guard_s is not None and aggregates[WAIT_MAX] > self.rule.guard_s:
             return self.rule.tail
@@ -151,10 +161,11 @@ class PolicyDecider:
 
 
 def follow(workload: Workload, capacity: Capacity, periods: Sequence[tuple[float, Any]], *, epoch_s: int = 3600,
-           name: str = "walk-forward") -> SimResult:
+           name: str = "walk-forward", recheck: Any = None) -> SimResult:
     """Replay the workload once, each period under its decider (`periods`: (start in seconds since
     the workload's window start, decider), in time order; the first starts at 0). One engine
-    throughout: at a boundary the queue, the running jobs and the reservations carry over."""
+    throughout: at a boundary the queue, the running jobs and the reservations carry over.
+    `recheck` (`choice.Recheck`): holds each period's decider to its tail promise as the period unfolds."""
     settings = [rule_setting(r) for r in RULES]
     index = {s: i for i, s in enumerate(settings)}
     rp = EpochReplay(workload, capacity, epoch_s=epoch_s, settings=settings)
@@ -162,12 +173,18 @@ def follow(workload: Workload, capacity: Capacity, periods: Sequence[tuple[float
     p = 0
     decider = periods[0][1]
     decider.start(rp)
+    if recheck is not None:
+        recheck.start(rp, periods[0][0])
     horizon = float(periods[-1][0])
     while not rp.done or rp.now < horizon:
         while p + 1 < len(periods) and rp.now >= periods[p + 1][0]:
             p += 1
             decider = periods[p][1]
             decider.start(rp)
+            if recheck is not None:
+                recheck.start(rp, periods[p][0])
+        if recheck is not None and rp.now >= recheck.next_s:
+            recheck.check(rp, decider)
         s = decider.setting(rp, agg)
         i = index.get(s)
         if i is None:  # a setting outside the 21 (fit-first objectives): add it
@@ -179,6 +196,8 @@ def follow(workload: Workload, capacity: Capacity, periods: Sequence[tuple[float
         n = HOLD_MAX_EPOCHS if math.isinf(steady) else int(steady // epoch_s)
         if p + 1 < len(periods):
             n = min(n, int((periods[p + 1][0] - rp.now) // epoch_s))
+        if recheck is not None:
+            n = min(n, max(int((recheck.next_s - rp.now) // epoch_s), 1))
         if n > 1:
             rp.hold(i, min(n, HOLD_MAX_EPOCHS))
         else:
