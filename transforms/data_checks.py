@@ -416,15 +416,21 @@ def bound_failures(df: pl.DataFrame, now: datetime) -> tuple[pl.DataFrame, list[
                            pl.format(f"{c} {{}} is more than any machine has (limit {hi:,})", pl.col(c))))
     if not checks or df.height == 0:
         return pl.DataFrame(schema=FAILED_SCHEMA), []
-    flags = df.select(*[e.fill_null(False).alias(f"f{i}") for i, (_, _, e, _) in enumerate(checks)],
-                      *[r.alias(f"r{i}") for i, (_, _, _, r) in enumerate(checks)], pl.col("source_line"))
-    results, parts = [], []
-    for i, (col, name, _, _) in enumerate(checks):
-        hit = flags.filter(pl.col(f"f{i}"))
-        results.append({"expectation": f"metapilot_{name}", "column": col, "success": hit.height == 0,
-                        "unexpected_count": hit.height})
-        if hit.height:
-            parts.append(hit.select(pl.col("source_line").cast(pl.Int64), pl.col(f"r{i}").alias("reason")))
+    # One pass of cheap comparisons over every row; the reasons (a strftime per time) are written
+    # only for the rows that failed, which a clean log has none of (issue 53: formatting them for
+    # every row cost as much as parsing the line).
+    flags = df.select(*[e.fill_null(False).alias(f"f{i}") for i, (_, _, e, _) in enumerate(checks)])
+    counts = flags.sum().row(0)
+    results = [{"expectation": f"metapilot_{name}", "column": col, "success": n == 0, "unexpected_count": n}
+               for (col, name, _, _), n in zip(checks, counts)]
+    parts = []
+    if any(counts):
+        hit = [i for i, n in enumerate(counts) if n]
+        mask = flags.select(pl.any_horizontal(pl.col(f"f{i}") for i in hit)).to_series()
+        bad, bad_flags = df.filter(mask), flags.filter(mask)
+        for i in hit:
+            parts.append(bad.filter(bad_flags[f"f{i}"]).select(pl.col("source_line").cast(pl.Int64),
+                                                               checks[i][3].alias("reason")))
     merged = {}
     for r in results:  # one result per column and bound kind
         k = (r["expectation"], r["column"])
