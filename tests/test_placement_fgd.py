@@ -9,7 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 from metapilot.models.placement import kernels as K
-from metapilot.models.placement.engine import Replay, build_cluster, build_workload, typical_pods
+from metapilot.models.placement.engine import Replay, build_cluster, build_workload, tie_rank, typical_pods
 from metapilot.models.placement.typical import target_pod_list
 
 
@@ -86,13 +86,43 @@ def test_fgd_score_and_its_ties():
     # n1 after: 60 CPUs, [500, 1000]: C/D 0.2 x 1500, A fits (Q3, nothing below 500), B fits (Q3,
     #   the 500 left is below 1000) 0.3 x 500: 450; drop 400 - 450 -> int(sigmoid(-0.05) x 100) = 48
     assert score == [50, int(100 / (1 + math.exp(0.05)))] == [50, 48]
-    # equal scores go to the first node (the simulator's selectHost: the smallest name)
+    # equal scores go to the node of lowest tie rank (the simulator's selectHost: the smallest name,
+    # after it prefixed every name with its index in a seeded permutation), the same on every run
     c = build_cluster(_cluster(gpus=(2, 2, 2)))
     w = build_workload(_pods([(4000, 1, 1000, None)]), c)
     for seed in range(5):
-        rp = Replay(c, w, "time", seed=seed)
-        rp.run("fgd")
-        assert rp.st[3][0] == 0
+        for policy in ("fgd", "best-fit"):
+            rp = Replay(c, w, "time", seed=seed)
+            rp.run(policy)
+            assert rp.st[3][0] == int(np.argmin(tie_rank(3, seed)))
+    assert sorted(tie_rank(3, 7).tolist()) == [0, 1, 2] and tie_rank(40, 7).tolist() == tie_rank(40, 7).tolist()
+    assert tie_rank(40, 7).tolist() != tie_rank(40, 8).tolist()
+
+
+def test_cpu_only_pod_goes_to_the_lowest_rank_among_equal_fgd_scores():
+    """FGD on a CPU-only pod (`calculateGpuShareFragExtendScore`, `nodeRes.Sub`): only the CPU moves.
+    Typical pods A (4 CPUs + half a GPU) 0.5, B (8 CPUs + a GPU) 0.3, C and D (CPU-only) 0.2; a
+    C pod (2 CPUs) arrives. n0 and n1: 64 CPUs, two free GPUs: after it 62 CPUs, every typical pod
+    still fits, the fragment stays 0.2 x 2000 = 400: drop 0, score int(sigmoid(0) x 100) = 50.
+    n2: 9 CPUs, two free GPUs (fragment 400); after it 7 CPUs: B lacks CPU (Q4), 0.3 x 2000 more:
+    drop -600, score int(sigmoid(-0.6) x 100) = 35. The pod goes to the one of n0, n1 whose tie rank
+    is lower, never to n2 even where n2 ranks first; first-fit takes n0 whatever the ranks."""
+    c = build_cluster(_cluster(gpus=(2, 2, 2)))
+    w = build_workload(_pods(ROWS), c)
+    assert (w.cpu[8], w.ng[8]) == (2000, 0)
+    for rank, want in (([0, 1, 2], 0), ([2, 1, 0], 1), ([1, 0, 2], 1), ([1, 2, 0], 0)):
+        rp = Replay(c, w, "time", seed=0, typical=typical_pods(w))
+        rp.cl[1][2] = 9000
+        rp.cl[7][:] = rank
+        rp._init_sums()
+        assert rp.st[0].tolist() == pytest.approx([400.0, 400.0, 400.0])
+        score = [K._fgd_score(n, 8, rp.cl[1], rp.cl[3], rp.cl[4], rp.cl[5], rp.cl[6], *rp.typ, rp.st[0], w.cpu, w.ng,
+                              w.gm) for n in range(3)]
+        assert score == [50, 50, int(100 / (1 + math.exp(0.6)))] == [50, 50, 35]
+        args = (rp.cl[0], rp.cl[1], rp.cl[2], rp.cl[3], rp.cl[4], rp.cl[5], rp.cl[6], w.cpu, w.mem, w.ng, w.gm, w.spec,
+                *rp.typ, rp.st[0], rp.st[8], rp.pods[8], rp.st[10], rp.st[11], rp.st[12], rp.cl[7])
+        assert K.select_node(8, K.FGD, *args) == want
+        assert K.select_node(8, K.FIRST_FIT, *args) == 0
 
 
 def test_gpushare_list_is_made_from_the_default_list():
@@ -114,3 +144,33 @@ def test_gpushare_list_is_made_from_the_default_list():
     gpu = made.filter(pl.col("num_gpu") != "0")
     share = gpu.filter((pl.col("num_gpu") == "1") & (pl.col("gpu_milli").cast(pl.Int64) < 1000))
     assert made.height == pods.height and share.height == round(0.8 * gpu.height)
+
+
+def test_cpu250_list_is_made_from_the_default_list():
+    """tests/data/openb/openb_pod_list_cpu250.csv.gz is what bench/make_cpuheavy.py makes (seed 0): the
+    default list's GPU pods as they are, CPU-only pods drawn from its own to 25% of the pods."""
+    import gzip
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "bench"))
+    try:
+        spec = importlib.util.spec_from_file_location("make_cpuheavy", root / "bench" / "make_cpuheavy.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(root / "bench"))
+    pods = pl.read_csv(gzip.decompress(mod.DEFAULT.read_bytes()), infer_schema_length=0)
+    pods = pods.with_columns(pl.col("num_gpu", "creation_time").cast(pl.Int64))
+    made = mod.cpuheavy(pods, 0.25, 0).select(pods.columns).cast(pl.Utf8)
+    kept = pl.read_csv(gzip.decompress((mod.DEFAULT.parent / "openb_pod_list_cpu250.csv.gz").read_bytes()),
+                       infer_schema_length=0)
+    assert made.fill_null("").equals(kept.fill_null(""))
+    cpu = made.filter(pl.col("num_gpu") == "0")
+    gpu = made.filter(pl.col("num_gpu") != "0")
+    assert gpu.height == pods.filter(pl.col("num_gpu") > 0).height == 7064
+    assert cpu.height == round(0.25 / 0.75 * gpu.height) == 2355
+    with pytest.raises(ValueError):
+        mod.cpuheavy(pods, 1.0, 0)

@@ -210,15 +210,17 @@ def _frag_after(n, p, cpu_free, gfree, ngpu, model, access, g_gm, g_ng, g_spec, 
 @nb.njit(cache=True)
 def select_node(p, policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, p_cpu, p_mem, p_ng, p_gm, p_spec,
                 g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu, f_old, mask,
-                p_shape, node_ver, sc_ver, sc_val):
+                p_shape, node_ver, sc_ver, sc_val, rank):
     """The node a heuristic puts pod p on (-1: nothing fits). Fills `mask` with the feasible nodes.
-    Ties between equal scores go to the first node, i.e. the smallest name (`engine.build_cluster`
-    sorts the nodes by name): the FGD paper's simulator builds on a kube-scheduler fork
-    (mental2008/kubernetes v1.20.5-minor, pkg/scheduler/core/generic_scheduler.go, `selectHost`)
-    whose selectHost picks "the smallest lexicographical order if the score remains the same";
-    random-fit (RandomScore: a random score per node) breaks them at random. FGD's score of a
-    node depends on the node and on the pod's (CPU, GPUs, milli-GPU) only: it is kept per pod shape
-    and node (`sc_val`) until the node changes (`node_ver`)."""
+    Best-fit and FGD give equal scores to the node of lowest `rank` (`engine.tie_rank`): the FGD
+    paper's simulator builds on a kube-scheduler fork (mental2008/kubernetes v1.20.5-minor,
+    `selectHost`) that picks "the smallest lexicographical order if the score remains the same", and
+    it names its nodes `%04d-<name>` after a seeded random permutation (pkg/simulator/simulator.go,
+    `syncClusterResourceList`), so the smallest name is a random node, the same one all run long.
+    First-fit and least-loaded take the first node in name order; random-fit (RandomScore: a random
+    score per node) breaks ties at random. FGD's score of a node depends on the node and on the
+    pod's (CPU, GPUs, milli-GPU) only: it is kept per pod shape and node (`sc_val`) until the node
+    changes (`node_ver`)."""
     n_nodes = cpu_cap.shape[0]
     best = -1
     best_s = -1e300
@@ -269,9 +271,12 @@ def select_node(p, policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model, acce
             best_s = s
             best = n
             ties = 1
-        elif s == best_s and policy == RANDOM:
-            ties += 1
-            if np.random.randint(ties) == 0:
+        elif s == best_s:
+            if policy == RANDOM:
+                ties += 1
+                if np.random.randint(ties) == 0:
+                    best = n
+            elif (policy == BEST_FIT or policy == FGD) and rank[n] < rank[best]:
                 best = n
     return best
 
@@ -402,7 +407,7 @@ def _accumulate(dt, cl, typ, st):
 
 @nb.njit(cache=True)
 def _place(n, p, gpu_sel, cl, pods, typ, st):
-    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
+    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, rank = cl
     p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
     f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
@@ -419,18 +424,18 @@ def _place(n, p, gpu_sel, cl, pods, typ, st):
 
 @nb.njit(cache=True)
 def _select(p, policy, cl, pods, typ, st):
-    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
+    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, rank = cl
     p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
     f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
     return select_node(p, FIRST_FIT if policy == EXTERNAL else policy, cpu_cap, cpu_free, mem_free, gfree, ngpu, model,
                        access, p_cpu, p_mem, p_ng, p_gm, p_spec, g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu,
-                       g_cum, p_nogpu, f_cache, mask, p_shape, node_ver, sc_ver, sc_val)
+                       g_cum, p_nogpu, f_cache, mask, p_shape, node_ver, sc_ver, sc_val, rank)
 
 
 @nb.njit(cache=True)
 def _depart(cl, pods, typ, st, gpu_sel):
-    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
+    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, rank = cl
     p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
     f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
@@ -585,7 +590,7 @@ def node_features(p, mem_cap, cl, pods, typ, st, out):
     of the variance, to first order: size-free), resources left, the fragment left, whether the node
     is empty. Rows of nodes where p does not fit are zero; `mask` (st[8]) says which fit.
     Returns the number of nodes that fit."""
-    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access = cl
+    cpu_cap, cpu_free, mem_free, gfree, ngpu, model, access, rank = cl
     p_cpu, p_mem, p_ng, p_gm, p_spec, t_arr, dur, unfit, p_shape = pods
     g_gm, g_ng, g_spec, g_ptot, g_start, g_len, g_cpu, g_cum, p_nogpu = typ
     f_cache, fv, iv, a_node, a_mask, ht, hp, queue, mask, waits, node_ver, sc_ver, sc_val = st
