@@ -101,9 +101,21 @@ def _decode(block: bytes, first_line_no: int, encoding: str = DEFAULT_ENCODING) 
         )
 
 
-def iter_line_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES,
-                     encoding: str = DEFAULT_ENCODING) -> Iterator[LineChunk]:
-    """Yield the file's lines in chunks of about `chunk_bytes`, split on line boundaries.
+@dataclass
+class LineBlock:
+    """Raw bytes of whole lines, not yet decoded, and the number of their first line: blocks can be
+    decoded and parsed in any order (or in parallel) and still number every line as the file does."""
+
+    data: bytes
+    first_line_no: int
+
+    def decode(self, encoding: str = DEFAULT_ENCODING) -> LineChunk:
+        return _decode(self.data, self.first_line_no, encoding)
+
+
+def iter_line_blocks(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> Iterator[LineBlock]:
+    """Yield the file's bytes in blocks of about `chunk_bytes`, split on line boundaries, each with
+    the number of its first line (`\n` is one byte in every accepted encoding: `check_encoding`).
 
     A final newline does not make an extra empty line; a missing one loses nothing.
     """
@@ -120,8 +132,17 @@ def iter_line_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES,
                 rest = data
                 continue
             block, rest = data[:cut], data[cut + 1 :]
-            chunk = _decode(block, line_no, encoding)
-            line_no += chunk.lines.height + chunk.bad.height  # every line of the block is in one of them
-            yield chunk
+            yield LineBlock(block, line_no)
+            line_no += block.count(b"\n") + 1  # the lines `_decode` splits the block into
     if rest:
-        yield _decode(rest, line_no, encoding)
+        yield LineBlock(rest, line_no)
+
+
+def iter_line_chunks(path: str | Path, chunk_bytes: int = CHUNK_BYTES,
+                     encoding: str = DEFAULT_ENCODING) -> Iterator[LineChunk]:
+    """Yield the file's lines in chunks of about `chunk_bytes`, split on line boundaries.
+
+    A final newline does not make an extra empty line; a missing one loses nothing.
+    """
+    for block in iter_line_blocks(path, chunk_bytes):
+        yield block.decode(encoding)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+from metapilot.ground.ahead import map_ahead
 from metapilot.transforms.canonical import (
     ParseResult,
     empty_jobs,
@@ -23,7 +24,8 @@ from metapilot.transforms.lines import (
     CHUNK_BYTES,
     DEFAULT_ENCODING,
     check_encoding,
-    iter_line_chunks,
+    LineBlock,
+    iter_line_blocks,
     open_binary,
     read_head,
 )
@@ -50,6 +52,7 @@ class ParseOptions:
     encoding: str | None = None  # None: UTF-8
     detected: str | None = None  # filled in by iter_parse
     mem_unit: str = "kb"  # SWF's memory fields: kb (the standard), b (Alea's extended SWF) or mb
+    workers: int = 1  # chunks decoded and parsed at once, in threads (polars releases the GIL)
 
 
 def undecodable_reason(encoding: str | None) -> str:
@@ -87,7 +90,10 @@ def _resolve_format(path: Path, opts: ParseOptions, head: list[str]) -> str:
 
 
 def iter_parse(path: str | Path, opts: ParseOptions) -> Iterator[tuple[ParseResult, pl.DataFrame | None]]:
-    """Parse a file of any supported format in chunks; every physical line is accounted for."""
+    """Parse a file of any supported format in chunks; every physical line is accounted for.
+
+    `opts.workers` > 1 decodes and parses that many chunks at once in threads (a chunk's parse
+    is independent of the others'), still yielding them in file order."""
     path = Path(path)
     encoding = check_encoding(opts.encoding)
     head = read_head(path, encoding=encoding)
@@ -101,11 +107,18 @@ def iter_parse(path: str | Path, opts: ParseOptions) -> Iterator[tuple[ParseResu
         yield parse_sacct_json(text, opts.cluster, opts.timezone), None
         return
     parse_chunk = _chunk_parser(fmt, head, opts)
-    n_jobs = 0
-    for chunk in iter_line_chunks(path, opts.chunk_bytes, encoding):
+
+    def parse_block(block: LineBlock) -> tuple[ParseResult, pl.DataFrame]:
+        chunk = block.decode(encoding)
         res = parse_chunk(chunk.lines) if chunk.lines.height else ParseResult(empty_jobs(), empty_quarantine(), 0)
+        return _with_bad_lines(res, chunk.bad, opts.encoding), chunk.lines
+
+    n_jobs = 0
+    blocks = iter_line_blocks(path, opts.chunk_bytes)
+    parsed = map(parse_block, blocks) if opts.workers <= 1 else map_ahead(parse_block, blocks, opts.workers, name="parse")
+    for res, lines in parsed:
         n_jobs += res.jobs.height
-        yield _with_bad_lines(res, chunk.bad, opts.encoding), chunk.lines
+        yield res, lines
     if fmt == "swf":
         from metapilot.transforms.swf import parse_swf_header, swf_count_warning
 

@@ -343,6 +343,7 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
     node_raw = _col("nodelist", present).str.strip_chars()
     num = lambda name: sf.parse_int(_col(name, present))  # noqa: E731
     i64, utf8 = pl.Int64, pl.Utf8
+    fall_back = not sf.is_utc(tz)
 
     st = pl.col("state")
     jobs = _by_value(
@@ -390,8 +391,8 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
         t("eligible").alias("eligible_time"),
         t("start").alias("_start"),
         t("end").alias("_end"),
-        sf.parse_time(_col("start", present), tz, ambiguous="latest").alias("_start_late"),
-        sf.parse_time(_col("end", present), tz, ambiguous="latest").alias("_end_late"),
+        *([sf.parse_time(_col("start", present), tz, ambiguous="latest").alias("_start_late"),
+           sf.parse_time(_col("end", present), tz, ambiguous="latest").alias("_end_late")] if fall_back else []),
         pl.coalesce("_el", num("elapsedraw")).alias("_elapsed"),
         pl.coalesce("_tl", "_tlraw").alias("timelimit_s"),
         pl.coalesce(num("reqcpus"), "_req_cpu").alias("req_cpus"),
@@ -406,7 +407,8 @@ def _derive_jobs(jobs: pl.DataFrame, present: set[str], cfg: SacctConfig) -> pl.
         node_raw.is_in(list(NEVER_RAN_NODES)).fill_null(False).alias("_none_assigned"),
         (pl.col("_rm_mib").is_not_null() | blank(_col("reqmem", present)).is_null()).alias("_reqmem_ok"),
     ).with_columns(pl.col("_state").alias("state"))
-    jobs = _resolve_fall_back(jobs)
+    if fall_back:  # UTC has no repeated hour: no second reading to choose between
+        jobs = _resolve_fall_back(jobs)
     jobs = jobs.with_columns(
         # No node was assigned: sacct says `None assigned`, or it counts 0 allocated nodes and
         # prints no node list (a job cancelled while pending, whose Start/End are the cancel time).

@@ -57,6 +57,11 @@ def parse_naive_time(col: pl.Expr) -> pl.Expr:
     return col.str.strptime(pl.Datetime("us"), SACCT_TIME_FORMAT, strict=False, cache=False)  # times barely repeat: a cache only costs
 
 
+def is_utc(tz: str) -> bool:
+    """Whether sacct's times are UTC: no zone to convert from, no repeated or skipped hour."""
+    return tz in ("UTC", "Etc/UTC", "Z")
+
+
 def parse_time(col: pl.Expr, tz: str = "UTC", ambiguous: str = "earliest") -> pl.Expr:
     """`2015-06-26T13:57:00` in the cluster's zone -> UTC timestamp; `Unknown`/`None`/'' -> null.
 
@@ -65,7 +70,7 @@ def parse_time(col: pl.Expr, tz: str = "UTC", ambiguous: str = "earliest") -> pl
     non-existent one (spring-forward) becomes null rather than a guess.
     """
     naive = parse_naive_time(col)
-    if tz in ("UTC", "Etc/UTC", "Z"):
+    if is_utc(tz):
         return naive.dt.replace_time_zone("UTC")
     local = naive.dt.replace_time_zone(tz, ambiguous=ambiguous, non_existent="null")
     return local.dt.convert_time_zone("UTC").cast(UTC_TS)

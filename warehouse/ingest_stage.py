@@ -1,24 +1,24 @@
 """Stage one log file for the warehouse: parse, validate and pseudonymise it into Parquet parts.
 
 Staging never touches the warehouse, so a long file is parsed while queries and other loads go on;
-`warehouse.ingest.commit_staged` then appends the parts in one short transaction. Parsing and
-data checks run a couple of chunks ahead in a thread (polars releases the GIL) and every chunk's
-lines are counted here, so the commit can reconcile them.
+`warehouse.ingest.commit_staged` then appends the parts in one short transaction. Chunks are
+parsed, checked and written in threads, a few at a time and ahead of the consumer (polars releases
+the GIL), and every chunk's lines are counted here in file order, so the commit can reconcile them.
 """
 
 from __future__ import annotations
 
-import queue
 import re
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import polars as pl
+from metapilot.ground.ahead import map_ahead
 from metapilot.transforms.canonical import ParseResult
 from metapilot.transforms.lines import CHUNK_BYTES, read_head
 from metapilot.transforms.parsers import ParseOptions, iter_parse
@@ -124,9 +124,9 @@ class _Prepared:
 
 
 def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: datetime, key: bytes,
-             opts: IngestOptions, name_cache: dict, redact=None) -> _Prepared:
+             opts: IngestOptions, name_cache: dict, redact=None, names_lock: threading.Lock | None = None) -> _Prepared:
     """Validate and pseudonymise one parsed chunk, quarantined lines included (no warehouse
-    access: runs ahead in a thread)."""
+    access: runs ahead in a thread; `names_lock` guards the name cache that chunks share)."""
     outcome = check_jobs(res.jobs, now=now)  # times after the ingest time (plus a margin) are refused
     jobs = res.jobs
     q = res.quarantine
@@ -140,84 +140,84 @@ def _prepare(res: ParseResult, raw_lines: pl.DataFrame | None, sha: str, now: da
         q = pl.concat([q, bad.select(pl.col("source_line").alias("line_no"), "raw", "reason")], how="vertical_relaxed")
     if opts.cluster_must_match:
         check_log_cluster(jobs, opts.cluster, jobs["source_format"][0] if jobs.height else None)
-    if redact is not None and q.height:
-        q = redact(q)
-    rows = None
-    if jobs.height:
-        # source_file_id, ingested_at: added by the commit. The cluster is the log's own where it names
-        # one (sacct's Cluster field): --cluster only names logs that carry none (ParseOptions.cluster)
-        rows = pseudonymise(jobs, key, opts.keep_names, name_cache)
+    with names_lock or nullcontext():
+        if redact is not None and q.height:
+            q = redact(q)
+        rows = None
+        if jobs.height:
+            # source_file_id, ingested_at: added by the commit. The cluster is the log's own where it names
+            # one (sacct's Cluster field): --cluster only names logs that carry none (ParseOptions.cluster)
+            rows = pseudonymise(jobs, key, opts.keep_names, name_cache)
     last = int(raw_lines["line_no"][-1]) if raw_lines is not None and raw_lines.height else 0
     return _Prepared(res, rows, q, outcome.summary, last)
 
 
-def _append(p: _Prepared, sha: str, path: str, now: datetime, tot: StageTotals, stage: Path) -> None:
-    """Stage one prepared chunk's rows and quarantine rows (Parquet parts). Staging keeps memory
-    bounded and the warehouse free while a file is parsed: one INSERT from the staged parts in the
-    commit writes row groups straight to disk."""
+@dataclass
+class _StagedChunk:
+    """What one chunk left in the stage folder, for the file's totals (its frames are gone)."""
+
+    lines_read: int
+    merged: int
+    skipped: int
+    quarantined: int
+    warnings: list[str]
+    capacity: list[dict]
+    data_checks: dict
+    last_line: int
+    format: str | None
+    rows: int = 0
+    lines_with_rows: int = 0
+    key_hash: pl.Series | None = None
+    first_submit: datetime | None = None
+    last_submit: datetime | None = None
+    clusters: list[str] = field(default_factory=list)
+    quarantine_part: bool = False
+
+
+def _write(p: _Prepared, index: int, sha: str, path: str, now: datetime, stage: Path) -> _StagedChunk:
+    """Stage one prepared chunk's rows and quarantine rows as Parquet parts numbered by the chunk
+    (so chunks may be written in any order) and say what they hold. Staging keeps memory bounded
+    and the warehouse free while a file is parsed: one INSERT from the staged parts in the commit
+    writes row groups straight to disk."""
     res, rows, q = p.res, p.rows, p.quarantine
-    tot.data_checks.append(p.data_checks)
+    out = _StagedChunk(res.lines_read, res.merged, res.skipped, q.height, res.warnings, res.capacity, p.data_checks,
+                       p.last_line, res.jobs["source_format"][0] if res.jobs.height else None)
     if rows is not None:
-        rows.write_parquet(stage / f"part-{len(tot.key_hashes):06d}.parquet", compression="lz4", statistics=False)
-        tot.rows_staged += rows.height
-        tot.lines_with_rows += rows["source_line"].n_unique()
-        tot.key_hashes.append(rows.select(pl.struct("cluster", "job_id", "submit_time").hash(seed=0)).to_series())
-        lo, hi = rows["submit_time"].min(), rows["submit_time"].max()
-        tot.first_submit = lo if tot.first_submit is None else min(tot.first_submit, lo)
-        tot.last_submit = hi if tot.last_submit is None else max(tot.last_submit, hi)
-        tot.clusters.update(rows["cluster"].unique().to_list())
+        rows.write_parquet(stage / f"part-{index:06d}.parquet", compression="lz4", statistics=False)
+        out.rows, out.lines_with_rows = rows.height, rows["source_line"].n_unique()
+        out.key_hash = rows.select(pl.struct("cluster", "job_id", "submit_time").hash(seed=0)).to_series()
+        out.first_submit, out.last_submit = rows["submit_time"].min(), rows["submit_time"].max()
+        out.clusters = rows["cluster"].unique().to_list()
     if q.height:
-        _quarantine_frame(q, sha, path, now).write_parquet(stage / f"quarantine-{tot.quarantine_parts:06d}.parquet",
+        _quarantine_frame(q, sha, path, now).write_parquet(stage / f"quarantine-{index:06d}.parquet",
                                                           compression="lz4", statistics=False)
-        tot.quarantine_parts += 1
-    tot.lines_read += res.lines_read
-    tot.merged += res.merged
-    tot.skipped += res.skipped
-    tot.quarantined += q.height
-    tot.warnings.extend(res.warnings)
-    tot.capacity.extend(res.capacity)
-    tot.last_line = max(tot.last_line, p.last_line)
-    if res.jobs.height:
-        tot.format = res.jobs["source_format"][0]
+        out.quarantine_part = True
+    return out
 
 
-_DONE = object()
+def _append(c: _StagedChunk, tot: StageTotals) -> None:
+    """Add one staged chunk to the file's totals (in file order)."""
+    tot.data_checks.append(c.data_checks)
+    if c.rows:
+        tot.rows_staged += c.rows
+        tot.lines_with_rows += c.lines_with_rows
+        tot.key_hashes.append(c.key_hash)
+        tot.first_submit = c.first_submit if tot.first_submit is None else min(tot.first_submit, c.first_submit)
+        tot.last_submit = c.last_submit if tot.last_submit is None else max(tot.last_submit, c.last_submit)
+        tot.clusters.update(c.clusters)
+    tot.quarantine_parts += c.quarantine_part
+    tot.lines_read += c.lines_read
+    tot.merged += c.merged
+    tot.skipped += c.skipped
+    tot.quarantined += c.quarantined
+    tot.warnings.extend(c.warnings)
+    tot.capacity.extend(c.capacity)
+    tot.last_line = max(tot.last_line, c.last_line)
+    if c.format:
+        tot.format = c.format
 
 
-def _read_ahead(items: Iterator, depth: int = 2) -> Iterator:
-    """Run a generator in a thread, `depth` items ahead: parsing and data checks (polars, which
-    releases the GIL) overlap with DuckDB's appends. Exceptions re-raise in the consumer."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for it in items:
-                if stop.is_set():
-                    return
-                q.put(it)
-            q.put(_DONE)
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer
-            q.put(e)
-
-    t = threading.Thread(target=work, name="ingest-read-ahead", daemon=True)
-    t.start()
-    try:
-        while True:
-            it = q.get()
-            if it is _DONE:
-                return
-            if isinstance(it, BaseException):
-                raise it
-            yield it
-    finally:
-        stop.set()
-        while t.is_alive():  # unblock a producer waiting on a full queue
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                t.join(0.05)
-
+STAGE_WORKERS = 2  # chunks parsed, and chunks checked and written, at once (polars releases the GIL)
 
 
 def _redactor(path: Path, popts: ParseOptions, opts: IngestOptions, key: bytes, cache: dict):
@@ -278,17 +278,26 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
     cluster_default = opts.cluster or default_cluster_name(path)
     popts = ParseOptions(fmt=opts.fmt, cluster=cluster_default, timezone=opts.timezone,
                          delimiter=opts.delimiter, fields=opts.fields,
-                         chunk_bytes=opts.chunk_bytes, encoding=opts.encoding, mem_unit=opts.mem_unit)
+                         chunk_bytes=opts.chunk_bytes, encoding=opts.encoding, mem_unit=opts.mem_unit,
+                         workers=STAGE_WORKERS)
     tot = StageTotals()
     name_cache = NameCache()
     redact = _redactor(path, popts, opts, key, name_cache)
     st = StagedFile(path=path, sha=sha, size=size, opts=opts, key=key, now=now, t0=t0,
                     cluster_default=cluster_default, tot=tot, detected=None,
                     stage_dir=tempfile.TemporaryDirectory(prefix="metapilot-stage-"))
-    prepared = (_prepare(res, raw, sha, now, key, opts, name_cache, redact) for res, raw in iter_parse(path, popts))
+    lock, shown = threading.Lock(), shown_path(path)
+
+    def stage_chunk(item: tuple[int, tuple[ParseResult, pl.DataFrame | None]]) -> _StagedChunk:
+        i, (res, raw) = item
+        return _write(_prepare(res, raw, sha, now, key, opts, name_cache, redact, lock), i, sha, shown, now, st.stage)
+
+    # chunks are parsed `STAGE_WORKERS` at a time, then checked, pseudonymised and written as
+    # many at a time, a few chunks ahead of the totals kept here in file order
+    parsed = enumerate(iter_parse(path, popts))
     try:
-        for p in _read_ahead(prepared):
-            _append(p, sha, shown_path(path), now, tot, st.stage)
+        for c in map_ahead(stage_chunk, parsed, STAGE_WORKERS, name="stage"):
+            _append(c, tot)
     except (KeyboardInterrupt, SystemExit):
         st.cleanup()
         raise
