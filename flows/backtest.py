@@ -212,7 +212,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     runner = dask or os.environ.get("METAPILOT_DASK_ADDRESS") or local_fold_runner(db, cluster, origins, steps, relearn)
     # what the past says at each origin depends on no fold: replayed here while the folds learn
     # (their workers leave a core part idle: Prefect's calls, the warehouses' I/O, uneven folds)
-    pasts = past_windows_of(db, cluster, origins, current)
+    pasts = past_windows_of(db, cluster, [*origins, span_end], current)  # and at the end: the next decision
     with ThreadPoolExecutor(1, thread_name_prefix="past-replays") as ex:
         past = ex.submit(past_choices, pasts, log.info)
         del pasts
@@ -229,17 +229,41 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     return out
 
 
+@task(name="publish-walk-forward", cache_policy=NONE)
+def publish_next_task(db: str | None, out: dict) -> dict | None:
+    """Publish the walk forward's decision for the next period (`out["next"]`), the evidence as its
+    reason: what `steer --policy published` and `export` then follow once a person approves it."""
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import publish_walk_forward
+
+    ahead = out.get("next")
+    if not ahead:
+        get_run_logger().warning("the walk forward on %s decided nothing for the next period: nothing published",
+                                 out.get("cluster"))
+        return None
+    with warehouse_writer(db, log=get_run_logger().info):
+        con = connect(db)
+        try:
+            pointer = publish_walk_forward(con, out["cluster"], ahead, db)
+        finally:
+            con.close()
+    get_run_logger().info("published for %s: %s (%s)", out["cluster"], ahead["decision"], ahead["record"]["words"])
+    return {**ahead, "pointer": str(pointer)}
+
+
 @flow(name="pipeline-backtest", log_prints=True)
 def pipeline_backtest_flow(paths: list[str], db: str | None = None, cluster: str | None = None, steps: int = 2000,
                            dask: str | None = None, ingest_cluster: str | None = None,
                            current: str = "FCFS+EASY") -> dict:
-    """`pipeline --backtest`: ingest, then the walk forward instead of the one-window learning, then
-    the weekly report, whose section "If you had followed MetaPilot" shows it."""
+    """`pipeline --backtest`: ingest, then the walk forward instead of the one-window learning, its
+    decision for the next period published, then the weekly report, whose first line and section "If
+    you had followed MetaPilot" show it."""
     from metapilot.flows.ingest import ingest_flow
     from metapilot.flows.stages import weekly_report_flow
     from metapilot.warehouse.ingest import IngestOptions
 
     ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=ingest_cluster)) if paths else []
     out = backtest_flow(db=db, cluster=cluster, steps=steps, dask=dask, current=current)
+    published = publish_next_task(db, out)
     report = weekly_report_flow(out["cluster"], None, db=db)
-    return {"ingest": ingest, "backtest": out, "report": report}
+    return {"ingest": ingest, "backtest": out, "published": published, "report": report}

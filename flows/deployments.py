@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from metapilot.flows.backtest import backtest_flow
+from metapilot.flows.backtest import backtest_flow, publish_next_task
 from metapilot.flows.collect import collect_all_flow
 from metapilot.flows.ingest import landing_ingest_flow
 from metapilot.flows.pipeline import learn_flow, plan_windows
@@ -58,6 +58,7 @@ def backtest_all_flow(db: str | None = None, cluster: str | None = None, steps: 
             continue
         try:
             out.append(backtest_flow(db=db, cluster=c, steps=steps, dask=dask))
+            out[-1]["published"] = publish_next_task(db, out[-1])
         except Exception as e:  # noqa: BLE001 - the other clusters are still walked; the run fails below
             log.error("%s: the walk forward failed: %s: %s", c, type(e).__name__, e)
             failed.append(c)

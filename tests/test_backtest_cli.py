@@ -104,6 +104,45 @@ def test_roi_prices_the_walk_forward(walked):
     assert r.exit_code == 2 and "no walk forward 'bt-none'" in r.output
 
 
+def test_the_walk_forward_ends_with_the_decision_for_the_next_period_and_publishes_it_with_its_record(walked):
+    """Decided at the span's end from all the past (as the monthly run will), with the walk-forward
+    record as its reason; published, `approve` shows that record and `export` writes it."""
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import latest_decision, publish_walk_forward
+
+    d, doc, _ = walked
+    ahead = doc["next"]
+    assert ahead["decided_at"][:19] == doc["span"][1][:19] and ahead["backtest_id"] == doc["backtest_id"]
+    me = next(c for c in doc["contenders"] if c["name"] == "MetaPilot")
+    rec = ahead["record"]
+    assert rec["regret_bsld"] == me["regret_bsld"] and rec["gain_wait_mean"] == me["gain_wait_mean"]
+    assert rec["reference"] == doc["reference"] and rec["bar_met"] == doc["bar"]["met"]
+    assert f"regret against {doc['reference']}" in rec["words"] and "the current rule's" in rec["words"]
+    kind = "planner" if ahead["planner_settings"] else "fixed"
+    assert ahead["rule"] == ("planner" if kind == "planner" else ahead["rule"]) and ahead["source"]
+    db = str(d / "w.duckdb")
+    con = connect(db)
+    try:
+        publish_walk_forward(con, CLUSTER, ahead, db)
+        pub = latest_decision(con, CLUSTER)
+    finally:
+        con.close()
+    assert (pub["kind"], pub["recommendation"], pub["backtest_id"]) == (kind, ahead["rule"], doc["backtest_id"])
+    assert pub["guard_h"] == ahead["guard_h"] and pub["planner"] == ahead["planner_settings"]
+    assert pub["record"]["words"] == rec["words"] and rec["words"] in pub["message"]
+    r = CliRunner().invoke(app, ["approve", "--cluster", CLUSTER, "--db", db, "--note", "test"])
+    assert r.exit_code == 0, r.output
+    label = "planner" if kind == "planner" else ahead["rule"]
+    assert f"approved for steering on {CLUSTER}: {label}" in r.output and rec["words"][:60] in r.output
+    r = CliRunner().invoke(app, ["export", "--scheduler", "slurm", "--cluster", CLUSTER, "--db", db,
+                                 "--out", str(d / "export")])
+    if kind == "planner":  # the planner replans every cycle: applied by steer alone
+        assert r.exit_code == 2 and "steer --policy published` alone" in r.output
+    else:
+        assert r.exit_code == 0, r.output
+        assert next((d / "export").glob("*.slurm.conf")).read_text().startswith(f"# MetaPilot: {ahead['rule']} (published ")
+
+
 def test_the_next_walk_forward_reuses_the_folds_whose_past_has_not_changed(walked):
     d, doc, _ = walked
     out = d / "again.json"

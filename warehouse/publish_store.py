@@ -63,11 +63,38 @@ def latest_decision(con: duckdb.DuckDBPyConnection, cluster: str) -> dict | None
     (none yet, or a warehouse older than the publish step)."""
     if not has_table(con, "published_policies"):
         return None
-    rows = con.execute(sql_text("publish/latest_decision.sql"), {"cluster": cluster}).fetchall()
+    cur = con.execute(sql_text("publish/latest_decision.sql"), {"cluster": cluster})
+    rows = cur.fetchall()
     if not rows:
         return None
-    pid, kind, rec, msg, at = rows[0]
-    return {"policy_id": pid, "kind": kind, "recommendation": rec, "message": msg, "published_at": at}
+    r = dict(zip([c[0] for c in cur.description], rows[0], strict=True))
+    loads = lambda v: json.loads(v) if v else None  # noqa: E731
+    return {"policy_id": r["policy_id"], "kind": r.get("kind") or "controller",  # rows from before the gate
+            "recommendation": r.get("recommendation"), "message": r.get("message"), "published_at": r["published_at"],
+            "guard_h": r.get("guard_h"), "planner": loads(r.get("planner")), "backtest_id": r.get("backtest_id"),
+            "record": loads(r.get("record"))}
+
+
+def publish_walk_forward(con: duckdb.DuckDBPyConnection, cluster: str, ahead: dict, db: str | Path | None = None,
+                         partition: str = "all") -> Path:
+    """Publish the walk forward's decision for the next period (`run_backtest`'s `next`): what the
+    evidence backs is what the cluster is told to run, with the walk-forward record as its reason.
+    A rule (with its tail guard) is kind 'fixed', the planner kind 'planner'; returns the pointer."""
+    planner = ahead.get("planner_settings")
+    kind = "planner" if planner else "fixed"
+    record = ahead.get("record") or {}
+    message = f"{ahead['decision']}: {ahead.get('source', '')} — {record.get('words', '')}".strip(" —:")
+    now = datetime.now(timezone.utc)
+    row = {"cluster": cluster, "partition": partition, "published_at": now, "verdict": record.get("words"),
+           "kind": kind, "recommendation": ahead["rule"] if kind == "fixed" else "planner", "message": message,
+           "guard_h": ahead.get("guard_h"), "planner": json.dumps(planner) if planner else None,
+           "backtest_id": ahead.get("backtest_id"), "record": json.dumps(record)}
+    con.execute(sql_text("publish/record_walk_forward.sql"), row)
+    pointer = beside_db(db, "policies") / f"{safe_name(cluster)}.published.json"
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    pointer.write_text(json.dumps({**row, "published_at": now.isoformat(), "planner": planner, "record": record,
+                                   "policy_id": None}, indent=2) + "\n")
+    return pointer
 
 
 def publication(con: duckdb.DuckDBPyConnection, cluster: str, policy_id: str) -> dict:

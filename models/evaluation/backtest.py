@@ -22,7 +22,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -306,10 +306,13 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     t0 = origins[0]
     capacity = Capacity.from_rows(load_capacity(con, cluster, t0))
 
-    # what the past says at each origin (computed while the folds learned, when the flow could)
+    # what the past says at each origin and at the span's end (the decision for the next period),
+    # computed while the folds learned when the flow could
     if choices is None:
-        choices = past_choices(past_windows(con, cluster, origins, current), log=say)
+        choices = past_choices(past_windows(con, cluster, [*origins, span_end], current), log=say)
     choices = hold_course(choices, current)
+    ahead = choices[len(folds)] if len(choices) > len(folds) else None
+    choices = choices[:len(folds)]
 
     # the span, and the contenders that do not depend on MetaPilot's decisions
     jobs = load_window(con, cluster, t0, span_end)
@@ -331,7 +334,8 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
               ("follow", [(s, ("rule", c.guarded, c.guard_h)) for s, c in zip(starts, choices, strict=True)])]
     # what the guarded leader chooses at each later origin, followed from the span's start: the record
     # the planner's is compared with (the same past, the leader's present choice, not its earlier ones)
-    present = sorted({(c.guarded, c.guard_h) for c in choices[1:] if c.guard_h is not None}) if planner else []
+    present = sorted({(c.guarded, c.guard_h) for c in [*choices[1:], *([ahead] if ahead else [])]
+                      if c.guard_h is not None}) if planner else []
     specs += [("follow", [(0.0, ("rule", r, h))]) for r, h in present]
     specs += [("fixed", r) for r in RULES]
     runs = [replace(r, workload=workload) for r in process_map(_replay_task, specs, initializer=_hold_span,
@@ -366,28 +370,12 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     frames.update({f"{r} {h}": job_frame(res) for (r, h), res in present_runs.items()})
     for k, (fold, choice, (loaded, card, why), cfg) in enumerate(zip(folds, choices, arts, planners, strict=True)):
         reason = why if fold.gate == "controller" else (fold.note or f"the fold's gate: {fold.gate}")
-        guard = choice.guard_h or choice.safety_h
-        incumbent = frames[cur.name] if choice.guard_h is None else frames.get(f"{choice.guarded} {choice.guard_h}")
-        if not choice.faithful:  # fidelity before advice: nothing the replays say counts here
-            d = Decision(choice.guarded, None, None, choice.why)
-            deciders.append(RuleDecider(choice.guarded))
-            deciders[-1].rechecked = False
-        elif fold.gate == "controller" and loaded is not None and int(loaded.state_config.epoch_s) == EPOCH_S:
-            d = Decision(choice.guarded, guard, fold.policy_id, "the fold's gate kept the learned controller",
-                         guard_fired=choice.fired if choice.guard_h else None)
-            deciders.append(_controller_decider(loaded, guard))
-        elif planned is not None and k > 0 and incumbent is not None and record_prefers(
-                observed_by(frames[planned.name], starts[k]), observed_by(incumbent, starts[k]),
-                observed_by(frames[cur.name], starts[k])):
-            d = Decision("planner", guard, None, f"the walk-forward record so far prefers the planner to what the "
-                                                 f"guarded leader chooses now ({choice.why}; {reason})",
-                         planner=_planner_words(cfg))
-            deciders.append(_planner_decider(cfg, False, guard))
-        else:
-            d = Decision(choice.guarded, choice.guard_h, None, f"the guarded leader: {choice.why} ({reason})",
-                         guard_fired=choice.fired)
-            deciders.append(RuleDecider(choice.guarded, choice.guard_h))
+        kept = (fold.policy_id, loaded) if (fold.gate == "controller" and loaded is not None
+                                             and int(loaded.state_config.epoch_s) == EPOCH_S) else None
+        d, decider = _decide(choice, reason, starts[k] if k > 0 else None, frames, cur.name,
+                             planned.name if planned else None, cfg, kept)
         decisions.append(d)
+        deciders.append(decider)
     recheck = Recheck(frames[cur.name])
     contenders.insert(0, Contender("MetaPilot", "metapilot", follow(workload, capacity, list(zip(starts, deciders)),
                                                                      epoch_s=EPOCH_S, name="MetaPilot",
@@ -404,6 +392,14 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                           f"not reproduce this cluster (fidelity before advice: see each period's reason); the "
                           f"replays' gains there are not advice")
     backtest_id = backtest_id or new_backtest_id()
+    contender_json = [_contender_json(r) for r in span.iter_rows(named=True)]
+    ahead_json = None
+    if ahead is not None:  # the decision for the next period, from all the past, with the record behind it
+        d, _ = _decide(ahead, "decided at the span's end from all the past", bounds[-1], frames, cur.name,
+                       planned.name if planned else None, planners[-1])
+        ahead_json = {**json_safe(d.to_dict()), "decision": d.describe(), "decided_at": span_end.isoformat(),
+                      "backtest_id": backtest_id,
+                      "record": walk_forward_record(contender_json, current, span["reference"][0], verdict)}
     periods = []
     me = per.filter(pl.col("name") == "MetaPilot")
     for k, (fold, choice, d) in enumerate(zip(folds, choices, decisions, strict=True)):
@@ -427,8 +423,62 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                      "guarded_leader": Decision(p["guarded_leader"], p["guarded_leader_h"]).describe(),
                      "fold_gate": p["fold_gate"], "fold_policy_id": p["fold_policy_id"],
                      "fidelity": json_safe(p["fidelity"])} for p in periods],
-        "contenders": [_contender_json(r) for r in span.iter_rows(named=True)],
+        "contenders": contender_json,
+        "next": ahead_json,
     }
+
+
+def walk_forward_record(contenders: Sequence[dict], current: str, reference: str | None, bar: dict) -> dict:
+    """What following MetaPilot did over the span, as a published decision's reason: its regret (and
+    interval) against the admissible reference, its gain over the current rule, its max wait against
+    the current rule's, and the bar's verdict; `words`: the same in one line."""
+    rows = {c["name"]: c for c in contenders}
+    me, cur = rows.get("MetaPilot", {}), rows.get(f"{current} (current)", {})
+    ratio = (me["wait_max_s"] / cur["wait_max_s"]) if me.get("wait_max_s") is not None and cur.get("wait_max_s") else None
+    rec = {"reference": reference, "current": current, "bar_met": bool(bar.get("met")),
+           "regret_bsld": me.get("regret_bsld"), "regret_bsld_ci": me.get("regret_bsld_ci"),
+           "regret_wait_mean": me.get("regret_wait_mean"), "regret_wait_mean_ci": me.get("regret_wait_mean_ci"),
+           "gain_bsld": me.get("gain_bsld"), "gain_wait_mean": me.get("gain_wait_mean"), "max_wait_ratio": ratio}
+
+    def pct(v, ci=None) -> str:
+        if v is None:
+            return "–"
+        band = f" [{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci and None not in ci else ""
+        return f"{v:+.1%}{band}"
+
+    rec["words"] = (f"followed over the walk forward: regret against {reference or 'the reference'} (best admissible "
+                    f"rule in hindsight) bsld {pct(rec['regret_bsld'], rec['regret_bsld_ci'])}, mean wait "
+                    f"{pct(rec['regret_wait_mean'], rec['regret_wait_mean_ci'])}; gain over {current}: bsld "
+                    f"{pct(rec['gain_bsld'])}, mean wait {pct(rec['gain_wait_mean'])}; max wait "
+                    f"{'–' if ratio is None else f'{ratio:.2f}x'} the current rule's; bar "
+                    f"{'met' if rec['bar_met'] else 'not met'}")
+    return rec
+
+
+def _decide(choice: PastChoice, reason: str, at_s: float | None, frames: dict[str, pl.DataFrame], current: str,
+            planned: str | None, cfg: Any, controller: tuple[str, Any] | None = None) -> tuple[Decision, Any]:
+    """MetaPilot's decision from what the past says at one origin (`choice`), the fold's learned
+    controller when its gate kept it (`controller`: (policy id, the loaded policy)) and the
+    walk-forward record up to the origin (`at_s`, seconds since the span's start; None at the first,
+    where there is no record): (the decision, the decider that follows it)."""
+    guard = choice.guard_h or choice.safety_h
+    incumbent = frames[current] if choice.guard_h is None else frames.get(f"{choice.guarded} {choice.guard_h}")
+    if not choice.faithful:  # fidelity before advice: nothing the replays say counts here
+        decider = RuleDecider(choice.guarded)
+        decider.rechecked = False
+        return Decision(choice.guarded, None, None, choice.why), decider
+    if controller is not None:
+        return (Decision(choice.guarded, guard, controller[0], "the fold's gate kept the learned controller",
+                         guard_fired=choice.fired if choice.guard_h else None),
+                _controller_decider(controller[1], guard))
+    if planned is not None and at_s is not None and incumbent is not None and record_prefers(
+            observed_by(frames[planned], at_s), observed_by(incumbent, at_s), observed_by(frames[current], at_s)):
+        return (Decision("planner", guard, None, f"the walk-forward record so far prefers the planner to what the "
+                                                  f"guarded leader chooses now ({choice.why}; {reason})",
+                         planner=_planner_words(cfg), planner_settings=asdict(cfg)),
+                _planner_decider(cfg, False, guard))
+    return (Decision(choice.guarded, choice.guard_h, None, f"the guarded leader: {choice.why} ({reason})",
+                     guard_fired=choice.fired), RuleDecider(choice.guarded, choice.guard_h))
 
 
 def _rechecked(d: Decision, start_s: float, tightened: Sequence[tuple[float, float, float]], t0: datetime) -> Decision:

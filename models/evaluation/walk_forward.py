@@ -85,6 +85,7 @@ class Decision:
     source: str = ""
     planner: str | None = None  # the lookahead planner's settings, in words, when it decides
     guard_fired: int | None = None  # epochs its guard fired over the past (0: a safety net never exercised)
+    planner_settings: dict | None = None  # the planner's `PlannerConfig` fields, when it decides
 
     def describe(self) -> str:
         what = (f"the learned controller {self.policy_id}" if self.policy_id else

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import duckdb
 
-from metapilot.models.evaluation.walk_forward import parse_rule, rule_name
+from metapilot.models.evaluation.walk_forward import TAIL_RULE, parse_rule, rule_name
 from metapilot.warehouse.publish_store import latest_decision
 from metapilot.warehouse.steer_store import latest_approval
 
@@ -21,12 +21,25 @@ class DecisionError(ValueError):
 class SteerDecision:
     """What to steer by: a fixed rule (`rule`, e.g. 'SAF+EASY') or the published controller."""
 
-    kind: str  # fixed | controller
-    label: str  # 'SAF+EASY' or 'controller <policy_id>'
+    kind: str  # fixed | controller | planner
+    label: str  # 'SAF+EASY', 'controller <policy_id>' or 'planner'
     rule: str | None = None
     policy_id: str | None = None
     published_at: datetime | None = None
     source: str = ""
+    guard_h: float | None = None  # the walk forward's tail guard: oldest first once a job has waited this long
+    planner: dict | None = None  # the planner's settings (`PlannerConfig` fields) when kind is 'planner'
+    backtest_id: str | None = None  # the walk forward whose record backs the decision
+
+    def objective(self, oldest_wait_s: float) -> str | None:
+        """The priority rule of this cycle for a fixed rule: its own, or oldest first while the tail
+        guard fires (a pending job has waited more than `guard_h`), exactly as the replay engine
+        orders the queue under the same decision (`walk_forward.RuleDecider`: TAIL_RULE)."""
+        if self.kind != "fixed":
+            return None
+        if self.guard_h is not None and oldest_wait_s > self.guard_h * 3600.0:
+            return parse_rule(TAIL_RULE)[0]
+        return self.priority_rule
 
     @property
     def priority_rule(self) -> str | None:
@@ -64,6 +77,11 @@ def published(con: duckdb.DuckDBPyConnection, cluster: str, now: datetime | None
         raise DecisionError(f"the latest publish decision for {cluster} is stamped {at:%Y-%m-%d %H:%M} UTC, after this "
                             f"host's clock ({now:%Y-%m-%d %H:%M} UTC): a clock is wrong; fix it and publish again, or "
                             "name a rule with --policy")
+    backed = d.get("record") or {}
+    source = f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or d['recommendation']}" if at else ""
+    if d["kind"] == "planner":
+        return SteerDecision("planner", "planner", published_at=at, source=source, guard_h=d.get("guard_h"),
+                             planner=d.get("planner"), backtest_id=d.get("backtest_id"))
     if d["kind"] == "controller":
         return SteerDecision("controller", f"controller {d['policy_id']}", policy_id=d["policy_id"], published_at=at,
                              source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or d['recommendation']}")
@@ -74,7 +92,8 @@ def published(con: duckdb.DuckDBPyConnection, cluster: str, now: datetime | None
                             "keep the scheduler as it is, or name a rule") from None
     name = rule_name(pol, bf)
     return SteerDecision("fixed", name, rule=name, published_at=at,
-                         source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or name}")
+                         source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or name}",
+                         guard_h=d.get("guard_h"), backtest_id=d.get("backtest_id") if backed else None)
 
 
 def resolve(con: duckdb.DuckDBPyConnection, cluster: str, spec: str) -> SteerDecision:

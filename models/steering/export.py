@@ -140,9 +140,14 @@ def site_setting(conf_text: str, name: str) -> str | None:
     return found
 
 
+GUARD_AGE_WEIGHT = 1_000_000  # the age factor under a tail guard: above any rule's own weight once saturated
+GUARD_PBS_WEIGHT = 1e9  # eligible_time / guard in the PBS formula: past the guard it outweighs the rule's terms
+
+
 def slurm_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str, site_conf: str | None = None,
-                   age_weight: int = 10000, size_weight: int = 1000) -> ExportFile:
-    """The Slurm fragment (to `Include` at the end of slurm.conf) for a fixed rule."""
+                   age_weight: int = 10000, size_weight: int = 1000, guard_h: float | None = None) -> ExportFile:
+    """The Slurm fragment (to `Include` at the end of slurm.conf) for a fixed rule, with the walk
+    forward's tail guard (`guard_h`) said as Slurm can: an age factor that saturates at the guard."""
     kind, why_order = SLURM_ORDER[rule]
     sched, bf_exact, why_bf = BACKFILL_SLURM[backfill]
     lines = [f"# MetaPilot: {one_line(decision)}", f"# cluster {one_line(facts.cluster)}; rule {rule}+{backfill.upper()}",
@@ -160,6 +165,12 @@ def slurm_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str,
         body.append(f"PriorityWeightJobSize={int(size_weight)}")
         body.append(f"PriorityFavorSmall={'YES' if kind == 'jobsize-small' else 'NO'}")
     notes = [f"# order: {why_order}", f"# backfilling: {why_bf}"]
+    if guard_h and kind != "age":  # under FCFS the guard changes nothing: it is oldest first already
+        body += [f"PriorityWeightAge={GUARD_AGE_WEIGHT}", f"PriorityMaxAge={_days_hours(int(guard_h * 3600))}"]
+        notes.append(f"# tail guard ({guard_h:g} h: oldest first once a job has waited that long): APPROXIMATE. Slurm "
+                     "cannot switch order on a job's wait; a heavy age factor that saturates at the guard "
+                     "(PriorityMaxAge) weighs a job's age up to it and ranks a job past it above the rule's order, "
+                     "but also blends age into the rule's order before it. `metapilot steer` applies it exactly")
     if sched == "sched/backfill":
         ours: dict[str, str] = {}
         window = _minutes(facts.longest_timelimit_s)
@@ -189,7 +200,7 @@ def slurm_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str,
                 body.append(f"#SchedulerParameters=<yours>,{merged}")
             else:
                 body.append(f"SchedulerParameters={merged}")
-    exact = order_exact and bf_exact
+    exact = order_exact and bf_exact and not (guard_h and kind != "age")
     verdict = ("# mapping: EXACT" if exact else
                "# mapping: APPROXIMATE (why: below); `metapilot steer` applies the order exactly, through the site factor")
     return ExportFile(f"metapilot-{rule}+{backfill}.slurm.conf", "\n".join(lines + [verdict] + notes + body) + "\n", exact)
@@ -220,13 +231,21 @@ BACKFILL_PBS: dict[str, tuple[str, bool, str]] = {
 }
 
 
-def pbspro_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str) -> ExportFile:
-    """qmgr commands and the sched_config lines for a fixed rule on PBS Pro."""
+def pbspro_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str,
+                    guard_h: float | None = None) -> ExportFile:
+    """qmgr commands and the sched_config lines for a fixed rule on PBS Pro, with the walk forward's
+    tail guard (`guard_h`) as an eligible_time term of the sort formula."""
     formula, f_exact, why = PBS_FORMULA[rule]
     depth, b_exact, why_bf = BACKFILL_PBS[backfill]
     if formula is None:
         formula, why = PBS_FORMULA["SAF"][0], f"NOT EXPRESSIBLE: {why}; written: SAF's formula"
-    exact = f_exact and b_exact
+    guarded = bool(guard_h) and rule != "FCFS"
+    if guarded:
+        formula = f"({formula}) + {GUARD_PBS_WEIGHT:g} * (eligible_time / {int(guard_h * 3600)}) ** 8"
+        why += (f"; tail guard {guard_h:g} h (oldest first once a job has waited that long): APPROXIMATE, a steep "
+                "eligible_time term that outweighs the rule's terms once a job nears the guard (a formula cannot "
+                "switch order at an instant); `metapilot steer` applies it exactly on Slurm")
+    exact = f_exact and b_exact and not guarded
     text = "\n".join([
         f"# MetaPilot: {one_line(decision)}", f"# cluster {one_line(facts.cluster)}; rule {rule}+{backfill.upper()}",
         "# mapping: " + ("EXACT" if exact else "APPROXIMATE (why: below)"),

@@ -251,7 +251,8 @@ class Steerer:
 
     def objective(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now: float) -> str:
         if self.decision.kind == "fixed":
-            return self.decision.priority_rule
+            waits = self.waits(jobs, now)["wait"]
+            return self.decision.objective(float(waits.max() or 0.0) if waits.len() else 0.0)
         from metapilot.models.steering.live_state import live_state
 
         return self.advisor.decide(live_state(jobs, nodes, now, self.advisor.policy.state_config)).objective

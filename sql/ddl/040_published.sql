@@ -33,3 +33,13 @@ ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS gate VARCHAR;
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS gate_training VARCHAR;
 -- warehouses created before the off-policy evaluation check
 ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS ope_passes BOOLEAN;
+-- the walk forward's decision for the next period, published by `pipeline --backtest` and the monthly
+-- walk forward (issue 50): kind 'fixed' (a rule, with its tail guard in guard_h) or 'planner' (its
+-- settings in `planner`, JSON); policy_id NULL (no learned policy), backtest_id the walk forward that
+-- backs it, `record` (JSON) what following MetaPilot did over it (regret and interval against the
+-- admissible reference, gain over the current rule, max wait against the current rule's)
+ALTER TABLE published_policies ALTER COLUMN policy_id DROP NOT NULL;
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS guard_h DOUBLE;
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS planner VARCHAR;
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS backtest_id VARCHAR;
+ALTER TABLE published_policies ADD COLUMN IF NOT EXISTS record VARCHAR;

@@ -63,6 +63,12 @@ def export_cmd(
             con.close()
     header = ""
     rules: list[tuple[str, str]]
+    if d.kind == "planner":
+        from metapilot.models.steering.decision import DecisionError
+
+        raise DecisionError(f"the published decision for {cluster} is the lookahead planner, applied by `metapilot "
+                            "steer --policy published` alone: it replans the queue's order every cycle from the "
+                            f"live queue, which no scheduler configuration can say ({d.source})")
     if d.kind == "controller":
         from metapilot.models.steering.live_state import controller_menu
 
@@ -76,8 +82,9 @@ def export_cmd(
     folder = Path(out) if out else beside_db(db, "export") / safe_name(cluster or "any")
     folder.mkdir(parents=True, exist_ok=True)
     for rule, bf in rules:
-        f = (slurm_fragment(rule, bf, facts, decision=what, site_conf=site_text) if sched == "slurm"
-             else pbspro_fragment(rule, bf, facts, decision=what))
+        guard = d.guard_h if d.kind == "fixed" else None
+        f = (slurm_fragment(rule, bf, facts, decision=what, site_conf=site_text, guard_h=guard) if sched == "slurm"
+             else pbspro_fragment(rule, bf, facts, decision=what, guard_h=guard))
         path = folder / f.name
         path.write_text(header + f.text)
         typer.echo(f"{path}: {'exact' if f.exact and not header else 'approximate'} mapping of {d.label}")

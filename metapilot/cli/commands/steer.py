@@ -141,6 +141,12 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
                         util_floor=util_floor, guard_pause_s=pause_s,
                         lock_stale_s=max(300.0, 5 * interval))  # a holder silent for 5 cycles is gone
     advisor = None
+    if decision.kind == "planner" and not release:
+        from metapilot.models.steering.decision import DecisionError
+
+        raise DecisionError(f"the published decision for {cluster} is the lookahead planner: steer cannot run its "
+                            "lookahead from the live queue yet; name the rule to steer by (--policy RULE), or keep "
+                            f"the scheduler as it is ({decision.source})")
     if decision.kind == "controller" and not release:
         from metapilot.models.controller.advice import Advisor
         from metapilot.warehouse.policy_store import registered_sums
