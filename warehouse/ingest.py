@@ -21,7 +21,6 @@ from datetime import datetime
 from pathlib import Path
 
 import duckdb
-import polars as pl
 from metapilot.transforms.parsers import UnknownFormatError
 
 from metapilot.ground.files import shown_path
@@ -137,13 +136,12 @@ def expand_paths_checked(paths: list[str]) -> tuple[list[Path], list[FileReport]
 
 
 def _needs_dedupe(con: duckdb.DuckDBPyConnection, sha: str, tot: StageTotals) -> bool:
-    """Whether any key may repeat: within the file (equal key hashes) or against rows already in
-    the warehouse for the same clusters and submit range. Skipping the merge when nothing can
-    repeat keeps a first load of millions of rows in bounded memory."""
-    if not tot.key_hashes:
+    """Whether any key may repeat: within the file (equal key hashes, `StageTotals.close`) or
+    against rows already in the warehouse for the same clusters and submit range. Skipping the
+    merge when nothing can repeat keeps a first load of millions of rows in bounded memory."""
+    if not tot.rows_staged:
         return False
-    hashes = pl.concat(tot.key_hashes)
-    if hashes.n_unique() != hashes.len():
+    if tot.keys_repeat:
         return True
     n = con.execute(sql_text("ingest/stored_rows_in_range.sql"),
                     [sha, sorted(tot.clusters), tot.first_submit, tot.last_submit]).fetchall()[0][0]
@@ -288,7 +286,7 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
             forget_load(con, sha, refused.cluster, refused.format, refused.outcome, shown_path(path))
         if st.error is not None:
             raise st.error
-        if tot.key_hashes:
+        if tot.rows_staged:
             con.execute(sql_text("ingest/append_staged_jobs.sql"), [sha, now, str(st.stage / "part-*.parquet")])
         scope = load_scope(tot.format, st.cluster_default)
         if _needs_dedupe(con, sha, tot):

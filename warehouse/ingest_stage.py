@@ -104,12 +104,20 @@ class StageTotals:
     capacity: list[dict] = field(default_factory=list)
     data_checks: list[dict] = field(default_factory=list)
     last_line: int = 0
-    key_hashes: list[pl.Series] = field(default_factory=list)
+    key_hashes: list[pl.Series] = field(default_factory=list)  # per chunk, until `close` folds them into keys_repeat
+    keys_repeat: bool = False  # two staged rows share a key hash: the commit must merge within the file
     first_submit: datetime | None = None
     last_submit: datetime | None = None
     clusters: set[str] = field(default_factory=set)
     quarantine_parts: int = 0
 
+    def close(self) -> None:
+        """Once every chunk is in: whether any key repeats within the file, and the per-chunk
+        hashes dropped, so the commit does not hold them (20M rows: 160 MB) beside DuckDB."""
+        if self.key_hashes:
+            hashes = pl.concat(self.key_hashes)
+            self.keys_repeat = hashes.n_unique() != hashes.len()
+        self.key_hashes = []
 
 
 @dataclass
@@ -303,6 +311,7 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
         raise
     except BaseException as e:  # noqa: BLE001 - recorded as the file's failure by the commit
         st.error = e
+    tot.close()
     tot.format = tot.format or popts.detected
     st.detected = popts.detected
     return st

@@ -18,10 +18,10 @@ R = TypeVar("R")
 
 def map_ahead(fn: Callable[[T], R], items: Iterable[T], workers: int = 1, ahead: int | None = None,
               name: str = "ahead") -> Iterator[R]:
-    """`fn(x)` for each item, in `workers` threads, at most `ahead` (default `workers + 1`) calls
-    ahead of the consumer; results in item order. An exception re-raises in the consumer at its
+    """`fn(x)` for each item, in `workers` threads, at most `ahead` calls (default: as many as
+    the workers, and at least 2) pending or not yet taken; results in item order. An exception re-raises in the consumer at its
     item; when the consumer stops early, calls not started are cancelled."""
-    ahead = max(1, ahead or workers + 1)
+    ahead = max(1, ahead or max(2, workers))
     pool = ThreadPoolExecutor(max(1, workers), thread_name_prefix=name)
     pending: deque[Future] = deque()
     try:
