@@ -399,7 +399,8 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                        planned.name if planned else None, planners[-1])
         ahead_json = {**json_safe(d.to_dict()), "decision": d.describe(), "decided_at": span_end.isoformat(),
                       "backtest_id": backtest_id,
-                      "record": walk_forward_record(contender_json, current, span["reference"][0], verdict)}
+                      "record": {**walk_forward_record(contender_json, current, span["reference"][0], verdict),
+                                 "span_from": t0.isoformat()}}  # the replay's time zero: F1's origin live
     periods = []
     me = per.filter(pl.col("name") == "MetaPilot")
     for k, (fold, choice, d) in enumerate(zip(folds, choices, decisions, strict=True)):

@@ -3,7 +3,7 @@ rule named by hand, and whether a person approved it (publishing is not deployin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import duckdb
@@ -30,6 +30,8 @@ class SteerDecision:
     guard_h: float | None = None  # the walk forward's tail guard: oldest first once a job has waited this long
     planner: dict | None = None  # the planner's settings (`PlannerConfig` fields) when kind is 'planner'
     backtest_id: str | None = None  # the walk forward whose record backs the decision
+    origin_s: float | None = None  # the instant F1 counts from: the backing walk forward's span start (epoch s)
+    _live: object = field(default=None, repr=False, compare=False)  # a planner decision's planner, across cycles
 
     def objective(self, oldest_wait_s: float) -> str | None:
         """The priority rule of this cycle for a fixed rule: its own, or oldest first while the tail
@@ -40,6 +42,17 @@ class SteerDecision:
         if self.guard_h is not None and oldest_wait_s > self.guard_h * 3600.0:
             return parse_rule(TAIL_RULE)[0]
         return self.priority_rule
+
+    def planner_objective(self, jobs, nodes, now_s: float, oldest_wait_s: float) -> str:  # noqa: ANN001 - frames
+        """This cycle's objective for a planner decision: the walk forward's guard over it (oldest first
+        past `guard_h`, as `PolicyDecider`), else the planner's pick from the live queue."""
+        if self.guard_h is not None and oldest_wait_s > self.guard_h * 3600.0:
+            return parse_rule(TAIL_RULE)[0]
+        if self._live is None:
+            from metapilot.models.steering.live_planner import LivePlanner
+
+            object.__setattr__(self, "_live", LivePlanner(self.planner or {}, origin_s=self.origin_s))
+        return self._live.decide(jobs, nodes, now_s)
 
     @property
     def priority_rule(self) -> str | None:
@@ -78,10 +91,11 @@ def published(con: duckdb.DuckDBPyConnection, cluster: str, now: datetime | None
                             f"host's clock ({now:%Y-%m-%d %H:%M} UTC): a clock is wrong; fix it and publish again, or "
                             "name a rule with --policy")
     backed = d.get("record") or {}
+    origin = datetime.fromisoformat(backed["span_from"]).timestamp() if backed.get("span_from") else None
     source = f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or d['recommendation']}" if at else ""
     if d["kind"] == "planner":
         return SteerDecision("planner", "planner", published_at=at, source=source, guard_h=d.get("guard_h"),
-                             planner=d.get("planner"), backtest_id=d.get("backtest_id"))
+                             planner=d.get("planner"), backtest_id=d.get("backtest_id"), origin_s=origin)
     if d["kind"] == "controller":
         return SteerDecision("controller", f"controller {d['policy_id']}", policy_id=d["policy_id"], published_at=at,
                              source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or d['recommendation']}")
@@ -93,7 +107,8 @@ def published(con: duckdb.DuckDBPyConnection, cluster: str, now: datetime | None
     name = rule_name(pol, bf)
     return SteerDecision("fixed", name, rule=name, published_at=at,
                          source=f"published {at:%Y-%m-%d %H:%M} UTC: {d['message'] or name}",
-                         guard_h=d.get("guard_h"), backtest_id=d.get("backtest_id") if backed else None)
+                         guard_h=d.get("guard_h"), backtest_id=d.get("backtest_id") if backed else None,
+                         origin_s=origin)
 
 
 def resolve(con: duckdb.DuckDBPyConnection, cluster: str, spec: str) -> SteerDecision:

@@ -250,9 +250,12 @@ class Steerer:
                 con.close()
 
     def objective(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now: float) -> str:
+        waits = self.waits(jobs, now)["wait"]
+        oldest = float(waits.max() or 0.0) if waits.len() else 0.0
         if self.decision.kind == "fixed":
-            waits = self.waits(jobs, now)["wait"]
-            return self.decision.objective(float(waits.max() or 0.0) if waits.len() else 0.0)
+            return self.decision.objective(oldest)
+        if self.decision.kind == "planner":
+            return self.decision.planner_objective(jobs, nodes, now, oldest)
         from metapilot.models.steering.live_state import live_state
 
         return self.advisor.decide(live_state(jobs, nodes, now, self.advisor.policy.state_config)).objective
@@ -295,6 +298,15 @@ class Steerer:
                                      datetime.fromtimestamp(now - 30 * 86400, timezone.utc))
         finally:
             con.close()
+
+    def objective_seconds(self) -> float:
+        """How long working out this cycle's objective takes on the live queue now (for the planner, its
+        lookahead from the live view): what an `--every` must leave room for."""
+        jobs = parse_squeue(self.slurm.squeue_json())[1]
+        nodes = parse_sinfo(self.slurm.sinfo_json())
+        t0 = time.perf_counter()
+        self.objective(jobs, nodes, self.clock())
+        return time.perf_counter() - t0
 
     def cycle(self) -> CycleOutcome:
         t0 = time.perf_counter()
@@ -355,7 +367,8 @@ class Steerer:
                 notes += [note] if note else []
             # factors read back as other than set (cleared behind the loop's back) are placed afresh
             keepable = current_frame.filter(~pl.col("job_id").is_in(list(self._drifted | self._unsure)))
-            desired = desired_factors(ranked, objective, now, int(self.step), self.tiers, keepable)
+            desired = desired_factors(ranked, objective, now, int(self.step), self.tiers, keepable,
+                                      getattr(self.decision, "origin_s", None))
             if tripped and self.opts.guard_h is not None:
                 late = self.waits(jobs, now).filter(pl.col("wait") > self.opts.guard_h * 3600)["job_id"].to_list()
                 desired = protect(desired, ranked, set(late) & tripped, int(self.step))

@@ -103,13 +103,16 @@ def group_keys(jobs: pl.DataFrame, tiers: dict[str, int]) -> pl.Series:
 
 
 def desired_factors(jobs: pl.DataFrame, objective: str, now_s: float, step: int,
-                    tiers: dict[str, int], current: pl.DataFrame | None = None) -> pl.DataFrame:
+                    tiers: dict[str, int], current: pl.DataFrame | None = None,
+                    origin_s: float | None = None) -> pl.DataFrame:
     """The steerable jobs (`targets` done, `skip` null) ranked within their groups and placed in the
     band: target, group_key, rank (0 = first; null: set to the band's middle), site_factor, and
     moved_from (the group a job carried its factor in, when that was another: a partition changed).
 
     `current`: what the loop set before (job_id, site_factor, group_key): factors still in the rule's
-    order in the same group are kept (`place`)."""
+    order in the same group are kept (`place`). `origin_s`: the instant F1 counts its seconds from
+    (the walk forward's span start for a decision it backs, so the order is the replay's); by default
+    one second before each group's oldest job."""
     schema = {"target": pl.Utf8, "group_key": pl.Utf8, "rank": pl.Int32, "site_factor": pl.Int64,
               "moved_from": pl.Utf8}
     cand = jobs.filter(pl.col("target").is_not_null())
@@ -138,7 +141,7 @@ def desired_factors(jobs: pl.DataFrame, objective: str, now_s: float, step: int,
         ids = g["target"].to_list()
         seq = np.array([float(t.split("_")[0]) + (float(t.split("_")[1]) / 1e7 if "_" in t else 0.0) for t in ids])
         order = queue_order(objective, submit_s=submit, req_time_s=req, cores=cores, job_seq=seq,
-                            now_s=float(now_s), origin_s=float(submit.min()) - 1.0)
+                            now_s=float(now_s), origin_s=float(submit.min()) - 1.0 if origin_s is None else origin_s)
         n = len(order)
         rank = np.empty(n, dtype=np.int32)
         rank[order] = np.arange(n, dtype=np.int32)

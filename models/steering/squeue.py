@@ -22,7 +22,7 @@ class SlurmParseError(ValueError):
 JOB_SCHEMA: dict[str, pl.DataType] = {
     "job_id": pl.Utf8, "array_job_id": pl.Utf8, "array_task_id": pl.Utf8, "array_task_string": pl.Utf8,
     "partition": pl.Utf8, "state": pl.Utf8, "reason": pl.Utf8, "priority": pl.Int64, "submit_s": pl.Int64,
-    "eligible_s": pl.Int64, "time_limit_s": pl.Int64, "cpus": pl.Int64, "nodes": pl.Int64, "qos": pl.Utf8,
+    "eligible_s": pl.Int64, "start_s": pl.Int64, "time_limit_s": pl.Int64, "cpus": pl.Int64, "nodes": pl.Int64, "qos": pl.Utf8,
     "reservation": pl.Utf8, "dependency": pl.Utf8, "user": pl.Utf8,
 }
 NODE_SCHEMA: dict[str, pl.DataType] = {
@@ -118,6 +118,7 @@ def _job_columns(jobs: list[dict]) -> dict[str, list]:
         "priority": [_num(j.get("priority")) for j in jobs],
         "submit_s": [_num(j.get("submit_time")) for j in jobs],
         "eligible_s": [_num(j.get("eligible_time")) for j in jobs],
+        "start_s": [_num(j.get("start_time")) for j in jobs],  # running: when it started (pending: Slurm's estimate)
         "time_limit_s": [None if x is None else x * 60 for x in limit],
         "cpus": [_num(j.get("cpus")) for j in jobs],
         "nodes": [_num(j.get("node_count")) for j in jobs],

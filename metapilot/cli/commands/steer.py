@@ -141,12 +141,6 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
                         util_floor=util_floor, guard_pause_s=pause_s,
                         lock_stale_s=max(300.0, 5 * interval))  # a holder silent for 5 cycles is gone
     advisor = None
-    if decision.kind == "planner" and not release:
-        from metapilot.models.steering.decision import DecisionError
-
-        raise DecisionError(f"the published decision for {cluster} is the lookahead planner: steer cannot run its "
-                            "lookahead from the live queue yet; name the rule to steer by (--policy RULE), or keep "
-                            f"the scheduler as it is ({decision.source})")
     if decision.kind == "controller" and not release:
         from metapilot.models.controller.advice import Advisor
         from metapilot.warehouse.policy_store import registered_sums
@@ -164,6 +158,12 @@ def _run_loop(cluster, slurm, every, policy, dry_run, once, release, resume, max
         except ArtifactIntegrityError as e:  # a refusal to act on a tampered file, not a bug
             raise DecisionError(f"the published controller's artifact does not match the warehouse: {e}") from None
     steerer = Steerer(SlurmCli(bin_dir=slurm_bin), warehouse_connector(db), decision, opts, advisor=advisor)
+    if decision.kind == "planner" and not release and not once:
+        # the planner's lookahead grows with the queue: a loop that cannot finish a cycle in --every is refused
+        took = steerer.objective_seconds()
+        if interval < 2 * took:
+            raise typer.BadParameter(f"--every {every} is shorter than twice what one planner cycle takes on this "
+                                     f"queue now ({took:.1f} s): steer every {max(60, int(4 * took))} s or more")
     if release:
         for line in _reach(steerer.check_cluster):  # job ids mean other jobs on another cluster
             typer.echo(line, err=True)
