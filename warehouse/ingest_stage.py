@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 from metapilot.ground.ahead import map_ahead
 from metapilot.transforms.canonical import ParseResult
@@ -114,10 +115,19 @@ class StageTotals:
     def close(self) -> None:
         """Once every chunk is in: whether any key repeats within the file, and the per-chunk
         hashes dropped, so the commit does not hold them (20M rows: 160 MB) beside DuckDB."""
-        if self.key_hashes:
-            hashes = pl.concat(self.key_hashes)
-            self.keys_repeat = hashes.n_unique() != hashes.len()
-        self.key_hashes = []
+        parts, self.key_hashes = self.key_hashes, []
+        if not parts:
+            return
+        # one array, filled while the parts are released (not a concat beside them: 2x the memory),
+        # sorted in place: equal keys are neighbours
+        keys = np.empty(sum(len(h) for h in parts), dtype=np.uint64)
+        at = 0
+        for i, h in enumerate(parts):
+            keys[at:at + len(h)] = h.to_numpy()
+            at += len(h)
+            parts[i] = None
+        keys.sort()
+        self.keys_repeat = bool((keys[1:] == keys[:-1]).any())
 
 
 @dataclass
