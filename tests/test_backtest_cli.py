@@ -143,6 +143,27 @@ def test_the_walk_forward_ends_with_the_decision_for_the_next_period_and_publish
         assert next((d / "export").glob("*.slurm.conf")).read_text().startswith(f"# MetaPilot: {ahead['rule']} (published ")
 
 
+def test_pipeline_backtest_publishes_the_next_decision_and_says_it_first(walked):
+    """The main job's first line is the walk forward's decision for the next period with its record,
+    and the warehouse's latest publish decision is that one, backed by that walk forward."""
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import latest_decision
+
+    d, _, _ = walked
+    db = str(d / "w.duckdb")
+    r = CliRunner().invoke(app, ["pipeline", "--backtest", "--db", db, "--steps", "50"])
+    assert r.exit_code == 0, r.output
+    first = next(line for line in r.output.splitlines() if line.strip() and not line.startswith("no logs named"))
+    assert first.startswith(f"What to run on {CLUSTER} next: ") and "regret against" in r.output
+    con = connect(db, read_only=True)
+    try:
+        pub = latest_decision(con, CLUSTER)
+    finally:
+        con.close()
+    flat = " ".join(r.output.split())  # the console wraps long lines
+    assert pub["backtest_id"] and pub["backtest_id"] in flat and " ".join(pub["record"]["words"].split()) in flat
+
+
 def test_the_next_walk_forward_reuses_the_folds_whose_past_has_not_changed(walked):
     d, doc, _ = walked
     out = d / "again.json"

@@ -86,12 +86,27 @@ def _pipeline_backtest(logs: list[str], db: str | None, cluster: str | None, ing
         from metapilot.flows.backtest import pipeline_backtest_flow
 
         out = pipeline_backtest_flow(logs, db=db, cluster=cluster, steps=steps, dask=dask, ingest_cluster=ingest_cluster)
+    print_published(out["backtest"]["cluster"], out.get("published"))
     if out["ingest"]:
         print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
     print_backtest(out["backtest"])
     console.print(f"\n[bold]MetaPilot walk forward done in {time.perf_counter() - t0:.0f} s[/bold] "
                   f"(cluster {out['backtest']['cluster']}; metapilot roi --backtest {out['backtest']['backtest_id']})")
     console.print(f"  report     {out['report']['files']['html']}")
+
+
+def print_published(cluster: str, published: dict | None) -> None:
+    """The main job's first line: what the walk forward backs for the next period, with its record."""
+    from metapilot.cli.console import console
+
+    if not published:
+        console.print(f"[yellow]nothing published for {cluster}:[/yellow] the walk forward decided nothing for the "
+                      "next period (its periods and figures follow)")
+        return
+    console.print(f"[bold]What to run on {cluster} next:[/bold] {published['decision']} — "
+                  f"{published['record']['words']} (published; a person approves it with `metapilot approve --cluster "
+                  f"{cluster}`, then `metapilot steer --policy published` or `metapilot export` applies it)")
+    console.print(f"  why: {published['source']}")
 
 
 def _holds_jobs(db: str | None) -> bool:

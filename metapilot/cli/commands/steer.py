@@ -331,13 +331,31 @@ def explain_cmd(
                    f"{r['set_at']:%Y-%m-%d %H:%M:%S} UTC")
         typer.echo(f"  rank {r['rank'] + 1 if r['rank'] is not None else '-'} of {r['group_size']} steered in its group "
                    f"({r['group_key']}): jobs are only ever reordered among jobs of the same partition and tier")
-        typer.echo(f"  objective {r['objective']}: {obj.describe() if obj else r['objective']}; decision {r['decision']}")
+        typer.echo(f"  objective {r['objective']}: {obj.describe() if obj else r['objective']}; decision {r['decision']} "
+                   f"({_why_objective(r['decision'], r['objective'])})")
         typer.echo("  why: the site factor is added to Slurm's multifactor priority (age, fair-share, QOS and the rest "
                    "still count; `sprio -j` shows it under SITE); a job ranked higher by the objective gets a larger one")
     if not shadow.is_empty():
         s = shadow.row(0, named=True)
         typer.echo(f"  shadow (dry run) at {s['shadow_at']:%Y-%m-%d %H:%M:%S} UTC: rank {s['rank'] + 1} in {s['group_key']}, "
                    f"would set {s['site_factor']} ({s['objective']})")
+
+
+def _why_objective(decision: str, objective: str) -> str:
+    """The decision's kind and why this cycle ran this objective, in words, for the helpdesk."""
+    from metapilot.models.evaluation.walk_forward import parse_rule
+
+    if decision == "planner":
+        return f"the lookahead planner the walk forward published: its lookahead from the live queue picked {objective}"
+    if decision.startswith("controller"):
+        return f"the learned controller: it chose {objective} from the live state"
+    try:
+        own = parse_rule(decision)[0]
+    except ValueError:
+        return "a rule"
+    if own != objective:
+        return "a rule with the walk forward's tail guard: a pending job had waited past it, so oldest first this cycle"
+    return "a fixed rule: its own order"
 
 
 @steer_app.command("report")
