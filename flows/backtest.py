@@ -172,9 +172,26 @@ def local_fold_runner(db: str | None, cluster: str, origins: list[datetime], ste
     time of two in turn. None when at most one fold is to be learned: starting workers costs more."""
     from metapilot.ground.cores import workers
 
-    new = [t for t in origins if relearn or reusable_fold(fold_home(db, cluster, t, steps))[1] is not None]
-    n = min(workers(), len(new))
+    n = min(workers(), len(new_folds(db, cluster, origins, steps, relearn)))
     return f"local:{n}" if n > 1 else None
+
+
+def new_folds(db: str | None, cluster: str, origins: list[datetime], steps: int, relearn: bool) -> list[datetime]:
+    """The origins whose fold is to be learned (not reusable from an earlier walk forward)."""
+    return [t for t in origins if relearn or reusable_fold(fold_home(db, cluster, t, steps))[1] is not None]
+
+
+def fold_runner(dask: str | None, db: str | None, cluster: str, origins: list[datetime], steps: int,
+                relearn: bool) -> str | None:
+    """Where the folds learn: `dask` (or `METAPILOT_DASK_ADDRESS`), a batch cluster asking for no
+    more jobs than there are folds to learn (none when every fold is reused), else `local_fold_runner`."""
+    from metapilot.flows.batch_workers import at_most, parse_batch
+
+    chosen = dask or os.environ.get("METAPILOT_DASK_ADDRESS")
+    if chosen and parse_batch(chosen):
+        new = len(new_folds(db, cluster, origins, steps, relearn))
+        return at_most(chosen, new, db) if new else None
+    return chosen or local_fold_runner(db, cluster, origins, steps, relearn)
 
 
 @task(name="walk-forward-fold", cache_policy=NONE)
@@ -201,6 +218,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     The folds learn in parallel on the Dask cluster `dask` names (or `METAPILOT_DASK_ADDRESS`), else
     on a local one when more than one is to be learned (`local_fold_runner`), else here."""
     from metapilot.flows.stages import with_runner
+    from metapilot.ground.paths import db_path
     from metapilot.models.evaluation.backtest import new_backtest_id, past_choices
     from metapilot.models.evaluation.walk_forward import parse_rule
 
@@ -209,7 +227,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     cluster, first, busy, origins, span_end = plan_origins(db, cluster, every_weeks, warmup_weeks, start, end)
     log.info("walk forward on %s: %d origins from %s, every %d weeks, to %s", cluster, len(origins),
              origins[0].date(), every_weeks, span_end.date())
-    runner = dask or os.environ.get("METAPILOT_DASK_ADDRESS") or local_fold_runner(db, cluster, origins, steps, relearn)
+    runner = fold_runner(dask, db, cluster, origins, steps, relearn)
     # what the past says at each origin depends on no fold: replayed here while the folds learn
     # (their workers leave a core part idle: Prefect's calls, the warehouses' I/O, uneven folds)
     pasts = past_windows_of(db, cluster, [*origins, span_end], current)  # and at the end: the next decision
@@ -218,7 +236,9 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
         del pasts
         if runner:
             log.info("folds learn on %s", runner)
-            folds = with_runner(folds_flow, runner)(db, cluster, first, busy, origins, steps, relearn)
+            # a worker elsewhere (another cwd, another node) finds the warehouse by its whole path
+            shipped = str(db_path(db).resolve())
+            folds = with_runner(folds_flow, runner, db)(shipped, cluster, first, busy, origins, steps, relearn)
         else:
             folds = [learn_fold(db, cluster, first, busy, t, steps, relearn) for t in origins]
         choices = past.result()

@@ -73,8 +73,8 @@ def learn_flow(cluster: str, windows: LearningWindows, db: str | None = None, se
              train[1].date(), checkpoint[0].date(), checkpoint[1].date(), held_out[0].date(), held_out[1].date())
     tuning = tune_flow(cluster, train, db=db)
     dataset = build_dataset_flow(cluster, train, checkpoint, db=db, sources=tuple(sources), tuning=tuning)
-    policy_id = with_runner(train_flow, dask)(cluster, train, checkpoint, db=db, seeds=tuple(seeds), steps=steps,
-                                              baselines=tuple(baselines), sources=tuple(sources), tuning=tuning)
+    policy_id = with_runner(train_flow, dask, db)(cluster, train, checkpoint, db=db, seeds=tuple(seeds), steps=steps,
+                                                  baselines=tuple(baselines), sources=tuple(sources), tuning=tuning)
     heldout_id = heldout_flow(policy_id, db=db, start=held_out[0], end=held_out[1])
     decision = publish_flow(policy_id, heldout_id, db=db) if publish else decide_task(db, policy_id)
     return {"cluster": cluster, "dataset": dataset, "policy_id": policy_id, "heldout_id": heldout_id,

@@ -337,6 +337,6 @@ def weekly_report_flow(cluster: str, week: str | None = None, db: str | None = N
     return report_task(db, cluster, week, policy_id)
 
 
-def with_runner(f, dask: str | None):
+def with_runner(f, dask: str | None, db: str | None = None):
     """A flow configured with the task runner the user chose (threads, or Dask)."""
-    return f.with_options(task_runner=task_runner(dask))
+    return f.with_options(task_runner=task_runner(dask, db))

@@ -53,4 +53,4 @@ def baseline_sweep_flow(cluster: str, db: str | None = None, start: datetime | N
 
 def run_sweep(cluster: str, db: str | None = None, dask: str | None = None, **window) -> list[str]:
     """Run the sweep with the configured task runner (threads, or Dask when asked)."""
-    return baseline_sweep_flow.with_options(task_runner=task_runner(dask))(cluster, db, **window)
+    return baseline_sweep_flow.with_options(task_runner=task_runner(dask, db))(cluster, db, **window)

@@ -268,7 +268,7 @@ def test_learn_flow_learns_only_from_the_windows_it_is_handed(monkeypatch, prefe
     monkeypatch.setattr(pipeline, "choose_cluster", lambda *a, **kw: pytest.fail("learn_flow chose its own windows"))
     monkeypatch.setattr(pipeline, "tune_flow", record("tune", {"tuned": True}))
     monkeypatch.setattr(pipeline, "build_dataset_flow", record("dataset", {"rows": 1}))
-    monkeypatch.setattr(pipeline, "with_runner", lambda f, dask: record("train", "pol-1"))
+    monkeypatch.setattr(pipeline, "with_runner", lambda f, dask, db=None: record("train", "pol-1"))
     monkeypatch.setattr(pipeline, "heldout_flow", record("held_out", "val-1"))
     monkeypatch.setattr(pipeline, "publish_flow", record("publish", {"kind": "rule"}))
     out = pipeline.learn_flow("KTH-SP2", windows, db="w.duckdb")

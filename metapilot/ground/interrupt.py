@@ -14,12 +14,25 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 INTERRUPTED = threading.Event()
 GRACE_S = 5.0
 EXIT_CODE = 130
+_LAST_WORDS: list[Callable[[], None]] = []  # run before a hard exit (`at_hard_exit`)
+
+
+def at_hard_exit(fn: Callable[[], None]) -> Callable[[], None]:
+    """Run `fn` before the command ends itself after Ctrl-C (what no child's end can do: cancel the
+    batch jobs that hold Dask workers, issue 52); returns the call that forgets it."""
+    _LAST_WORDS.append(fn)
+
+    def forget() -> None:
+        if fn in _LAST_WORDS:
+            _LAST_WORDS.remove(fn)
+
+    return forget
 
 
 def check_interrupted() -> None:
@@ -73,6 +86,11 @@ def _exit_now(why: str, keep: set[int]) -> None:
         sys.stderr.write(f"interrupted: {why}; child processes ended\n")
         sys.stderr.flush()
     finally:
+        for fn in list(_LAST_WORDS):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - the exit goes on whatever a last word says
+                pass
         end_children(keep=keep)
         os._exit(EXIT_CODE)
 
