@@ -35,6 +35,7 @@ from metapilot.warehouse.ingest_log import (
     forget_load,
     load_scope,
     refused_loads,
+    seen_at,
     top_reasons,
     record_failed,
     record_loaded,
@@ -44,6 +45,7 @@ from metapilot.warehouse.ingest_log import (
 from metapilot.warehouse.ingest_stage import (
     ClusterMismatchError,
     IngestOptions,
+    StageAhead,
     StagedFile,
     StageTotals,
     default_cluster_name,
@@ -301,7 +303,8 @@ def commit_staged(con: duckdb.DuckDBPyConnection, st: StagedFile) -> FileReport:
         rep.rows_merged = tot.merged + (lines_with_rows - rows_loaded)
         rep.cluster = ",".join(sorted(clusters or [])) or st.cluster_default
         if tot.quarantine_parts:
-            con.execute(sql_text("ingest/append_staged_quarantine.sql"), [str(st.stage / "quarantine-*.parquet"), rep.cluster])
+            con.execute(sql_text("ingest/append_staged_quarantine.sql"),
+                        [str(st.stage / "quarantine-*.parquet"), rep.cluster, sha])
         if not rep.reconciles:
             raise IngestError(f"{path}: line counts do not reconcile ({rep.lines_read} read != {rep.rows_loaded} loaded + "
                               f"{rep.rows_merged} merged + {rep.rows_quarantined} quarantined + {rep.lines_skipped} skipped); "
@@ -421,29 +424,22 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
 
     A short read-only look first (already loaded? the right key?), then parsing and staging with
     no connection open (queries and other ingests go on), then the commit under the writer lock:
-    a second writer waits for it, saying so through `log`."""
+    a second writer waits for it, saying so through `log`. A job log is staged while it is
+    hashed (`_stage_ahead`); what was staged is thrown away when the look says skip or refuse."""
     t0 = time.perf_counter()
+    ahead = _stage_ahead(db, path, opts, key, t0, log)
     try:
-        sha, size = identify_file(path)
-    except OSError as e:
-        return _unreadable(path, e)
-    if db_path(db).exists():
-        from metapilot.warehouse.secret import key_fingerprint, recorded_fingerprint
-
-        con = connect(db, read_only=True, wait_s=writer_wait_s(), log=log)
         try:
-            prior = earlier_load(con, sha, opts.cluster or default_cluster_name(path))
-            recorded = recorded_fingerprint(con)
-            reload = _reload_of(con, sha, opts, prior, exact=has_column(con, "quarantine", "cluster"))
-        finally:
-            con.close()
-        if prior is not None and not reload:
-            return _skipped(FileReport(path=shown_path(path), sha256=sha, bytes=size, outcome="loaded"), prior)
-        if recorded and recorded != key_fingerprint(key) and not opts.new_key:
-            from metapilot.warehouse.secret import different_key_message, secret_path
-
-            raise SiteKeyError(different_key_message(Path(opts.key_file or secret_path(db)), key_fingerprint(key), recorded))
-    if (pfmt := placement_format(path, opts.fmt)) is not None:  # node lists, pod lists, node metrics (SPEC §11)
+            sha, size = identify_file(path)
+        except OSError as e:
+            return _unreadable(path, e)
+        if (skipped := _look_before(db, path, sha, size, opts, key, log)) is not None:
+            return skipped
+        st = ahead.take(sha) if ahead is not None else None
+    finally:
+        if ahead is not None and not ahead.taken:
+            ahead.drop()
+    if st is None and (pfmt := placement_format(path, opts.fmt)) is not None:  # node lists, pod lists, node metrics (SPEC §11)
         with writer_lock(db, log=log):
             con = connect(db, log=log)
             try:
@@ -451,7 +447,8 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
                                            outcome="loaded"), opts.cluster or default_cluster_name(path), t0)
             finally:
                 con.close()
-    st = stage_file(path, opts, key, sha, size, t0)
+    if st is None:
+        st = stage_file(path, opts, key, sha, size, t0)
     try:
         with writer_lock(db, log=log):
             con = connect(db, log=log)
@@ -461,6 +458,52 @@ def ingest_file_to(db: str | Path | None, path: Path, opts: IngestOptions, key: 
                 con.close()
     finally:
         st.cleanup()
+
+
+def _look_before(db: str | Path | None, path: Path, sha: str, size: int, opts: IngestOptions, key: bytes,
+                 log=None) -> FileReport | None:
+    """The short read-only look before a load: the report of a file loaded before (to skip), or
+    None; SiteKeyError when the key is not the warehouse's."""
+    if not db_path(db).exists():
+        return None
+    from metapilot.warehouse.secret import key_fingerprint, recorded_fingerprint
+
+    con = connect(db, read_only=True, wait_s=writer_wait_s(), log=log)
+    try:
+        prior = earlier_load(con, sha, opts.cluster or default_cluster_name(path))
+        recorded = recorded_fingerprint(con)
+        reload = _reload_of(con, sha, opts, prior, exact=has_column(con, "quarantine", "cluster"))
+    finally:
+        con.close()
+    if prior is not None and not reload:
+        return _skipped(FileReport(path=shown_path(path), sha256=sha, bytes=size, outcome="loaded"), prior)
+    if recorded and recorded != key_fingerprint(key) and not opts.new_key:
+        from metapilot.warehouse.secret import different_key_message, secret_path
+
+        raise SiteKeyError(different_key_message(Path(opts.key_file or secret_path(db)), key_fingerprint(key), recorded))
+    return None
+
+
+def _stage_ahead(db: str | Path | None, path: Path, opts: IngestOptions, key: bytes, t0: float,
+                 log=None) -> StageAhead | None:
+    """Start staging a job log while it is hashed (issue 53: the hash of a 5M-line file is 1.7 s
+    of one core), unless the hash is likely to say "loaded before" (a file of the same size was
+    loaded from the same path: a skip then costs only the hash) or the file is a placement file
+    (loaded whole under the writer lock). None: hash first."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return None  # the hash says why
+    if placement_format(path, opts.fmt) is not None:
+        return None
+    if db_path(db).exists():
+        con = connect(db, read_only=True, wait_s=writer_wait_s(), log=log)
+        try:
+            if seen_at(con, shown_path(path), size):
+                return None
+        finally:
+            con.close()
+    return StageAhead(path, opts, key, size, t0)
 
 
 QUARANTINE_WARN_SHARE = 0.01  # warn when more than 1% of a file's lines are quarantined

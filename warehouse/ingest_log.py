@@ -45,6 +45,11 @@ def earlier_load(con: duckdb.DuckDBPyConnection, sha: str, cluster: str) -> Prio
     return None
 
 
+def seen_at(con: duckdb.DuckDBPyConnection, path: str, size: int) -> bool:
+    """Whether a file of `size` bytes was loaded from `path` before (probably the same content)."""
+    return bool(con.execute(sql_text("ingest/seen_path.sql"), [path, size]).fetchall()[0][0])
+
+
 def refused_loads(con: duckdb.DuckDBPyConnection, sha: str, cluster: str) -> list[PriorLoad]:
     """Earlier loads of this content for `cluster` (or of a log naming its clusters) that loaded
     nothing, every line quarantined (a wrong --format, say): they block no reload, and the reload

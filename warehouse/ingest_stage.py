@@ -79,9 +79,9 @@ def default_cluster_name(path: Path) -> str:
     return m.group(1) if m else stem
 
 
-def _quarantine_frame(q: pl.DataFrame, sha: str, path: str, now: datetime) -> pl.DataFrame:
+def _quarantine_frame(q: pl.DataFrame, path: str, now: datetime) -> pl.DataFrame:
+    """Quarantined lines as staged (the commit adds the file's SHA-256 and cluster)."""
     return q.select(
-        pl.lit(sha).alias("file_sha256"),
         pl.lit(path).alias("path"),
         pl.col("line_no"),
         pl.col("raw"),
@@ -192,7 +192,7 @@ class _StagedChunk:
     quarantine_part: bool = False
 
 
-def _write(p: _Prepared, index: int, sha: str, path: str, now: datetime, stage: Path) -> _StagedChunk:
+def _write(p: _Prepared, index: int, path: str, now: datetime, stage: Path) -> _StagedChunk:
     """Stage one prepared chunk's rows and quarantine rows as Parquet parts numbered by the chunk
     (so chunks may be written in any order) and say what they hold. Staging keeps memory bounded
     and the warehouse free while a file is parsed: one INSERT from the staged parts in the commit
@@ -207,7 +207,7 @@ def _write(p: _Prepared, index: int, sha: str, path: str, now: datetime, stage: 
         out.first_submit, out.last_submit = rows["submit_time"].min(), rows["submit_time"].max()
         out.clusters = rows["cluster"].unique().to_list()
     if q.height:
-        _quarantine_frame(q, sha, path, now).write_parquet(stage / f"quarantine-{index:06d}.parquet",
+        _quarantine_frame(q, path, now).write_parquet(stage / f"quarantine-{index:06d}.parquet",
                                                           compression="lz4", statistics=False)
         out.quarantine_part = True
     return out
@@ -286,11 +286,15 @@ def identify_file(path: Path) -> tuple[str, int]:
 
 
 def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = None, size: int | None = None,
-               t0: float | None = None) -> StagedFile:
+               t0: float | None = None, stop: threading.Event | None = None) -> StagedFile:
     """Parse, validate and pseudonymise `path` into Parquet parts in a temporary folder, without
-    the warehouse. An error is kept in the result (the commit records it); Ctrl-C is not."""
+    the warehouse. An error is kept in the result (the commit records it); Ctrl-C is not.
+
+    Without `size` the file is hashed first; with `size` and no `sha` the caller hashes it
+    meanwhile and sets `StagedFile.sha` before the commit (`StageAhead`). `stop` set: staging
+    ends at the next chunk (the caller throws the result away)."""
     t0 = time.perf_counter() if t0 is None else t0
-    if sha is None or size is None:
+    if size is None:
         sha, size = identify_file(path)
     now = datetime.now(timezone.utc)
     cluster_default = opts.cluster or default_cluster_name(path)
@@ -301,14 +305,14 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
     tot = StageTotals()
     name_cache = NameCache()
     redact = _redactor(path, popts, opts, key, name_cache)
-    st = StagedFile(path=path, sha=sha, size=size, opts=opts, key=key, now=now, t0=t0,
+    st = StagedFile(path=path, sha=sha or "", size=size, opts=opts, key=key, now=now, t0=t0,
                     cluster_default=cluster_default, tot=tot, detected=None,
                     stage_dir=tempfile.TemporaryDirectory(prefix="metapilot-stage-"))
     lock, shown = threading.Lock(), shown_path(path)
 
     def stage_chunk(item: tuple[int, tuple[ParseResult, pl.DataFrame | None]]) -> _StagedChunk:
         i, (res, raw) = item
-        return _write(_prepare(res, raw, sha, now, key, opts, name_cache, redact, lock), i, sha, shown, now, st.stage)
+        return _write(_prepare(res, raw, sha, now, key, opts, name_cache, redact, lock), i, shown, now, st.stage)
 
     # chunks are parsed `STAGE_WORKERS` at a time, then checked, pseudonymised and written as
     # many at a time, a few chunks ahead of the totals kept here in file order
@@ -316,6 +320,8 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
     try:
         for c in map_ahead(stage_chunk, parsed, STAGE_WORKERS, name="stage"):
             _append(c, tot)
+            if stop is not None and stop.is_set():
+                break
     except (KeyboardInterrupt, SystemExit):
         st.cleanup()
         raise
@@ -325,3 +331,32 @@ def stage_file(path: Path, opts: IngestOptions, key: bytes, sha: str | None = No
     tot.format = tot.format or popts.detected
     st.detected = popts.detected
     return st
+
+
+class StageAhead:
+    """Staging started before the file's hash is known: hashing (one core, ~1 GB/s) runs beside
+    the parse instead of before it. `take` waits for the staged file; `drop` stops it at its next
+    chunk and removes what it wrote (the file was loaded before, or could not be read)."""
+
+    def __init__(self, path: Path, opts: IngestOptions, key: bytes, size: int, t0: float) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="stage-ahead")
+        self._future = self._pool.submit(stage_file, path, opts, key, None, size, t0, self._stop)
+        self.taken = False
+
+    def take(self, sha: str) -> StagedFile:
+        st = self._future.result()
+        self._pool.shutdown()
+        self.taken = True
+        st.sha = sha
+        return st
+
+    def drop(self) -> None:
+        self._stop.set()
+        try:
+            self._future.result().cleanup()
+        except BaseException:  # noqa: BLE001 - nothing of it is kept either way
+            pass
+        self._pool.shutdown()
