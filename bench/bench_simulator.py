@@ -31,7 +31,7 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from metapilot.models.simulator import BASELINES, Capacity, simulate, warm_up  # noqa: E402
+from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate, warm_up  # noqa: E402
 from metapilot.transforms.parsers import ParseOptions, parse_jobs  # noqa: E402
 from metapilot.transforms.workload import Workload, normalise  # noqa: E402
 
@@ -111,7 +111,7 @@ def main() -> None:
              "|---|---|---|---:|---:|---:|---:|---:|:-:|---:|---:|"]
     misses = []
     for name, (w, cap) in traces.items():
-        for policy, backfill in BASELINES:
+        for policy, backfill in RULE_PAIRS:
             res = timed(w, cap, policy, backfill, args.repeat)
             goal = target(name, policy, backfill)
             met = res["jobs_per_s"] >= goal

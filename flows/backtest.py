@@ -220,7 +220,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     from metapilot.flows.stages import with_runner
     from metapilot.ground.paths import db_path
     from metapilot.models.evaluation.backtest import new_backtest_id, past_choices
-    from metapilot.models.evaluation.walk_forward import parse_rule
+    from metapilot.models.simulator.rules import parse_rule
 
     parse_rule(current)  # a mistyped rule stops here, before any learning
     log = get_run_logger()

@@ -23,7 +23,7 @@ def replay_baseline(workload, capacity, policy: str, backfill: str) -> dict:
 def baseline_sweep_flow(cluster: str, db: str | None = None, start: datetime | None = None,
                         end: datetime | None = None, partition: str | None = None) -> list[str]:
     """Replay the window under the 21 baselines in parallel and store every run; returns run ids."""
-    from metapilot.models.simulator import BASELINES, Capacity
+    from metapilot.models.simulator import RULE_PAIRS, Capacity
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.sim_store import load_capacity, load_window, store_run
@@ -35,7 +35,7 @@ def baseline_sweep_flow(cluster: str, db: str | None = None, start: datetime | N
         workload = normalise(jobs, start)
     finally:
         con.close()
-    futures = [replay_baseline.submit(workload, capacity, p, b) for p, b in BASELINES]
+    futures = [replay_baseline.submit(workload, capacity, p, b) for p, b in RULE_PAIRS]
     results = [f.result() for f in futures]
     con = connect(db)
     try:

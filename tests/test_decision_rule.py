@@ -11,6 +11,7 @@ import pytest
 
 import metapilot.models.evaluation.choice as ch
 import metapilot.models.evaluation.walk_forward as wf
+import metapilot.models.simulator.rules as rules
 
 WEEK = 7 * 86400.0
 WEEKS = 12
@@ -100,9 +101,9 @@ def test_the_loosest_guard_unless_a_tighter_one_leads_it():
 
 
 def test_a_guard_that_never_fired_is_reported_as_such():
-    d = wf.Decision("SJF+EASY", 40.0, guard_fired=0)
+    d = rules.Decision("SJF+EASY", 40.0, guard_fired=0)
     assert "never fired" in d.describe()
-    assert "never fired" not in wf.Decision("SJF+EASY", 40.0, guard_fired=5).describe()
+    assert "never fired" not in rules.Decision("SJF+EASY", 40.0, guard_fired=5).describe()
 
 
 def test_staying_with_the_rule_followed_unless_another_leads_it():

@@ -22,7 +22,7 @@ from evidence_fixtures import (
     stub_controller,
     write_test_artifact,
 )
-from metapilot.models.simulator import BASELINES, Capacity, simulate
+from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate
 from metapilot.models.evaluation.heldout import (
     AS_RUN,
     CONTROLLER,
@@ -44,7 +44,7 @@ REPLAY_ID = "real-replay" if REAL_REPLAY else "stub-replay"
 MENU = StateConfig().menu  # the default objectives, each held fixed as a contender
 FIXED_U, FIXED_W = "fixed-SJF", "fixed-FCFS"  # SJF+EASY and FCFS+EASY (the seed's U and W)
 PLANNERS = {"planner", "guard (SJF; WFP3 after 24 h)", "oracle (bound)"}  # default teacher settings (no card)
-ALL = {CONTROLLER, AS_RUN} | {f"fixed-{n}" for n in MENU} | PLANNERS | {baseline_name(p, b) for p, b in BASELINES}
+ALL = {CONTROLLER, AS_RUN} | {f"fixed-{n}" for n in MENU} | PLANNERS | {baseline_name(p, b) for p, b in RULE_PAIRS}
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_utilisation_is_work_over_capacity_times_span(val, window):
     """Recomputed from each replay's schedule: sum(cores x (end - start)) / (100 x (last end - first submit))."""
     _, workload, capacity = window
     stored = {r["contender"]: r for r in val.table.iter_rows(named=True)}
-    results = {baseline_name(p, b): simulate(workload, capacity, p, b) for p, b in BASELINES}
+    results = {baseline_name(p, b): simulate(workload, capacity, p, b) for p, b in RULE_PAIRS}
     results[FIXED_U] = REPLAY(workload, capacity, MENU.index("SJF"), epoch_s=3600)
     results[FIXED_W] = REPLAY(workload, capacity, MENU.index("FCFS"), epoch_s=3600)
     results[CONTROLLER] = REPLAY(workload, capacity, stub_controller, epoch_s=3600)

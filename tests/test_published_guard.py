@@ -10,7 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from metapilot.cli import app
-from metapilot.models.evaluation.walk_forward import TAIL_RULE, RuleDecider, parse_rule
+from metapilot.models.evaluation.walk_forward import RuleDecider
+from metapilot.models.simulator.rules import TAIL_RULE, parse_rule
 from metapilot.models.steering.decision import published
 from metapilot.warehouse.db import connect
 from metapilot.warehouse.publish_store import latest_decision, publish_walk_forward

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from metapilot.models.simulator import BASELINES, Capacity, Engine, simulate
+from metapilot.models.simulator import RULE_PAIRS, Capacity, Engine, simulate
 from metapilot.models.simulator.policies import POLICIES, policy_code, score
 from metapilot.transforms.workload import Workload
 
@@ -176,7 +176,7 @@ def check_valid(w: Workload, cap: Capacity, start: np.ndarray, end: np.ndarray) 
 @given(cases())
 def test_engine_equals_oracle_for_all_21_baselines(case) -> None:
     w, cap = case
-    for policy, backfill in BASELINES:
+    for policy, backfill in RULE_PAIRS:
         r = simulate(w, cap, policy, backfill)
         expected = oracle(w, cap, policy, backfill)
         assert np.array_equal(r.start, expected), (policy, backfill, r.start.tolist(), expected.tolist())
@@ -184,7 +184,7 @@ def test_engine_equals_oracle_for_all_21_baselines(case) -> None:
 
 
 @SETTINGS
-@given(cases(), st.sampled_from(BASELINES))
+@given(cases(), st.sampled_from(RULE_PAIRS))
 def test_engine_equals_oracle_with_fit_first(case, baseline) -> None:
     w, cap = case
     policy, backfill = baseline
@@ -259,7 +259,7 @@ def test_conservative_never_delays_a_reservation(case, policy: str) -> None:
 
 
 @SETTINGS
-@given(cases(max_jobs=25), st.sampled_from(BASELINES), st.lists(st.integers(1, 15), min_size=1, max_size=8))
+@given(cases(max_jobs=25), st.sampled_from(RULE_PAIRS), st.lists(st.integers(1, 15), min_size=1, max_size=8))
 def test_advancing_in_random_slices_equals_one_run(case, baseline, slices: list[int]) -> None:
     w, cap = case
     policy, backfill = baseline

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from metapilot.models.simulator import BASELINES, Capacity, Engine, simulate
+from metapilot.models.simulator import RULE_PAIRS, Capacity, Engine, simulate
 from metapilot.transforms.workload import Workload
 
 
@@ -157,7 +157,7 @@ def test_multi_resource_job_fits_only_when_all_three_fit() -> None:
 
 def test_a_job_that_can_never_fit_is_reported_not_replayed() -> None:
     w = workload((0, 10, 10, 20), (1, 10, 10, 5), (2, 10, 10, 1, 1))  # j2 wants a GPU: none
-    for policy, backfill in BASELINES:
+    for policy, backfill in RULE_PAIRS:
         r = simulate(w, CAP10, policy, backfill)
         assert r.cannot_fit.tolist() == [0, 2]
         assert r.counters["cannot_fit"] == 2
@@ -273,7 +273,7 @@ def test_metrics_from_a_small_schedule() -> None:
 
 def test_an_empty_workload_replays_to_nothing() -> None:
     w = Workload.from_arrays(submit=[], run=[])
-    for policy, backfill in BASELINES[::5]:
+    for policy, backfill in RULE_PAIRS[::5]:
         r = simulate(w, CAP10, policy, backfill)
         assert r.start.size == 0 and r.events == 0
     assert r.metrics()["jobs"].to_list() == [0]

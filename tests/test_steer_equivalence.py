@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from evidence_fixtures import kth_warehouse
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
-from metapilot.models.evaluation.walk_forward import RULES, WAIT_MAX, RuleDecider, rule_setting
+from metapilot.models.evaluation.walk_forward import WAIT_MAX, RuleDecider
+from metapilot.models.simulator.rules import RULES, rule_setting
 from metapilot.models.simulator import Capacity
 from metapilot.models.simulator.epoch_replay import EpochReplay
 from metapilot.models.simulator.objectives import CATALOGUE

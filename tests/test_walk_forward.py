@@ -11,6 +11,7 @@ import polars as pl
 import pytest
 
 import metapilot.models.evaluation.walk_forward as wf
+import metapilot.models.simulator.rules as rules
 from metapilot.models.simulator import Capacity, simulate
 from metapilot.transforms.windows import walk_forward_origins, week_start
 from metapilot.transforms.workload import Workload
@@ -77,7 +78,7 @@ CAP = Capacity.single(16)
 def test_one_rule_followed_throughout_is_the_simulator_start_for_start():
     wl = workload()
     for rule in ("SAF+EASY", "F1+CONSERVATIVE", "WFP3+NONE"):
-        pol, bf = wf.parse_rule(rule)
+        pol, bf = rules.parse_rule(rule)
         assert np.array_equal(wf.follow(wl, CAP, [(0.0, wf.RuleDecider(rule))]).start,
                               simulate(wl, CAP, pol, bf).start)
 
@@ -127,9 +128,9 @@ def test_the_bar_says_when_there_was_nothing_to_beat():
 
 
 def test_parse_rule_names_the_21():
-    assert wf.parse_rule("saf+easy") == ("SAF", "easy") and len(wf.RULES) == 21
+    assert rules.parse_rule("saf+easy") == ("SAF", "easy") and len(rules.RULES) == 21
     with pytest.raises(ValueError, match="unknown rule"):
-        wf.parse_rule("SRPT+EASY")
+        rules.parse_rule("SRPT+EASY")
 
 
 def test_regret_and_its_block_bootstrap():
@@ -159,8 +160,8 @@ def test_compare_and_the_bar_on_a_synthetic_span():
     bounds = [0.0, 10 * 86400.0, 20 * 86400.0, 30 * 86400.0, 50 * 86400.0]
     contenders = [wf.Contender("MetaPilot", "metapilot", wf.follow(wl, CAP, [(b, wf.RuleDecider("SJF+EASY", 24.0))
                                                                            for b in bounds[:-1]]))]
-    for r in wf.RULES:
-        pol, bf = wf.parse_rule(r)
+    for r in rules.RULES:
+        pol, bf = rules.parse_rule(r)
         contenders.append(wf.Contender(r, "fixed", simulate(wl, CAP, pol, bf)))
     span, per = wf.compare(contenders, bounds, "FCFS+EASY", n_boot=200)
     assert set(span["name"]) >= {"MetaPilot", "FCFS+EASY"} and per.height == len(contenders) * 4

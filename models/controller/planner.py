@@ -33,6 +33,7 @@ import numpy as np
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.simulator.engine import Engine, SettingCodes
 from metapilot.models.simulator.horizon import horizon_cost_kernel
+from metapilot.models.simulator.rules import guard_fires
 from metapilot.transforms.state import AGGREGATES
 
 WAIT_MAX = AGGREGATES.index("wait_max_s")
@@ -165,7 +166,7 @@ class LookaheadPlanner:
             if self.anchor is not None:  # nothing waits: the arrivals of the epoch meet the anchor
                 self.last = self.anchor
             return self.last  # unanchored: keep the one in force
-        if cfg.guard_h is not None and aggregates[WAIT_MAX] > cfg.guard_h * 3600.0:
+        if guard_fires(float(aggregates[WAIT_MAX]), cfg.guard_h):  # its own guard: the menu's tail-first objective
             self.last = self.tail
             return self.tail
         if self.n_epochs == 0:

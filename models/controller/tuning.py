@@ -21,7 +21,7 @@ from metapilot.models.controller.gate import GateVerdict, Outcome, gate
 from metapilot.models.controller.objectives import Menu
 from metapilot.models.controller.planner import LookaheadPlanner, PlannerConfig
 from metapilot.models.controller.replay import replay_objectives
-from metapilot.models.simulator import BASELINES, Capacity, simulate
+from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate
 from metapilot.transforms.reward import ControllerRewardConfig
 from metapilot.transforms.state import StateConfig
 from metapilot.transforms.workload import Workload
@@ -98,7 +98,7 @@ def describe(config: PlannerConfig, menu: Menu) -> str:
 def fixed_outcomes(workload: Workload, capacity: Capacity) -> list[Outcome]:
     """The 21 baselines of SPEC §6 replayed over the window (the menu's objectives are among them)."""
     return [Outcome.of(f"{p}+{b}", simulate(workload, capacity, p, b).metrics().row(0, named=True))
-            for p, b in BASELINES]
+            for p, b in RULE_PAIRS]
 
 
 def planner_outcome(workload: Workload, capacity: Capacity, state: StateConfig, config: PlannerConfig,

@@ -43,9 +43,7 @@ from metapilot.models.evaluation.choice import (
 )
 from metapilot.models.evaluation.walk_forward import (
     GUARDED_RULES,
-    RULES,
     Contender,
-    Decision,
     Figures,
     PolicyDecider,
     RuleDecider,
@@ -54,12 +52,11 @@ from metapilot.models.evaluation.walk_forward import (
     follow,
     jobs_between,
     observed_by,
-    parse_rule,
-    rule_name,
 )
 from metapilot.ground.pool import process_map
 from metapilot.models.simulator import Capacity, simulate
 from metapilot.models.simulator.metrics import job_frame
+from metapilot.models.simulator.rules import RULES, Decision, parse_rule, rule_name
 from metapilot.transforms.workload import Workload
 
 EPOCH_S = 3600

@@ -37,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from metapilot.models.evaluation.walk_forward import IDLE_TOLERANCE, RULES, Figures, nan_last, period_sums, regret
+from metapilot.models.evaluation.walk_forward import IDLE_TOLERANCE, Figures, nan_last, period_sums, regret
+from metapilot.models.simulator.rules import RULES
 
 WEEK_S = 7 * 86400.0
 MATERIAL_LEAD = 0.05  # a lead of at most 5% on either objective is no reason to change what the scheduler runs

@@ -577,7 +577,7 @@ def run_heldout(
     the published policy, checksums verified) can be injected (with the `state_config`, menu
     included, it decides in; default: the default one); a missing one makes the contenders that
     need it `unavailable`, with the reason, instead of failing the replay."""
-    from metapilot.models.simulator import BASELINES, Capacity, simulate
+    from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.sim_store import load_capacity, load_window
     from metapilot.warehouse.policy_store import policy_row
@@ -631,7 +631,7 @@ def run_heldout(
         contenders.append(objective_run(f"fixed-{name}", "objective", i, why_replay))
     for name, kind, cfg in teachers(getattr(loaded, "card", None), menu):
         contenders.append(objective_run(name, kind, LookaheadPlanner(menu, cfg, epoch), why_replay))
-    for pol, bf in BASELINES:
+    for pol, bf in RULE_PAIRS:
         contenders.append(contender_from_result(baseline_name(pol, bf), "baseline", simulate(workload, capacity, pol, bf)))
     contenders.append(contender_from_result(
         AS_RUN, "history", asrun_result(workload, capacity, jobs),

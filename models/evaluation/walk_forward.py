@@ -33,70 +33,21 @@ import numpy as np
 import polars as pl
 
 from metapilot.models.evaluation.heldout import backlog_utilisation
-from metapilot.models.simulator import BASELINES, Capacity
+from metapilot.models.simulator import Capacity
 from metapilot.models.simulator.epoch_replay import EpochReplay
 from metapilot.models.simulator.metrics import job_frame, wait_stats
 from metapilot.models.simulator.objectives import Setting
-from metapilot.models.simulator.policies import policy_code
-from metapilot.models.simulator.engine import backfill_code
 from metapilot.models.simulator.result import SimResult
+from metapilot.models.simulator.rules import RULES, TAIL_RULE, guard_fires, rule_setting
 from metapilot.transforms.state import AGGREGATES
 from metapilot.transforms.workload import Workload
 
 WAIT_MAX = AGGREGATES.index("wait_max_s")
-TAIL_RULE = "FCFS+EASY"  # what the guard runs while the oldest job has waited too long: oldest first
 ADMISSIBLE_TAIL = 1.5  # p99 and max wait at most this times the current rule's: "starves no one more"
 # (figure, column, tolerance): a difference this small counts as none on a nearly idle span
 IDLE_TOLERANCE = (("bsld", "bsld_mean", 0.05), ("wait_mean", "wait_mean_s", 60.0))
 GUARDED_RULES: tuple[str, ...] = ("SAF+EASY", "SJF+EASY", "F1+EASY", "WFP3+EASY", "UNICEF+EASY", "LAF+EASY")
 HOLD_MAX_EPOCHS = 24 * 7 * 8  # at most eight weeks in one engine call
-
-
-def rule_name(policy: str, backfill: str) -> str:
-    """'SAF', 'easy' -> 'SAF+EASY' (how an operator names a fixed rule)."""
-    return f"{policy}+{backfill.upper()}"
-
-
-RULES: tuple[str, ...] = tuple(rule_name(p, b) for p, b in BASELINES)
-
-
-def parse_rule(name: str) -> tuple[str, str]:
-    """'saf+easy' -> ('SAF', 'easy'); refuses a name that is not one of the 21 fixed rules."""
-    pol, sep, bf = name.strip().partition("+")
-    canon = rule_name(pol.upper(), (bf or "easy").lower()) if sep or pol else ""
-    if canon not in RULES:
-        raise ValueError(f"unknown rule {name!r}: one of {', '.join(RULES)}")
-    return pol.upper(), (bf or "easy").lower()
-
-
-def rule_setting(name: str) -> Setting:
-    pol, bf = parse_rule(name)
-    return (policy_code(pol), backfill_code(bf), False)
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to run for one period: a fixed rule, or the learned controller (`policy_id`), with the
-    tail guard (`guard_h`: None for none). `source` says where it came from, in words."""
-
-    rule: str
-    guard_h: float | None = None
-    policy_id: str | None = None
-    source: str = ""
-    planner: str | None = None  # the lookahead planner's settings, in words, when it decides
-    guard_fired: int | None = None  # epochs its guard fired over the past (0: a safety net never exercised)
-    planner_settings: dict | None = None  # the planner's `PlannerConfig` fields, when it decides
-
-    def describe(self) -> str:
-        what = (f"the learned controller {self.policy_id}" if self.policy_id else
-                f"the lookahead planner ({self.planner})" if self.planner else self.rule)
-        guard = f", oldest first once a job has waited {self.guard_h:g} h" if self.guard_h else ""
-        if guard and self.guard_fired == 0:
-            guard += " (a safety net: it never fired over the past)"
-        return f"{what}{guard}"
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 # --- following decisions: one continuous replay -------------------------------------------------
@@ -108,21 +59,25 @@ class RuleDecider:
     def __init__(self, rule: str, guard_h: float | None = None) -> None:
         self.base = rule_setting(rule)
         self.tail = rule_setting(TAIL_RULE)
-        self.guard_s = None if guard_h is None else float(guard_h) * 3600.0
+        self.guard_h = None if guard_h is None else float(guard_h)
         self.fired = 0  # epochs the guard ran oldest first (whether it ever fired is part of the decision's record)
 
     def start(self, replay: EpochReplay) -> None:  # noqa: ARG002 - a rule keeps no state
         return None
 
+    @property
+    def guard_s(self) -> float | None:
+        return None if self.guard_h is None else self.guard_h * 3600.0
+
     def tighten(self, guard_s: float) -> bool:
         """Lower the guard to `guard_s` (add one where there is none); False when it is already as tight."""
         if self.guard_s is not None and self.guard_s <= guard_s:
             return False
-        self.guard_s = float(guard_s)
+        self.guard_h = float(guard_s) / 3600.0
         return True
 
     def setting(self, replay: EpochReplay, aggregates: np.ndarray) -> Setting:  # noqa: ARG002
-        if self.guard_s is not None and aggregates[WAIT_MAX] > self.guard_s:
+        if guard_fires(float(aggregates[WAIT_MAX]), self.guard_h):
             self.fired += 1
             return self.tail
         return self.base
@@ -153,7 +108,7 @@ class PolicyDecider:
         return self.rule.tighten(guard_s)
 
     def setting(self, replay: EpochReplay, aggregates: np.ndarray) -> Setting:
-        if self.rule.guard_s is not None and aggregates[WAIT_MAX] > self.rule.guard_s:
+        if guard_fires(float(aggregates[WAIT_MAX]), self.rule.guard_h):
             return self.rule.tail
         return self.menu_settings[int(self._choose(replay, aggregates))]
 

@@ -1,6 +1,6 @@
 """Trace-replay scheduling simulator (SPEC §6): priority rule x backfilling, per-pool resources.
 
-    from metapilot.models.simulator import simulate, Capacity, BASELINES
+    from metapilot.models.simulator import simulate, Capacity, RULE_PAIRS
     result = simulate(workload, Capacity.single(100), "FCFS", "easy")
     result.metrics()        # one-row polars frame; result.weekly() per ISO week
 
@@ -14,18 +14,15 @@ import time
 
 from metapilot.models.simulator.capacity import WHOLE_CLUSTER, Capacity
 from metapilot.models.simulator.engine import (
-    BACKFILL_CODES,
     Engine,
     backfill_code,
     warm_up,
 )
 from metapilot.models.simulator.policies import POLICIES, policy_code
 from metapilot.models.simulator.result import SimResult
+from metapilot.models.simulator.rules import BACKFILLS, RULE_PAIRS
 from metapilot.transforms.workload import Workload
 
-BACKFILLS: tuple[str, ...] = tuple(BACKFILL_CODES)
-# The 21 baselines: seven priority rules x three backfilling modes.
-BASELINES: tuple[tuple[str, str], ...] = tuple((p, b) for b in BACKFILLS for p in POLICIES)
 
 
 def simulate(
@@ -53,6 +50,6 @@ def simulate(
 
 
 __all__ = [
-    "BACKFILLS", "BASELINES", "POLICIES", "WHOLE_CLUSTER", "Capacity", "Engine", "SimResult",
+    "BACKFILLS", "POLICIES", "RULE_PAIRS", "WHOLE_CLUSTER", "Capacity", "Engine", "SimResult",
     "simulate", "warm_up",
 ]

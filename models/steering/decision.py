@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 import duckdb
 
-from metapilot.models.evaluation.walk_forward import TAIL_RULE, parse_rule, rule_name
+from metapilot.models.simulator.rules import TAIL_RULE, guard_fires, parse_rule, rule_name
 from metapilot.warehouse.publish_store import latest_decision
 from metapilot.warehouse.steer_store import latest_approval
 
@@ -39,14 +39,14 @@ class SteerDecision:
         orders the queue under the same decision (`walk_forward.RuleDecider`: TAIL_RULE)."""
         if self.kind != "fixed":
             return None
-        if self.guard_h is not None and oldest_wait_s > self.guard_h * 3600.0:
+        if guard_fires(oldest_wait_s, self.guard_h):
             return parse_rule(TAIL_RULE)[0]
         return self.priority_rule
 
     def planner_objective(self, jobs, nodes, now_s: float, oldest_wait_s: float) -> str:  # noqa: ANN001 - frames
         """This cycle's objective for a planner decision: the walk forward's guard over it (oldest first
         past `guard_h`, as `PolicyDecider`), else the planner's pick from the live queue."""
-        if self.guard_h is not None and oldest_wait_s > self.guard_h * 3600.0:
+        if guard_fires(oldest_wait_s, self.guard_h):
             return parse_rule(TAIL_RULE)[0]
         if self._live is None:
             from metapilot.models.steering.live_planner import LivePlanner

@@ -45,7 +45,7 @@ def backtest_cmd(
     from metapilot.cli.batch import prefect_session
     from metapilot.cli.console import console
     from metapilot.ground.paths import db_path
-    from metapilot.models.evaluation.walk_forward import parse_rule
+    from metapilot.models.simulator.rules import parse_rule
     from metapilot.transforms.windows import parse_utc
 
     every_w = _weeks(every, "--every")

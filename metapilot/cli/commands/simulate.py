@@ -26,7 +26,7 @@ def simulate_cmd(
     import polars as pl
 
     from metapilot.cli.console import console, print_frame
-    from metapilot.models.simulator import BASELINES, Capacity, simulate
+    from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.db import connect, require_warehouse
     from metapilot.warehouse.sim_store import load_capacity, load_window, store_run
@@ -68,7 +68,7 @@ def simulate_cmd(
         con.close()
         console.print(f"[red]error:[/red] {why}", markup=True, highlight=False)
         raise typer.Exit(2)
-    runs = list(BASELINES) if all_baselines else [(policy.upper(), backfill.lower())]
+    runs = list(RULE_PAIRS) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:
         t_call = time.perf_counter()

@@ -74,7 +74,7 @@ def steer_main(
     resume: Annotated[bool, typer.Option("--resume", help="Steer again after the live tail guard halted steering.")] = False,
     max_changes: Annotated[int, typer.Option(help="At most this many site factors changed per cycle (its update RPCs: about one each).")] = 2000,
     step: Annotated[Optional[int], typer.Option(help="Site factor between adjacent ranks (default: one more than the largest PriorityWeight).")] = None,
-    guard_h: Annotated[Optional[float], typer.Option(help="Live tail guard: when a pending job has waited longer since it became eligible (hours), release everything, pause steering for --guard-pause, then put that job ahead of its group.")] = 168.0,
+    guard_h: Annotated[Optional[float], typer.Option("--halt-h", "--guard-h", help="Safety stop (not the decision's tail guard, which ranks oldest first past its threshold): when a pending job has waited longer since it became eligible (hours), release everything, pause steering for --guard-pause, then put that job ahead of its group. --guard-h is its older name.")] = 168.0,
     util_floor: Annotated[Optional[float], typer.Option(help="Release everything and pause steering when cores in use / capacity falls below this while jobs wait (0-1).")] = None,
     guard_pause: Annotated[str, typer.Option(help="How long a guard trip pauses steering (at most one trip per pause): 10m, 1h, ...")] = "1h",
     slurm_bin: Annotated[Optional[str], typer.Option(help="Folder of squeue/sinfo/scontrol/sdiag (default: PATH).")] = None,
@@ -343,7 +343,7 @@ def explain_cmd(
 
 def _why_objective(decision: str, objective: str) -> str:
     """The decision's kind and why this cycle ran this objective, in words, for the helpdesk."""
-    from metapilot.models.evaluation.walk_forward import parse_rule
+    from metapilot.models.simulator.rules import parse_rule
 
     if decision == "planner":
         return f"the lookahead planner the walk forward published: its lookahead from the live queue picked {objective}"
