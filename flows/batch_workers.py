@@ -87,15 +87,31 @@ def job_kwargs(kind: str, jobs: int, settings: dict[str, Any], log_dir: Path) ->
     prologue.append(f"export METAPILOT_WORKERS={kw['cores']}")
     kw.update(processes=1, n_workers=jobs, job_script_prologue=prologue, log_directory=str(log_dir),
               python=kw.get("python") or sys.executable)
-    kw.setdefault("scheduler_options", {"dashboard_address": None})
+    kw.setdefault("worker_extra_args", ["--no-dashboard"])
+    kw.setdefault("scheduler_options", {"dashboard": False, "dashboard_address": ":0"})  # no fixed port on the login node
     return kw
+
+
+def jobqueue():
+    """dask_jobqueue, imported without its import-time `signal.signal(SIGINT, sys.exit)` (0.9's
+    runner.py): that would replace the command's Ctrl-C handler (`ground.interrupt`), and it fails
+    outright outside the main thread."""
+    if "dask_jobqueue" in sys.modules:
+        return sys.modules["dask_jobqueue"]
+    import signal
+
+    real = signal.signal
+    signal.signal = lambda signum, handler: signal.getsignal(signum)  # noqa: E731 - for the import only
+    try:
+        import dask_jobqueue
+    finally:
+        signal.signal = real
+    return dask_jobqueue
 
 
 def start_batch_cluster(kind: str, **kwargs: Any):
     """The dask-jobqueue cluster, its jobs cancelled by a hard exit too (`ground.interrupt`)."""
-    import dask_jobqueue
-
-    cluster = getattr(dask_jobqueue, KINDS[kind])(**kwargs)
+    cluster = getattr(jobqueue(), KINDS[kind])(**kwargs)
     forget = _cancel_on_hard_exit(cluster)
     close = cluster.close
 

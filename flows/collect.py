@@ -13,6 +13,8 @@ from metapilot.transforms.sacct import XDMOD_FIELDS
 from metapilot.warehouse.collect import (
     collect_overlap,
     collected_path,
+    drop_job_names,
+    exclude_job_names,
     find_sacct,
     plan_window,
     run_sacct,
@@ -39,17 +41,18 @@ def sacct_task(args: list[str], out: str) -> dict:
 @flow(name="collect", log_prints=True)
 def collect_flow(cluster: str, db: str | None = None, since: datetime | None = None,
                  until: datetime | None = None, sacct: str | None = None, keep_names: bool = False,
-                 overlap: str | None = None) -> dict:
+                 overlap: str | None = None, exclude_names: list[str] | None = None) -> dict:
     """Collect one Slurm cluster: sacct over [the cursor less `overlap` (a late record is still
     collected; $METAPILOT_COLLECT_OVERLAP, else one hour) or `since`, `until` or now), then ingest.
 
     Returns what was asked and loaded: cluster, start, end, cursor, command, file, lines and the
     ingest reports; `outcome` is `loaded`, `skipped` (same output as an earlier collect),
     `nothing` (no time after the cursor, or no jobs in the window). Raises SacctError when sacct
-    fails (the warehouse is then unchanged)."""
+    fails (the warehouse is then unchanged). Jobs whose name starts with one of `exclude_names`
+    (or $METAPILOT_COLLECT_EXCLUDE_JOB_NAMES) are left out, MetaPilot's own workers for one."""
     log = get_run_logger()
     window = plan_window(db, cluster, since, until, overlap=collect_overlap(overlap))
-    out: dict = {"cluster": cluster, "start": sacct_time(window.start), "end": sacct_time(window.end),
+    out: dict = {"excluded": 0, "cluster": cluster, "start": sacct_time(window.start), "end": sacct_time(window.end),
                  "cursor": sacct_time(window.cursor) if window.cursor else None,
                  "overlap_s": int(window.overlap.total_seconds()), "command": None, "file": None,
                  "lines": 0, "reports": [], "outcome": "nothing", "message": None}
@@ -62,7 +65,10 @@ def collect_flow(cluster: str, db: str | None = None, since: datetime | None = N
     path = collected_path(db, window)
     out["command"], out["file"] = args, str(path)
     res = sacct_task(args, str(path))
-    out["lines"] = res["lines"]
+    dropped = drop_job_names(path, exclude_job_names(exclude_names)) if res["lines"] else 0
+    out["lines"], out["excluded"] = res["lines"] - dropped, dropped
+    if dropped:
+        log.info("left out %d jobs named %s", dropped, ", ".join(exclude_job_names(exclude_names)))
     if res["stderr"]:
         out["message"] = f"sacct said: {res['stderr'][:500]}"
     log.info(window_after(window, res["lines"]))

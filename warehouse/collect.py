@@ -229,3 +229,32 @@ __all__ = [
     "run_sacct",
     "sacct_args",
 ]
+
+
+def exclude_job_names(given: list[str] | None = None) -> list[str]:
+    """Job-name prefixes collect leaves out (`--exclude-job-name`, else the comma-separated
+    $METAPILOT_COLLECT_EXCLUDE_JOB_NAMES; none by default): e.g. `metapilot-dask`, MetaPilot's own
+    Dask workers (issue 52), which are the site's work too but not its users' demand."""
+    if given:
+        return [p for p in given if p]
+    return [p.strip() for p in os.environ.get("METAPILOT_COLLECT_EXCLUDE_JOB_NAMES", "").split(",") if p.strip()]
+
+
+def drop_job_names(path: Path, prefixes: list[str]) -> int:
+    """Remove from the collected gzip file every line whose job name (the last field) starts with
+    one of `prefixes`, before it is ingested; returns how many lines were removed."""
+    if not prefixes:
+        return 0
+    keep = tuple(p.encode() for p in prefixes)
+    cut = len(XDMOD_FIELDS) - 1  # jobname is last: a name holding "|" stays whole
+    part, dropped = path.with_name(path.name + ".part"), 0
+    with gzip.open(path, "rb") as src, open(part, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as dst:
+        for line in src:
+            fields = line.rstrip(b"\r\n").split(b"|", cut)
+            if len(fields) > cut and fields[cut].startswith(keep):
+                dropped += 1
+                continue
+            dst.write(line)
+    os.replace(part, path)
+    return dropped

@@ -14,6 +14,7 @@ def collect_cmd(
     until: Annotated[Optional[str], typer.Option(help="Ask sacct up to this UTC time (default: now).")] = None,
     overlap: Annotated[Optional[str], typer.Option(help="Start this long before the cursor, e.g. 30m, 2h, 0 (default $METAPILOT_COLLECT_OVERLAP, else 1h): a job whose record reaches sacct late is still collected; jobs seen again merge.")] = None,
     sacct: Annotated[Optional[str], typer.Option(help="The sacct executable (default: sacct on PATH).")] = None,
+    exclude_job_name: Annotated[Optional[list[str]], typer.Option("--exclude-job-name", help="Leave out jobs whose name starts with this (repeatable; default $METAPILOT_COLLECT_EXCLUDE_JOB_NAMES, comma-separated), e.g. metapilot-dask: MetaPilot's own Dask workers.")] = None,
     keep_names: Annotated[bool, typer.Option("--keep-names", help="Store raw user/account/group/job names instead of keyed hashes.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
@@ -38,13 +39,16 @@ def collect_cmd(
         with prefect_session(db):
             from metapilot.flows.collect import collect_flow
 
-            out = collect_flow(cluster, db=db, since=start, until=end, sacct=sacct, keep_names=keep_names, overlap=overlap)
+            out = collect_flow(cluster, db=db, since=start, until=end, sacct=sacct, keep_names=keep_names, overlap=overlap,
+                              exclude_names=exclude_job_name)
     except SacctError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
     whence = ("--since" if since else f"cursor {out['cursor']} less {out['overlap_s']:,} s overlap" if out["cursor"]
               else "no data yet")
     console.print(f"{cluster}: asked sacct for {out['start']} .. {out['end']} UTC ({whence}): {out['lines']:,} lines")
+    if out.get("excluded"):
+        console.print(f"[dim]left out {out['excluded']:,} jobs by name (--exclude-job-name)[/dim]")
     if out.get("message"):
         console.print(f"[dim]{out['message']}[/dim]")
     if out["reports"]:
