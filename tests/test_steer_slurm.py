@@ -123,6 +123,40 @@ def test_dry_run_changes_nothing(tmp_path, slurm, queue):
     assert int(n) == 5  # the four in debug and the one in high (ranked alone in its tier, at 0)
 
 
+@pytest.mark.parametrize("kind", ["guarded rule", "planner"])
+def test_a_published_walk_forward_decision_records_a_shadow_ranking_of_every_kind(tmp_path, slurm, queue, kind):
+    """What the walk forward publishes (a rule with its tail guard, or the lookahead planner), approved,
+    is what `steer --policy published --once --dry-run` ranks the real queue by; nothing is set."""
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import publish_walk_forward
+
+    db = str(tmp_path / "w.duckdb")
+    record = {"words": "followed over the walk forward: test", "span_from": "2026-01-01T00:00:00+00:00"}
+    ahead = ({"rule": "SJF+EASY", "guard_h": 0.001, "planner_settings": None, "decision": "SJF+EASY, guarded"}
+             if kind == "guarded rule" else
+             {"rule": "planner", "guard_h": 48.0, "planner_settings": {"horizon_h": 6.0, "lam": 0.0},
+              "decision": "the lookahead planner (6 h horizon, lambda 0)"})
+    con = connect(db)
+    try:
+        publish_walk_forward(con, slurm.cluster, {**ahead, "source": "test", "backtest_id": "bt-test", "record": record},
+                             db)
+    finally:
+        con.close()
+    _metapilot(slurm, db, "approve", "--cluster", slurm.cluster)
+    before = _sprio(slurm)
+    res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "published", "--dry-run",
+                     "--once")
+    # a guard of 3.6 s has fired by now: oldest first for the whole queue, as the engine orders it
+    expected = "FCFS" if kind == "guarded rule" else None
+    assert "dry-run ok: " in res.stdout and (expected is None or "dry-run ok: FCFS" in res.stdout), res.stdout
+    assert {j: v["site"] for j, v in _sprio(slurm).items()} == {j: 0 for j in before}
+    rows = _metapilot(slurm, db, "sql", "SELECT count(*) AS n, min(objective) AS o FROM steer_shadow",
+                      "--format", "csv").stdout.split()[1].split(",")
+    assert int(rows[0]) == 5 and rows[1]
+    decision = _metapilot(slurm, db, "sql", "SELECT decision FROM steer_cycles", "--format", "csv").stdout.split()[1]
+    assert decision == ("SJF+EASY" if kind == "guarded rule" else "planner")
+
+
 def test_sigkill_then_next_start_releases_and_sigterm_releases(tmp_path, slurm, queue):
     db = str(tmp_path / "w.duckdb")
     args = [sys.executable, "-m", "metapilot.cli", "steer", "--cluster", slurm.cluster, "--slurm", "--policy",
