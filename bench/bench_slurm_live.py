@@ -155,8 +155,31 @@ def replay(plan: list[dict], real: dict, policy: str, backfill: str, hold_s: flo
            delay_s: float = 0.0) -> dict[str, float]:
     """trace id -> start (s after the first real submit) in the engine, given the real arrivals and run
     times; `hold_s`: the cores stay held this long after the recorded end (Slurm's COMPLETING);
-    `delay_s`: a job can start only this long after its submission (the scheduling pass it waits for)."""
+    `delay_s`: a job can start only this long after its submission (the scheduling pass it waits for).
+    A published decision (`policy` 'SJF-G': SJF+EASY with the guard; 'PLANNER': the planner) is
+    followed by the walk forward's own deciders, deciding every steering cycle (`EVERY_S`)."""
     from metapilot.models.simulator import Capacity, simulate
+
+    w = _workload(plan, real, hold_s, delay_s)
+    if policy in PUBLISHED:
+        from metapilot.models.evaluation.backtest import _planner_decider
+        from metapilot.models.evaluation.walk_forward import RuleDecider, follow
+
+        d = PUBLISHED[policy]
+        if d["planner_settings"]:
+            from metapilot.models.controller.planner import PlannerConfig
+
+            cfg = PlannerConfig(**{k: v for k, v in d["planner_settings"].items() if k != "epoch_s"})
+            decider = _planner_decider(cfg, False, d["guard_h"])
+        else:
+            decider = RuleDecider(f"{d['rule'].split('+')[0]}+{backfill.upper()}", d["guard_h"])
+        r = follow(w, Capacity.single(100), [(0.0, decider)], epoch_s=EVERY_S)
+    else:
+        r = simulate(w, Capacity.single(100), policy, backfill)
+    return {str(i): float(s) for i, s in zip(w.job_ids, r.start)}
+
+
+def _workload(plan: list[dict], real: dict, hold_s: float, delay_s: float):
     from metapilot.transforms.workload import Workload
 
     base = min(v[0] for v in real.values())
@@ -164,10 +187,8 @@ def replay(plan: list[dict], real: dict, policy: str, backfill: str, hold_s: flo
     submit = [real[j["id"]][0] - base + delay_s for j in keep]
     run = [max(real[j["id"]][2] - real[j["id"]][1], 1.0) + hold_s for j in keep]
     req = [max(j["limit_min"] * 60.0, r) for j, r in zip(keep, run)]
-    w = Workload.from_arrays(submit=submit, run=run, req_time=req, cores=[j["cores"] for j in keep],
-                             job_ids=[j["id"] for j in keep])
-    r = simulate(w, Capacity.single(100), policy, backfill)
-    return {str(i): float(s) for i, s in zip(w.job_ids, r.start)}
+    return Workload.from_arrays(submit=submit, run=run, req_time=req, cores=[j["cores"] for j in keep],
+                                job_ids=[j["id"] for j in keep])
 
 
 def compare(real: dict, pred: dict) -> dict:
@@ -191,7 +212,7 @@ def compare(real: dict, pred: dict) -> dict:
             "tau": kendall_tau(rs, ps)}
 
 
-def bench_live(n: int, first: int, compress: float, limit_compress: float) -> dict:
+def bench_live(n: int, first: int, compress: float, limit_compress: float, only: list[str] | None = None) -> dict:
     from slurm_fixtures import parse_exports
 
     plan = workload_plan(kth_slice(n, first), compress, limit_compress)
@@ -205,11 +226,14 @@ def bench_live(n: int, first: int, compress: float, limit_compress: float) -> di
     work = Path(tempfile.mkdtemp(prefix="slurm-live-"))
     results = {}
     try:
-        steer_args = {"FCFS": None, "SJF": ["--policy", "SJF+EASY"], "SAF": ["--policy", "published"]}
-        runs = [(label, steer_args[rule], rule) for label, rule in RUNS]
+        steer_args = {"FCFS": None, "SJF": ["--policy", "SJF+EASY"], "SAF": ["--policy", "published"],
+                      "SJF-G": ["--policy", "published"], "PLANNER": ["--policy", "published"]}
+        runs = [(label, steer_args[rule], rule) for label, rule in RUNS if rule in (only or [r for _, r in RUNS])]
         for label, steer, rule in runs:
             db = str(work / f"{rule}.duckdb")
-            if steer and steer[-1] == "published":
+            if rule in PUBLISHED:
+                _publish_walk_forward(db, cluster, env, PUBLISHED[rule])
+            elif steer and steer[-1] == "published":
                 _publish_and_approve(db, cluster, env)
             t0 = time.time()
             ids = run_live(plan, env, db, steer, cluster)
@@ -218,7 +242,7 @@ def bench_live(n: int, first: int, compress: float, limit_compress: float) -> di
                            env=env, check=True, capture_output=True, text=True, timeout=600)
             real = measured(db, cluster, ids)
             row = {"run": label, "span_s": span}
-            for mode in MODES:
+            for mode in modes_of(rule):
                 row[mode] = compare(real, replay(plan, real, rule, *MODES[mode]))
             results[label] = row
             print(json.dumps(row, default=float), flush=True)
@@ -233,7 +257,38 @@ MODES = {"conservative": ("conservative", 0.0), "easy": ("easy", 0.0),
          "easy, cores freed 1 s after the end": ("easy", 1.0),
          "conservative, both, and startable 1 s after submit": ("conservative", 1.0, 1.0),
          "easy, both, and startable 1 s after submit": ("easy", 1.0, 1.0)}
-RUNS = (("Slurm's default", "FCFS"), ("steer SJF+EASY", "SJF"), ("steer the approved decision (SAF+EASY)", "SAF"))
+RUNS = (("Slurm's default", "FCFS"), ("steer SJF+EASY", "SJF"), ("steer the approved decision (SAF+EASY)", "SAF"),
+        ("steer a published guarded rule (SJF+EASY, oldest first past 60 s)", "SJF-G"),
+        ("steer the published planner (6 min horizon, decided every 2 s)", "PLANNER"))
+EVERY_S = 2  # the steering loop's --every here; the replay of a published decision decides as often
+# walk-forward decisions as `pipeline --backtest` publishes them, in this benchmark's compressed time (the
+# guard 60 s = 5 h of trace time; the planner's epoch the loop's cycle)
+PUBLISHED = {
+    "SJF-G": {"rule": "SJF+EASY", "guard_h": 60.0 / 3600.0, "planner_settings": None,
+              "decision": "SJF+EASY, oldest first once a job has waited 60 s"},
+    "PLANNER": {"rule": "planner", "guard_h": None, "decision": "the lookahead planner (6 min horizon, lambda 0)",
+                "planner_settings": {"horizon_h": 0.1, "lam": 0.0, "guard_h": None, "epoch_s": EVERY_S}},
+}
+
+
+def modes_of(rule: str) -> list[str]:
+    """The engine modes a run is replayed under (the planner's menu is all EASY: its EASY modes only)."""
+    return [m for m in MODES if rule != "PLANNER" or MODES[m][0] == "easy"]
+
+
+def _publish_walk_forward(db: str, cluster: str, env: dict, ahead: dict) -> None:
+    """Publish a walk-forward decision (as `pipeline --backtest` does) and approve it."""
+    from metapilot.warehouse.db import connect
+    from metapilot.warehouse.publish_store import publish_walk_forward
+
+    con = connect(db)
+    try:
+        publish_walk_forward(con, cluster, {**ahead, "source": "benchmark", "backtest_id": None,
+                                            "record": {"words": "benchmark: no walk forward behind it"}}, db)
+    finally:
+        con.close()
+    subprocess.run([sys.executable, "-m", "metapilot.cli", "approve", "--cluster", cluster, "--db", db,
+                    "--note", "benchmark"], env=env, check=True, capture_output=True)
 
 
 def analyse(work: Path, n: int, first: int, compress: float, limit_compress: float) -> dict:
@@ -257,7 +312,7 @@ def analyse(work: Path, n: int, first: int, compress: float, limit_compress: flo
         rows = sorted(rows, key=lambda r: int(r[0]))[-len(plan):]
         real = {j["id"]: r[1:] for j, r in zip(plan, rows)}
         row = {"run": label}
-        for mode in MODES:
+        for mode in modes_of(rule):
             row[mode] = compare(real, replay(plan, real, rule, *MODES[mode]))
         results[label] = row
     return {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_compress": limit_compress,
@@ -306,7 +361,7 @@ def section(cycle: dict | None, live: dict | None, note: str | None = None) -> s
                 "p95 real / pred | max real / pred | start diff median / p95 (s) | Kendall tau |",
                 "|---|---|---:|---|---:|---:|---|---|---|---:|"]
         for label, row in live["runs"].items():
-            for bf in MODES:
+            for bf in (m for m in MODES if m in row):
                 c = row[bf]
                 out.append(f"| {label} | {bf} | {c['jobs']} | {c['mean_real']:.1f} / {c['mean_pred']:.1f} | "
                            f"{100 * c['mean_dev']:+.1f}% | {c['latency']:.1f} | "
@@ -318,7 +373,7 @@ def section(cycle: dict | None, live: dict | None, note: str | None = None) -> s
             b = base["conservative"]
             for label, row in live["runs"].items():
                 if label != "Slurm's default":
-                    c = row["conservative"]
+                    c = row.get("conservative") or row["easy"]
                     out += ["", f"On the real Slurm, {label} against Slurm's default: mean wait {b['mean_real']:.1f} -> "
                                 f"{c['mean_real']:.1f} s ({100 * (c['mean_real'] / b['mean_real'] - 1):+.0f}%), p95 "
                                 f"{b['p95_real']:.0f} -> {c['p95_real']:.0f} s, max {b['max_real']:.0f} -> "
@@ -355,13 +410,15 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
     ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
+    ap.add_argument("--runs", default=None, help="live: only these runs (FCFS, SJF, SAF, SJF-G, PLANNER), comma-separated")
     a = ap.parse_args()
     cycle = bench_cycle(a.jobs or 10_000) if a.what in ("cycle", "both") else None
     if a.cycle_json:
         cycle = json.loads(Path(a.cycle_json).read_text())["cycle"]
     if cycle:
         print(json.dumps(cycle, indent=1))
-    live = bench_live(a.jobs or 120, a.first, a.compress, a.limit_compress) if a.what in ("live", "both") else None
+    only = a.runs.split(",") if a.runs else None
+    live = bench_live(a.jobs or 120, a.first, a.compress, a.limit_compress, only) if a.what in ("live", "both") else None
     if a.what == "analyse":
         live = analyse(Path(a.work), a.jobs or 120, a.first, a.compress, a.limit_compress)
     if a.json:

@@ -74,12 +74,14 @@ def live_view(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, origin_s: f
 class LivePlanner:
     """The published planner, with its settings, deciding each `steer` cycle from the live queue."""
 
-    def __init__(self, settings: dict, epoch_s: int = EPOCH_S, origin_s: float | None = None) -> None:
+    def __init__(self, settings: dict, epoch_s: int | None = None, origin_s: float | None = None) -> None:
+        """`settings`: `PlannerConfig` fields, and `epoch_s` when the decision was made at another epoch
+        than the walk forward's hour (a compressed benchmark)."""
         self.origin_s = origin_s
         fields = PlannerConfig.__dataclass_fields__
         self.config = PlannerConfig(**{k: v for k, v in settings.items() if k in fields})
         self.menu = Menu()
-        self.planner = LookaheadPlanner(self.menu, self.config, epoch_s)
+        self.planner = LookaheadPlanner(self.menu, self.config, int(epoch_s or settings.get("epoch_s") or EPOCH_S))
         self.last_s = 0.0  # the last cycle's own time (view + lookahead)
 
     def decide(self, jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float) -> str:
