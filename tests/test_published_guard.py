@@ -90,3 +90,21 @@ def test_a_published_planner_is_applied_by_steer_alone(db, tmp_path):
     assert (d.kind, d.planner["horizon_h"], d.guard_h) == ("planner", 12.0, 30.0)
     r = CliRunner().invoke(app, ["export", "--scheduler", "slurm", "--cluster", "c", "--db", db, "--out", str(tmp_path / "s")])
     assert r.exit_code == 2 and "applied by `metapilot steer --policy published` alone" in r.output
+
+
+def test_approve_shows_the_record_before_anyone_approves(db):
+    con = connect(db)
+    try:
+        publish_walk_forward(con, "c", ahead(), db)
+    finally:
+        con.close()
+    r = CliRunner().invoke(app, ["approve", "--cluster", "c", "--db", db, "--show"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "published for c: SJF+EASY, oldest first once a job has waited 30 h" in flat and RECORD["words"] in flat
+    assert "nothing approved" in flat
+    con = connect(db, read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM steer_approvals").fetchone()[0] == 0
+    finally:
+        con.close()

@@ -13,6 +13,7 @@ def approve_cmd(
     cluster: Annotated[str, typer.Option(help="The cluster whose published decision is approved.")],
     decision: Annotated[Optional[str], typer.Argument(help="What you approve, as `steer` would show it (e.g. SAF+EASY): refused if the published decision is another.")] = None,
     note: Annotated[Optional[str], typer.Option(help="Why, for the record.")] = None,
+    show: Annotated[bool, typer.Option("--show", help="Only show the published decision and the record behind it (the walk forward's regret, gain and max wait); approve nothing.")] = False,
     db: Annotated[Optional[str], typer.Option(help="Warehouse file (default $METAPILOT_DB or warehouse/metapilot.duckdb).")] = None,
 ) -> None:
     """Approve the cluster's published decision for `metapilot steer --policy published`."""
@@ -27,6 +28,12 @@ def approve_cmd(
     con = connect(db)
     try:
         d = published(con, cluster)
+        if show:
+            typer.echo(f"published for {cluster}: {d.label}"
+                       + (f", oldest first once a job has waited {d.guard_h:g} h" if d.guard_h else "")
+                       + f" ({d.source})")
+            typer.echo(f"nothing approved: `metapilot approve --cluster {cluster} {d.label}` approves it")
+            return
         if decision is not None:
             asked = decision.strip()
             same = asked == d.label or (d.kind == "fixed" and _same_rule(asked, d.label, named_rule))
