@@ -105,7 +105,7 @@ class StageTotals:
     capacity: list[dict] = field(default_factory=list)
     data_checks: list[dict] = field(default_factory=list)
     last_line: int = 0
-    key_hashes: list[pl.Series] = field(default_factory=list)  # per chunk, until `close` folds them into keys_repeat
+    key_hashes: list[np.ndarray] = field(default_factory=list)  # per chunk, sorted, until `close` folds them into keys_repeat
     keys_repeat: bool = False  # two staged rows share a key hash: the commit must merge within the file
     first_submit: datetime | None = None
     last_submit: datetime | None = None
@@ -114,20 +114,22 @@ class StageTotals:
 
     def close(self) -> None:
         """Once every chunk is in: whether any key repeats within the file, and the per-chunk
-        hashes dropped, so the commit does not hold them (20M rows: 160 MB) beside DuckDB."""
+        hashes dropped, so the commit does not hold them (20M rows: 160 MB) beside DuckDB.
+
+        Each chunk's hashes come sorted; the hash space is cut into 16 ranges and each range's
+        pieces (views) are sorted together, so equal keys meet while at most a sixteenth of the
+        keys is copied at a time (a concat of all of them would double the memory at the peak)."""
         parts, self.key_hashes = self.key_hashes, []
         if not parts:
             return
-        # one array, filled while the parts are released (not a concat beside them: 2x the memory),
-        # sorted in place: equal keys are neighbours
-        keys = np.empty(sum(len(h) for h in parts), dtype=np.uint64)
-        at = 0
-        for i, h in enumerate(parts):
-            keys[at:at + len(h)] = h.to_numpy()
-            at += len(h)
-            parts[i] = None
-        keys.sort()
-        self.keys_repeat = bool((keys[1:] == keys[:-1]).any())
+        edges = np.array([r << 60 for r in range(1, 16)], dtype=np.uint64)
+        cuts = [np.concatenate(([0], np.searchsorted(h, edges), [len(h)])) for h in parts]
+        for r in range(16):
+            keys = np.concatenate([h[c[r]:c[r + 1]] for h, c in zip(parts, cuts)])
+            keys.sort()
+            if (keys[1:] == keys[:-1]).any():
+                self.keys_repeat = True
+                return
 
 
 @dataclass
@@ -185,7 +187,7 @@ class _StagedChunk:
     format: str | None
     rows: int = 0
     lines_with_rows: int = 0
-    key_hash: pl.Series | None = None
+    key_hash: np.ndarray | None = None  # sorted
     first_submit: datetime | None = None
     last_submit: datetime | None = None
     clusters: list[str] = field(default_factory=list)
@@ -203,7 +205,7 @@ def _write(p: _Prepared, index: int, path: str, now: datetime, stage: Path) -> _
     if rows is not None:
         rows.write_parquet(stage / f"part-{index:06d}.parquet", compression="lz4", statistics=False)
         out.rows, out.lines_with_rows = rows.height, rows["source_line"].n_unique()
-        out.key_hash = rows.select(pl.struct("cluster", "job_id", "submit_time").hash(seed=0)).to_series()
+        out.key_hash = np.sort(rows.select(pl.struct("cluster", "job_id", "submit_time").hash(seed=0)).to_series().to_numpy())
         out.first_submit, out.last_submit = rows["submit_time"].min(), rows["submit_time"].max()
         out.clusters = rows["cluster"].unique().to_list()
     if q.height:
