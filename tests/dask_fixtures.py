@@ -84,9 +84,10 @@ def figures(doc: dict) -> dict:
     return out
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def local_result(tmp_path_factory) -> dict:
-    """The same walk forward on this machine alone: what every other route must equal."""
+    """The same walk forward on this machine alone: what every other route must equal (once a
+    session; the modules that use it hold the code version still, to the same value)."""
     old = os.environ.pop("METAPILOT_DASK_ADDRESS", None)
     try:
         return walk_forward(tmp_path_factory.mktemp("local"))

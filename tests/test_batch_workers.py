@@ -98,3 +98,40 @@ def test_a_hard_exit_after_ctrl_c_cancels_the_jobs(monkeypatch):
     assert ran == [["scancel", "4242"], 130]
     forget()
     assert not interrupt._LAST_WORDS
+
+
+def test_the_walk_forward_asks_for_no_more_jobs_than_folds_to_learn(monkeypatch):
+    from datetime import datetime, timezone
+
+    from metapilot.flows import backtest
+
+    t = [datetime(2024, m, 1, tzinfo=timezone.utc) for m in (1, 2, 3)]
+    monkeypatch.delenv("METAPILOT_DASK_ADDRESS", raising=False)
+    monkeypatch.setattr(backtest, "new_folds", lambda *a: [])
+    assert backtest.fold_runner("slurm:4", None, "C", t, 50, False) is None  # every fold reused: no job at all
+    monkeypatch.setattr(backtest, "new_folds", lambda *a: t[-1:])
+    assert backtest.fold_runner("slurm:4", None, "C", t, 50, False) == "slurm:1"  # the monthly run: one
+    monkeypatch.setenv("METAPILOT_DASK_ADDRESS", "sge")
+    assert backtest.fold_runner(None, None, "C", t, 50, False) == "sge:1"
+    assert backtest.fold_runner("tcp://10.0.0.1:8786", None, "C", t, 50, False) == "tcp://10.0.0.1:8786"
+
+
+def test_collect_leaves_out_jobs_by_name_prefix(tmp_path, monkeypatch):
+    import gzip
+
+    from metapilot.transforms.sacct import XDMOD_FIELDS
+    from metapilot.warehouse.collect import drop_job_names, exclude_job_names
+
+    def line(job: str, name: str) -> bytes:
+        return ("|".join([job] + ["x"] * (len(XDMOD_FIELDS) - 2) + [name]) + "\n").encode()
+
+    path = tmp_path / "sacct.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(line("1", "metapilot-dask") + line("2", "train|metapilot-dask") + line("3", "metapilot-dask-7")
+                + line("4", "vasp"))
+    monkeypatch.setenv("METAPILOT_COLLECT_EXCLUDE_JOB_NAMES", " metapilot-dask , ")
+    assert exclude_job_names() == ["metapilot-dask"] and exclude_job_names(["a"]) == ["a"]
+    assert drop_job_names(path, exclude_job_names()) == 2
+    kept = [ln.split(b"|")[0] for ln in gzip.open(path).read().splitlines()]
+    assert kept == [b"2", b"4"]  # a name holding "|" is read whole
+    assert drop_job_names(path, []) == 0
