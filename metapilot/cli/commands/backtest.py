@@ -34,7 +34,7 @@ def backtest_cmd(
     end: Annotated[Optional[str], typer.Option("--to", help="... up to this date (exclusive).")] = None,
     current: Annotated[str, typer.Option(help="The rule the site runs today, e.g. FCFS+EASY: the reference for gains and for 'starves no one more'.")] = "FCFS+EASY",
     steps: Annotated[int, typer.Option(help="Gradient steps per fold's training run.")] = 2000,
-    dask: Annotated[Optional[str], typer.Option(help="Where the folds learn: a Dask scheduler address, or local:N (default: side by side on a local Dask cluster, one process per usable core, when more than one fold is new; METAPILOT_WORKERS=1: one after another).")] = None,
+    dask: Annotated[Optional[str], typer.Option(help="Where the folds learn: a Dask scheduler address, local:N, or slurm[:N] (pbs, sge, lsf: N worker jobs; README, On the site's own cluster) (default: side by side on a local Dask cluster, one process per usable core, when more than one fold is new; METAPILOT_WORKERS=1: one after another).")] = None,
     planner: Annotated[bool, typer.Option("--planner/--no-planner", help="Also follow the lookahead planner and its oracle bound (slower).")] = True,
     json_out: Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to this file.")] = None,
     relearn: Annotated[bool, typer.Option("--relearn", help="Learn every fold again, even those whose past has not changed "
@@ -57,6 +57,7 @@ def backtest_cmd(
         raise typer.BadParameter(str(e)) from None
     if t_from and t_to and t_to <= t_from:
         raise typer.BadParameter(f"--to ({end}) must come after --from ({start})")
+    _check_dask(dask)
     if not db_path(db).exists():
         console.print(f"[red]error:[/red] no warehouse at {db_path(db)}: ingest logs first (metapilot ingest PATH...) or pass --db")
         raise typer.Exit(2)
@@ -87,6 +88,16 @@ def backtest_cmd(
         Path(json_out).write_text(json.dumps(json_safe(out), indent=2, default=str, allow_nan=False) + "\n",
                                   encoding="utf-8")
         console.print(f"JSON: {json_out}")
+
+
+def _check_dask(dask: str | None) -> None:
+    """A malformed `slurm:N` is a usage error before any work."""
+    from metapilot.flows.batch_workers import parse_batch
+
+    try:
+        parse_batch(dask)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--dask") from None
 
 
 def _nothing_runs(db: str | None, cluster: str, bounds: list) -> str | None:

@@ -16,7 +16,7 @@ def pipeline_cmd(
     cluster: Annotated[Optional[str], typer.Option(help="Cluster to learn from, and the name of the LOGS given that carry none, as SWF (never renames a log that names its cluster; default: the longest history).")] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per training run.")] = 2000,
     seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (run in parallel). More seeds give the publish gate more candidates to pass by luck (README: Evidence).")] = "0",
-    dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, or local:N (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
+    dask: Annotated[Optional[str], typer.Option(help="Dask scheduler address, local:N, or slurm[:N] (pbs, sge, lsf: worker jobs) (default: this machine's threads; $METAPILOT_DASK_ADDRESS).")] = None,
     sources: Annotated[str, typer.Option(help="MDP tuple sources: as-run (logged history), planner (the lookahead teacher), replay (behaviour rollouts; opt-in).")] = "as-run,planner",
     baselines: Annotated[str, typer.Option(help="Offline-RL baselines trained beside CQL for the model card (bc, dqn, bcq; empty: none).")] = "bc",
     backtest: Annotated[bool, typer.Option("--backtest", help="Walk forward instead of learning once: at each origin learn from the past only and follow the decision to the next (`metapilot backtest`'s defaults); the report shows it.")] = False,
@@ -32,6 +32,9 @@ def pipeline_cmd(
     from metapilot.warehouse.ingest import expand_paths_checked
     from metapilot.warehouse.secret import load_site_key
 
+    from metapilot.cli.commands.backtest import _check_dask
+
+    _check_dask(dask)
     t0 = time.perf_counter()
     logs = [str(p) for p in paths or []]
     if not logs and not _holds_jobs(db):
