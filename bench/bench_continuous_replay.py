@@ -58,7 +58,7 @@ def main() -> None:
     cont = float(re.search(r"continuous replays: ([\d.]+) s", text).group(1))
     span = re.search(r"span .*", text).group(0)
     print(f"machine: {machine()}")
-    print(f"{jobs:,} jobs in the doubled log; {span}; contenders: {len(out['contenders'])}")
+    print(f"{jobs:,} jobs in the doubled log; {span}; contenders: {len(out.contenders)}")
     print(f"past replays at the origins: {past:.1f} s; continuous replays of every contender: {cont:.1f} s; "
           f"run_backtest in all: {total:.1f} s")
 

@@ -21,10 +21,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_controller_gate import REPEAT, SWF, cut, resolve  # noqa: E402
 from common import REPO  # noqa: E402
+
+if TYPE_CHECKING:
+    from metapilot.models.evaluation.walk_forward_result import WalkForwardResult
 
 ALL = ("kth", "kth-x3", "curie-all", "lublin", "hpc2n", "nasa", "ricc", "lcg")
 
@@ -43,7 +47,7 @@ def ingest(name: str, root: Path) -> tuple[str, Path, int]:
     return cluster, db, int(marker.read_text())
 
 
-def judge(cluster: str, db: Path) -> dict:
+def judge(cluster: str, db: Path) -> WalkForwardResult:
     from metapilot.flows.backtest import plan_origins
     from metapilot.models.evaluation.backtest import Fold, run_backtest
     from metapilot.warehouse.db import connect
@@ -57,16 +61,15 @@ def judge(cluster: str, db: Path) -> dict:
         con.close()
 
 
-def summary(name: str, jobs: int, doc: dict, wall: float) -> str:
-    rows = {c["name"]: c for c in doc["contenders"]}
-    me, cur = rows["MetaPilot"], rows[f"{doc['current']} (current)"]
+def summary(name: str, jobs: int, doc: WalkForwardResult, wall: float) -> str:
+    me, cur = doc.contender("MetaPilot"), doc.contender(f"{doc.current} (current)")
     ratio = lambda a, b: "–" if not b else f"{a / b:.2f}x"  # noqa: E731
-    bar = doc["bar"]
-    flags = "".join("+" if bar.get(k) else "-" for k in ("beats_current", "not_dominated", "regret_within_5pct",
-                                                         "starves_no_one_more"))
-    return (f"| {name} | {jobs:,} | {len(doc['periods'])} | {me['wait_mean_s']:,.0f} vs {cur['wait_mean_s']:,.0f} | "
-            f"{me['bsld_mean']:.2f} vs {cur['bsld_mean']:.2f} | {ratio(me['wait_max_s'], cur['wait_max_s'])} | "
-            f"{'met' if bar['met'] else 'not met'} ({flags}) | {bar.get('why', '')} | {wall:.0f} s |")
+    bar = doc.bar
+    flags = "".join("+" if v else "-" for v in (bar.beats_current, bar.not_dominated, bar.regret_within_5pct,
+                                                bar.starves_no_one_more))
+    return (f"| {name} | {jobs:,} | {len(doc.periods)} | {me.wait_mean_s:,.0f} vs {cur.wait_mean_s:,.0f} | "
+            f"{me.bsld_mean:.2f} vs {cur.bsld_mean:.2f} | {ratio(me.wait_max_s, cur.wait_max_s)} | "
+            f"{'met' if bar.met else 'not met'} ({flags}) | {bar.why or ''} | {wall:.0f} s |")
 
 
 def main() -> None:
@@ -88,9 +91,9 @@ def main() -> None:
             print(lines[-1], flush=True)
             continue
         wall = time.perf_counter() - t0
-        out[name] = doc
-        for p in doc["periods"]:
-            print(f"  {p['from'][:10]}: {p['decision']} — {p['why']}", flush=True)
+        out[name] = doc.to_json()
+        for p in doc.periods:
+            print(f"  {p.start:%Y-%m-%d}: {p.decision.describe()} — {p.decision.source}", flush=True)
         lines.append(summary(name, jobs, doc, wall))
         print(lines[-1], flush=True)
     print("\n| trace | jobs | periods | mean wait (s): MetaPilot vs current | bsld | max wait / current's | bar "

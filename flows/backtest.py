@@ -23,11 +23,15 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from metapilot.flows.pipeline import choose_cluster, learn_flow
 from metapilot.flows.common import warehouse_writer
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NONE
+
+if TYPE_CHECKING:
+    from metapilot.models.evaluation.walk_forward_result import WalkForwardResult
 
 
 def plan_origins(db: str | None, cluster: str | None, every_weeks: int, warmup_weeks: int | None,
@@ -57,7 +61,7 @@ def past_windows_of(db: str | None, cluster: str, origins: list[datetime], curre
 
 @task(name="walk-forward-judge", cache_policy=NONE)
 def judge_task(db: str | None, cluster: str, folds: list, span_end: datetime, current: str, planner: bool,
-               backtest_id: str, choices: list | None = None) -> dict:
+               backtest_id: str, choices: list | None = None) -> WalkForwardResult:
     from metapilot.models.evaluation.backtest import run_backtest
     from metapilot.warehouse.db import connect
 
@@ -213,7 +217,7 @@ def folds_flow(db: str | None, cluster: str, first: datetime, busy: list[datetim
 def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks: int = 4,
                   warmup_weeks: int | None = None, start: datetime | None = None, end: datetime | None = None,
                   current: str = "FCFS+EASY", steps: int = 2000, dask: str | None = None, planner: bool = True,
-                  relearn: bool = False) -> dict:
+                  relearn: bool = False) -> WalkForwardResult:
     """Walk forward over the cluster's history (see the module docstring); returns the result.
     The folds learn in parallel on the Dask cluster `dask` names (or `METAPILOT_DASK_ADDRESS`), else
     on a local one when more than one is to be learned (`local_fold_runner`), else here."""
@@ -245,30 +249,31 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id(), choices)
     if start is None and end is None:  # a narrowed span leaves the whole walk's folds for the next run
         prune_folds(db, cluster, [f.db for f in folds])
-    out["folds"] = str(fold_root(db, cluster))
-    return out
+    return out.with_folds(str(fold_root(db, cluster)))
 
 
 @task(name="publish-walk-forward", cache_policy=NONE)
-def publish_next_task(db: str | None, out: dict) -> dict | None:
-    """Publish the walk forward's decision for the next period (`out["next"]`), the evidence as its
-    reason: what `steer --policy published` and `export` then follow once a person approves it."""
+def publish_next_task(db: str | None, out: WalkForwardResult) -> dict | None:
+    """Publish the walk forward's decision for the next period (`out.next`), the evidence as its
+    reason: what `steer --policy published` and `export` then follow once a person approves it.
+    Returns what was published (`NextDecision.to_json`, the stored fields) and its pointer file."""
     from metapilot.warehouse.db import connect
     from metapilot.warehouse.publish_store import publish_walk_forward
 
-    ahead = out.get("next")
-    if not ahead:
+    ahead = out.next
+    if ahead is None:
         get_run_logger().warning("the walk forward on %s decided nothing for the next period: nothing published",
-                                 out.get("cluster"))
+                                 out.cluster)
         return None
+    published = ahead.to_json()
     with warehouse_writer(db, log=get_run_logger().info):
         con = connect(db)
         try:
-            pointer = publish_walk_forward(con, out["cluster"], ahead, db)
+            pointer = publish_walk_forward(con, out.cluster, published, db)
         finally:
             con.close()
-    get_run_logger().info("published for %s: %s (%s)", out["cluster"], ahead["decision"], ahead["record"]["words"])
-    return {**ahead, "pointer": str(pointer)}
+    get_run_logger().info("published for %s: %s (%s)", out.cluster, ahead.decision.describe(), ahead.record.words)
+    return {**published, "pointer": str(pointer)}
 
 
 @flow(name="pipeline-backtest", log_prints=True)
@@ -285,5 +290,5 @@ def pipeline_backtest_flow(paths: list[str], db: str | None = None, cluster: str
     ingest = ingest_flow(list(paths), db=db, opts=IngestOptions(cluster=ingest_cluster)) if paths else []
     out = backtest_flow(db=db, cluster=cluster, steps=steps, dask=dask, current=current)
     published = publish_next_task(db, out)
-    report = weekly_report_flow(out["cluster"], None, db=db)
+    report = weekly_report_flow(out.cluster, None, db=db)
     return {"ingest": ingest, "backtest": out, "published": published, "report": report}

@@ -43,7 +43,8 @@ def backtest_all_flow(db: str | None = None, cluster: str | None = None, steps: 
                       dask: str | None = None) -> list[dict]:
     """Monthly: the walk forward of each cluster (or the one named) with `metapilot backtest`'s
     defaults. A cluster whose history is still too short is skipped, saying how much it needs; a
-    failure on one cluster fails the run after the others have been walked."""
+    failure on one cluster fails the run after the others have been walked. Returns, per cluster walked,
+    its result (`backtest`) and what was published from it (`published`), as `pipeline --backtest` does."""
     from prefect import get_run_logger
 
     from metapilot.flows.backtest import plan_origins
@@ -57,8 +58,8 @@ def backtest_all_flow(db: str | None = None, cluster: str | None = None, steps: 
             log.info("%s: no walk forward yet: %s", c, e)
             continue
         try:
-            out.append(backtest_flow(db=db, cluster=c, steps=steps, dask=dask))
-            out[-1]["published"] = publish_next_task(db, out[-1])
+            result = backtest_flow(db=db, cluster=c, steps=steps, dask=dask)
+            out.append({"backtest": result, "published": publish_next_task(db, result)})
         except Exception as e:  # noqa: BLE001 - the other clusters are still walked; the run fails below
             log.error("%s: the walk forward failed: %s: %s", c, type(e).__name__, e)
             failed.append(c)

@@ -16,7 +16,7 @@ from metapilot.models.evaluation.roi import (
     roi_from_heldout,
     roi_rows,
 )
-from metapilot.models.evaluation.heldout import Contender, comparison_table
+from metapilot.models.evaluation.heldout import WindowFigures, comparison_table
 
 UTC = timezone.utc
 
@@ -101,10 +101,10 @@ def _table(controller: bool = True) -> pl.DataFrame:
              "util_mem": None,
              "makespan_s": span_h * 3600.0, "jobs": 500, "jobs_not_run": 0, "first_submit": t0,
              "last_end": t0 + timedelta(hours=span_h)}
-        return Contender(name, kind, o)
+        return WindowFigures(name, kind, o)
 
     cs = [c("MetaPilot", "controller", 3000.0, 50_000.0, 0.72, 200.0) if controller else
-          Contender("MetaPilot", "controller", None, note="no replay"),
+          WindowFigures("MetaPilot", "controller", None, note="no replay"),
           c("fixed-U", "objective", 5000.0, 90_000.0, 0.73, 199.0),
           c("fixed-W", "objective", 3500.0, 40_000.0, 0.71, 201.0),
           c("SJF+easy", "baseline", 2500.0, 120_000.0, 0.70, 205.0),

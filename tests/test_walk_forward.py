@@ -221,8 +221,9 @@ def test_the_json_of_a_contender_never_holds_nan():
     """Lublin-256 logs no start times: its as-run figures were NaN, and `--json` wrote `NaN`, which is not JSON."""
     import json
 
-    from metapilot.models.evaluation.backtest import _contender_json
+    from metapilot.models.evaluation.walk_forward_result import ContenderFigures
 
-    row = _contender_json({"name": "as-run", "wait_mean_s": float("nan"), "regret_bsld_ci": [float("nan"), 0.1]})
+    row = ContenderFigures.of({"name": "as-run", "kind": "as-run", "wait_mean_s": float("nan"),
+                               "regret_bsld_ci": [float("nan"), 0.1]}).to_json()
     assert row["wait_mean_s"] is None and row["regret_bsld_ci"] == [None, 0.1]
     json.dumps(row, allow_nan=False)

@@ -18,7 +18,6 @@ MetaPilot's decision for a period (issue 38 item 5, chosen on the walk forward's
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -41,9 +40,9 @@ from metapilot.models.evaluation.choice import (
     recent_tail,
     record_prefers,
 )
+from metapilot.models.evaluation.contender import Contender
 from metapilot.models.evaluation.walk_forward import (
     GUARDED_RULES,
-    Contender,
     Figures,
     PolicyDecider,
     RuleDecider,
@@ -52,6 +51,14 @@ from metapilot.models.evaluation.walk_forward import (
     follow,
     jobs_between,
     observed_by,
+)
+from metapilot.models.evaluation.walk_forward_result import (
+    Bar,
+    ContenderFigures,
+    NextDecision,
+    Period,
+    Record,
+    WalkForwardResult,
 )
 from metapilot.ground.pool import process_map
 from metapilot.models.simulator import Capacity, simulate
@@ -287,10 +294,10 @@ def _fold_artifacts(fold: Fold) -> tuple[Any, dict | None, str | None]:
 
 def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *, current: str = "FCFS+EASY",
                  planner: bool = True, n_boot: int = 2000, seed: int = 0, log: Callable[[str], None] | None = None,
-                 backtest_id: str | None = None, choices: list[PastChoice] | None = None) -> dict:
+                 backtest_id: str | None = None, choices: list[PastChoice] | None = None) -> WalkForwardResult:
     """Follow the folds' decisions over [first origin, span_end), compare, store; returns the result
-    (the JSON `metapilot backtest --json` writes, with `backtest_id`). `choices`: what the past says
-    at each origin (`past_choices`), when already worked out."""
+    (its `to_json`: what `metapilot backtest --json` writes). `choices`: what the past says at each
+    origin (`past_choices`), when already worked out."""
     from metapilot.models.controller.planner import PlannerConfig
     from metapilot.models.evaluation.heldout import asrun_result
     from metapilot.transforms.workload import normalise
@@ -389,68 +396,39 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                           f"not reproduce this cluster (fidelity before advice: see each period's reason); the "
                           f"replays' gains there are not advice")
     backtest_id = backtest_id or new_backtest_id()
-    contender_json = [_contender_json(r) for r in span.iter_rows(named=True)]
-    ahead_json = None
+    figures = tuple(ContenderFigures.of(r) for r in span.iter_rows(named=True))
+    bar = Bar.of(verdict)
+    reference = span["reference"][0]
+    nxt = None
     if ahead is not None:  # the decision for the next period, from all the past, with the record behind it
         d, _ = _decide(ahead, "decided at the span's end from all the past", bounds[-1], frames, cur.name,
                        planned.name if planned else None, planners[-1])
-        ahead_json = {**json_safe(d.to_dict()), "decision": d.describe(), "decided_at": span_end.isoformat(),
-                      "backtest_id": backtest_id,
-                      "record": {**walk_forward_record(contender_json, current, span["reference"][0], verdict),
-                                 "span_from": t0.isoformat()}}  # the replay's time zero: F1's origin live
-    periods = []
-    me = per.filter(pl.col("name") == "MetaPilot")
-    for k, (fold, choice, d) in enumerate(zip(folds, choices, decisions, strict=True)):
-        lo = origins[k]
-        hi = origins[k + 1] if k + 1 < len(origins) else span_end
-        periods.append({"period": k, "period_from": lo, "period_to": hi, "decision": d.describe(), "rule": d.rule,
-                        "guard_h": d.guard_h, "policy_id": d.policy_id, "leader": choice.leader,
-                        "guarded_leader": choice.guarded, "guarded_leader_h": choice.guard_h,
-                        "fold_policy_id": fold.policy_id, "fold_gate": fold.gate, "fold_note": fold.note,
-                        "fidelity": choice.fidelity, **_fidelity_columns(choice.fidelity),
-                        "jobs": int(me.filter(pl.col("period") == k)["jobs"].sum()) if me.height else 0,
-                        "source": d.source})
+        # the record's time zero is the replay's: F1's origin live
+        nxt = NextDecision(d, span_end, backtest_id, Record.of(figures, current, reference, bar, t0))
+    periods = tuple(Period(origins[k], origins[k + 1] if k + 1 < len(origins) else span_end, d, choice.leader,
+                           Decision(choice.guarded, choice.guard_h), fold.gate, fold.policy_id, choice.fidelity)
+                    for k, (fold, choice, d) in enumerate(zip(folds, choices, decisions, strict=True)))
     store_backtest(con, backtest_id, _contender_rows(span, cluster, t0, span_end, current),
-                   pl.DataFrame(periods, infer_schema_length=None).drop("fidelity").rename({"source": "why"}), per)
-    return {
-        "backtest_id": backtest_id, "cluster": cluster, "span": [t0.isoformat(), span_end.isoformat()],
-        "current": current, "reference": span["reference"][0], "reference_any": span["reference_any"][0],
-        "bar": verdict,
-        "periods": [{"from": p["period_from"].isoformat(), "to": p["period_to"].isoformat(), "decision": p["decision"],
-                     "why": p["source"], "leader": p["leader"],
-                     "guarded_leader": Decision(p["guarded_leader"], p["guarded_leader_h"]).describe(),
-                     "fold_gate": p["fold_gate"], "fold_policy_id": p["fold_policy_id"],
-                     "fidelity": json_safe(p["fidelity"])} for p in periods],
-        "contenders": contender_json,
-        "next": ahead_json,
-    }
+                   _period_rows(periods, choices, folds, per), per)
+    return WalkForwardResult(backtest_id, cluster, t0, span_end, current, reference, span["reference_any"][0], bar,
+                             periods, figures, nxt)
 
 
-def walk_forward_record(contenders: Sequence[dict], current: str, reference: str | None, bar: dict) -> dict:
-    """What following MetaPilot did over the span, as a published decision's reason: its regret (and
-    interval) against the admissible reference, its gain over the current rule, its max wait against
-    the current rule's, and the bar's verdict; `words`: the same in one line."""
-    rows = {c["name"]: c for c in contenders}
-    me, cur = rows.get("MetaPilot", {}), rows.get(f"{current} (current)", {})
-    ratio = (me["wait_max_s"] / cur["wait_max_s"]) if me.get("wait_max_s") is not None and cur.get("wait_max_s") else None
-    rec = {"reference": reference, "current": current, "bar_met": bool(bar.get("met")),
-           "regret_bsld": me.get("regret_bsld"), "regret_bsld_ci": me.get("regret_bsld_ci"),
-           "regret_wait_mean": me.get("regret_wait_mean"), "regret_wait_mean_ci": me.get("regret_wait_mean_ci"),
-           "gain_bsld": me.get("gain_bsld"), "gain_wait_mean": me.get("gain_wait_mean"), "max_wait_ratio": ratio}
-
-    def pct(v, ci=None) -> str:
-        if v is None:
-            return "–"
-        band = f" [{ci[0]:+.1%}, {ci[1]:+.1%}]" if ci and None not in ci else ""
-        return f"{v:+.1%}{band}"
-
-    rec["words"] = (f"followed over the walk forward: regret against {reference or 'the reference'} (best admissible "
-                    f"rule in hindsight) bsld {pct(rec['regret_bsld'], rec['regret_bsld_ci'])}, mean wait "
-                    f"{pct(rec['regret_wait_mean'], rec['regret_wait_mean_ci'])}; gain over {current}: bsld "
-                    f"{pct(rec['gain_bsld'])}, mean wait {pct(rec['gain_wait_mean'])}; max wait "
-                    f"{'–' if ratio is None else f'{ratio:.2f}x'} the current rule's; bar "
-                    f"{'met' if rec['bar_met'] else 'not met'}")
-    return rec
+def _period_rows(periods: Sequence[Period], choices: Sequence[PastChoice], folds: Sequence[Fold],
+                 per: pl.DataFrame) -> pl.DataFrame:
+    """`backtest_periods`' rows: each period's decision, what the past and the fold said, its jobs."""
+    me = per.filter(pl.col("name") == "MetaPilot")
+    rows = []
+    for k, (p, choice, fold) in enumerate(zip(periods, choices, folds, strict=True)):
+        d = p.decision
+        rows.append({"period": k, "period_from": p.start, "period_to": p.end, "decision": d.describe(), "rule": d.rule,
+                     "guard_h": d.guard_h, "policy_id": d.policy_id, "leader": choice.leader,
+                     "guarded_leader": choice.guarded, "guarded_leader_h": choice.guard_h,
+                     "fold_policy_id": fold.policy_id, "fold_gate": fold.gate, "fold_note": fold.note,
+                     **_fidelity_columns(choice.fidelity),
+                     "jobs": int(me.filter(pl.col("period") == k)["jobs"].sum()) if me.height else 0,
+                     "why": d.source})
+    return pl.DataFrame(rows, infer_schema_length=None)
 
 
 def _decide(choice: PastChoice, reason: str, at_s: float | None, frames: dict[str, pl.DataFrame], current: str,
@@ -494,25 +472,6 @@ def _fidelity_columns(f: dict | None) -> dict:
     """The fidelity at an origin as `backtest_periods`' columns (all None where there is none)."""
     keys = ("wait_mean_replay_s", "wait_mean_asrun_s", "waited_replay", "waited_asrun", "kendall_tau", "far")
     return {f"fidelity_{k}": (f or {}).get(k) for k in keys}
-
-
-JSON_FIELDS = ("name", "kind", "wait_mean_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "bsld_mean", "bsld_mean_1min",
-               "util_cpu_backlog", "gain_wait_mean", "gain_bsld", "regret_bsld", "regret_bsld_ci", "regret_wait_mean",
-               "regret_wait_mean_ci", "regret_bsld_any", "regret_wait_mean_any", "admissible", "worst_user_wait_s",
-               "worst_account_wait_s", "jain_users", "note")
-
-
-def json_safe(v: Any) -> Any:
-    """A figure that does not exist is null, never NaN or infinity (which are not JSON)."""
-    if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, dict):
-        return {k: json_safe(x) for k, x in v.items()}
-    return [json_safe(x) for x in v] if isinstance(v, (list, tuple)) else v
-
-
-def _contender_json(row: dict) -> dict:
-    return {k: json_safe(row.get(k)) for k in JSON_FIELDS}
 
 
 def _contender_rows(span: pl.DataFrame, cluster: str, t0: datetime, t1: datetime, current: str) -> pl.DataFrame:

@@ -2,8 +2,9 @@
 
 Contenders (SPEC §6, §7, §9): the controller (objective switched per epoch), each objective of its
 menu held fixed, the lookahead planner and the guarded rule it was taught by, the oracle planner
-that sees the future (a bound, never published), the 21 baselines, and the as-run history (the logged starts of
-the same jobs). Every contender's figures come from `models.simulator.metrics` (the as-run history
+that sees the future (a bound, never published), the 21 fixed rules, and the as-run history (the logged
+starts of the same jobs): each a `contender.Contender` of a kind in `contender.KINDS`, measured here
+into its `WindowFigures`. Every contender's figures come from `models.simulator.metrics` (the as-run history
 is wrapped in a `SimResult` with the logged starts), so no metric is computed two ways.
 
 The pure part (contender results -> table, winners, bootstrap intervals, verdict) needs no
@@ -28,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from metapilot.models.evaluation.contender import HELDOUT_KINDS, Contender
+
 if TYPE_CHECKING:
     import duckdb
     from metapilot.models.simulator import Capacity, SimResult
@@ -35,9 +38,6 @@ if TYPE_CHECKING:
 
 CONTROLLER = "MetaPilot"
 AS_RUN = "as-run"
-KINDS = ("controller", "objective", "baseline", "history", "planner", "bound")
-# planner: the lookahead planner and the guarded rule the controller was taught by (deployable,
-# not fixed); bound: the planner that sees the true future (a reference, never published)
 FIXED_KINDS = ("objective", "baseline")  # what "best fixed contender" chooses from
 
 # replay_objectives(workload, capacity, objective_per_epoch, epoch_s=3600) -> SimResult, where
@@ -81,8 +81,8 @@ TIE_REL = 1e-9  # values within this relative distance of the best also win
 
 
 @dataclass(frozen=True)
-class Contender:
-    """One contender's outcome on the window: overall figures (heldout_replays columns) and weeks."""
+class WindowFigures:
+    """A contender's figures on the held-out window: overall (heldout_replays columns) and per week."""
 
     name: str
     kind: str
@@ -95,10 +95,14 @@ class Contender:
         return self.overall is not None
 
 
-def contender_from_result(name: str, kind: str, result: SimResult, note: str | None = None) -> Contender:
-    """Figures of a replay (or of the wrapped as-run history) in the heldout_replays' column names."""
-    if kind not in KINDS:
-        raise ValueError(f"unknown contender kind {kind!r}; known: {KINDS}")
+def figures_of(c: Contender) -> WindowFigures:
+    """A contender's figures (of its replay, or of the wrapped as-run history) in the heldout_replays'
+    column names; one that could not be replayed is kept, unavailable, with its reason."""
+    if c.kind not in HELDOUT_KINDS:
+        raise ValueError(f"{c.kind!r} is not a held-out contender's kind; known: {HELDOUT_KINDS}")
+    if c.result is None:
+        return WindowFigures(c.name, c.kind, None, None, c.note)
+    result = c.result
     o = result.metrics().row(0, named=True)
     origin = result.workload.window_start
 
@@ -115,7 +119,7 @@ def contender_from_result(name: str, kind: str, result: SimResult, note: str | N
             "week", "week_start", pl.col("jobs").cast(pl.Int64), *[m.column for m in METRICS if m.weekly],
             pl.col("jobs_completed").cast(pl.Int64),
         )
-    return Contender(name, kind, overall, wk, note)
+    return WindowFigures(c.name, c.kind, overall, wk, c.note)
 
 
 def backlog_utilisation(result: SimResult) -> float | None:
@@ -150,11 +154,6 @@ def backlog_utilisation(result: SimResult) -> float | None:
     cap = float(result.capacity.cores.sum())
     span = float(cum[-1])
     return used / (cap * span) if cap > 0 and span > 0 else None
-
-
-def unavailable(name: str, kind: str, reason: str) -> Contender:
-    """A contender that could not be replayed: kept in the table, with the reason."""
-    return Contender(name, kind, None, None, reason)
 
 
 def baseline_name(policy: str, backfill: str) -> str:
@@ -193,7 +192,7 @@ def asrun_result(workload: Workload, capacity: Capacity, jobs: pl.DataFrame) -> 
 # --- the comparison -------------------------------------------------------------------------------
 
 
-def comparison_table(contenders: Sequence[Contender]) -> pl.DataFrame:
+def comparison_table(contenders: Sequence[WindowFigures]) -> pl.DataFrame:
     """One row per contender (heldout_replays' metric columns, then kind, status, note, counts)."""
     names = [c.name for c in contenders]
     if len(set(names)) != len(names):
@@ -214,7 +213,7 @@ def comparison_table(contenders: Sequence[Contender]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=schema)
 
 
-def weekly_table(contenders: Sequence[Contender]) -> pl.DataFrame:
+def weekly_table(contenders: Sequence[WindowFigures]) -> pl.DataFrame:
     """The per-week figures of every available contender, with a `contender` column."""
     frames = [c.weekly.with_columns(pl.lit(c.name).alias("contender")) for c in contenders
               if c.available and c.weekly is not None and c.weekly.height]
@@ -602,7 +601,7 @@ def run_heldout(
     say(f"window {win.start:%Y-%m-%d %H:%M} .. {win.end:%Y-%m-%d %H:%M} UTC: {len(workload):,} jobs to replay "
         f"({workload.report.left_out:,} left out by normalisation)")
 
-    contenders: list[Contender] = []
+    contenders: list[WindowFigures] = []
     why_replay = None
     if replay is None:
         replay, why_replay = load_objective_replay()
@@ -618,13 +617,14 @@ def run_heldout(
     state = replace(state, epoch_s=epoch)
     menu = Menu.of(state)
 
-    def objective_run(name: str, kind: str, objective, why: str | None) -> Contender:
+    def objective_run(name: str, kind: str, objective, why: str | None) -> WindowFigures:
         if why is not None:
-            return unavailable(name, kind, why)
+            return figures_of(Contender(name, kind, None, why))
         try:
-            return contender_from_result(name, kind, replay(workload, capacity, objective, epoch_s=epoch, state_config=state))
+            return figures_of(Contender(name, kind, replay(workload, capacity, objective, epoch_s=epoch,
+                                                           state_config=state)))
         except Exception as e:  # noqa: BLE001 - the hook belongs to another module: report, do not abort
-            return unavailable(name, kind, f"the objective replay failed: {type(e).__name__}: {e}")
+            return figures_of(Contender(name, kind, None, f"the objective replay failed: {type(e).__name__}: {e}"))
 
     contenders.append(objective_run(CONTROLLER, "controller", controller_fn, why_replay or why_ctrl))
     for i, name in enumerate(menu.names):
@@ -632,11 +632,11 @@ def run_heldout(
     for name, kind, cfg in teachers(getattr(loaded, "card", None), menu):
         contenders.append(objective_run(name, kind, LookaheadPlanner(menu, cfg, epoch), why_replay))
     for pol, bf in RULE_PAIRS:
-        contenders.append(contender_from_result(baseline_name(pol, bf), "baseline", simulate(workload, capacity, pol, bf)))
-    contenders.append(contender_from_result(
+        contenders.append(figures_of(Contender(baseline_name(pol, bf), "baseline", simulate(workload, capacity, pol, bf))))
+    contenders.append(figures_of(Contender(
         AS_RUN, "history", asrun_result(workload, capacity, jobs),
         note="logged starts of the same jobs; the real cluster also ran jobs submitted before the window, "
-             "the replays start from an empty cluster"))
+             "the replays start from an empty cluster")))
     table = comparison_table(contenders)
     weekly = weekly_table(contenders)
     diffs = controller_differences(table, weekly, CONTROLLER, n_boot=n_boot, seed=seed)

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import polars as pl
 
+from metapilot.models.evaluation.contender import Contender
 from metapilot.models.evaluation.heldout import backlog_utilisation
 from metapilot.models.simulator import Capacity
 from metapilot.models.simulator.epoch_replay import EpochReplay
@@ -224,15 +225,6 @@ def nan_last(v: float) -> float:
 # --- the comparison over the span ------------------------------------------------------------------
 
 
-@dataclass
-class Contender:
-    name: str
-    kind: str
-    result: SimResult | None
-    note: str | None = None
-    frame: pl.DataFrame = field(default_factory=pl.DataFrame)
-
-
 def period_sums(frame: pl.DataFrame, bounds: Sequence[float]) -> np.ndarray:
     """Per period: (jobs, sum of waits, sum of bsld, jobs >= 1 min, their bsld sum): what the span's
     means and the bootstrap's resamples are built from."""
@@ -299,14 +291,15 @@ def compare(contenders: Sequence[Contender], bounds: Sequence[float], current: s
             owners: pl.DataFrame | None = None, *, n_boot: int = 2000, seed: int = 0) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Span table (one row per contender) and period table (one row per contender and period)."""
     lo, hi = float(bounds[0]), float(bounds[-1])
+    frames: dict[str, pl.DataFrame] = {}
     sums: dict[str, np.ndarray] = {}
     figs: dict[str, Figures] = {}
     for c in contenders:
         if c.result is None:
             continue
-        c.frame = jobs_between(c.result, lo, hi)
-        sums[c.name] = period_sums(c.frame, bounds)
-        figs[c.name] = Figures.of(c.frame)
+        frames[c.name] = jobs_between(c.result, lo, hi)
+        sums[c.name] = period_sums(frames[c.name], bounds)
+        figs[c.name] = Figures.of(frames[c.name])
     fixed = [c.name for c in contenders if c.kind == "fixed" and c.name in figs]
     cur = figs[current]
     admissible = [r for r in fixed if figs[r].admissible(cur)]
@@ -333,11 +326,12 @@ def compare(contenders: Sequence[Contender], bounds: Sequence[float], current: s
                 row[f"regret_{metric}{tag}"] = point
                 row[f"regret_{metric}{tag}_ci"] = [lo_ci, hi_ci] if lo_ci is not None else None
         row["admissible"] = f.admissible(cur)
-        row.update(fairness(c.frame, owners))
+        frame = frames[c.name]
+        row.update(fairness(frame, owners))
         rows.append(row)
         s = sums[c.name]
         for k in range(len(bounds) - 1):
-            per = c.frame.filter((pl.col("submit") >= bounds[k]) & (pl.col("submit") < bounds[k + 1]))
+            per = frame.filter((pl.col("submit") >= bounds[k]) & (pl.col("submit") < bounds[k + 1]))
             pf = Figures.of(per)
             prow.append({"name": c.name, "period": k, "jobs": int(s[k, 0]), "wait_mean_s": pf.wait_mean_s,
                          "wait_max_s": pf.wait_max_s, "bsld_mean": pf.bsld_mean,

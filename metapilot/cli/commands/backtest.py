@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
+
+if TYPE_CHECKING:
+    from metapilot.models.evaluation.walk_forward_result import WalkForwardResult
 
 
 MAX_WEEKS = 1040  # 20 years: longer than any log; a date that far ahead overflows Python's datetime
@@ -80,12 +83,10 @@ def backtest_cmd(
         out = backtest_flow(db=db, cluster=name, every_weeks=every_w, warmup_weeks=warmup_w, start=t_from, end=t_to,
                             current=current, steps=steps, dask=dask, planner=planner, relearn=relearn)
     print_backtest(out)
-    console.print(f"[dim]each fold's own warehouse (its past, policy and replays): {out['folds']}; the next walk forward "
+    console.print(f"[dim]each fold's own warehouse (its past, policy and replays): {out.folds}; the next walk forward "
                   "reuses the folds whose past has not changed (--relearn: learn them all again)[/dim]")
     if json_out:
-        from metapilot.models.evaluation.backtest import json_safe
-
-        Path(json_out).write_text(json.dumps(json_safe(out), indent=2, default=str, allow_nan=False) + "\n",
+        Path(json_out).write_text(json.dumps(out.to_json(), indent=2, default=str, allow_nan=False) + "\n",
                                   encoding="utf-8")
         console.print(f"JSON: {json_out}")
 
@@ -116,44 +117,45 @@ def _f(v, fmt: str) -> str:
     return "–" if v is None else format(v, fmt)
 
 
-def print_backtest(out: dict) -> None:
+def print_backtest(out: WalkForwardResult) -> None:
     """The periods' decisions in words, then every contender's figures and regrets."""
     from rich.table import Table
 
     from metapilot.cli.console import console
     from metapilot.ground.units import fmt_duration
+    from metapilot.models.evaluation.contender import WALK_FORWARD_KINDS
 
-    console.print(f"[bold]Walk forward on {out['cluster']}[/bold], {out['span'][0][:10]} .. {out['span'][1][:10]}: "
-                  f"{len(out['periods'])} periods; current rule {out['current']}; bar: the best admissible fixed rule "
-                  f"in hindsight, {out['reference']} (best overall: {out['reference_any']})")
-    for p in out["periods"]:
-        console.print(f"  {p['from'][:10]} .. {p['to'][:10]}: {p['decision']}  [dim]({p['why']})[/dim]")
-    t = Table(title=f"Backtest {out['backtest_id']}")
+    console.print(f"[bold]Walk forward on {out.cluster}[/bold], {out.span_from.isoformat()[:10]} .. "
+                  f"{out.span_to.isoformat()[:10]}: {len(out.periods)} periods; current rule {out.current}; bar: the "
+                  f"best admissible fixed rule in hindsight, {out.reference} (best overall: {out.reference_any})")
+    for p in out.periods:
+        console.print(f"  {p.start.isoformat()[:10]} .. {p.end.isoformat()[:10]}: {p.decision.describe()}  "
+                      f"[dim]({p.decision.source})[/dim]")
+    t = Table(title=f"Backtest {out.backtest_id}")
     for col in ("contender", "kind", "mean wait", "p99 wait", "max wait", "bsld", "regret bsld [95% CI]",
                 "regret wait", "regret bsld (any)"):
         t.add_column(col, justify="left" if col in ("contender", "kind") else "right")
 
-    def ci(c: dict, key: str) -> str:
-        point, iv = c.get(key), c.get(f"{key}_ci")
+    def ci(point: float | None, iv: list | None) -> str:
         text = _f(point, "+.1%")
         return f"{text} [{_f(iv[0], '+.1%')}, {_f(iv[1], '+.1%')}]" if iv else text
 
-    order = {"metapilot": 0, "current": 1, "guarded-leader": 2, "leader": 3, "planner": 4, "oracle": 5, "as-run": 6, "fixed": 7}
-    for c in sorted(out["contenders"], key=lambda c: (order.get(c["kind"], 9), c["bsld_mean"] or 1e300)):
-        if c.get("wait_mean_s") is None:
-            t.add_row(c["name"], c["kind"], "unavailable", "", "", "", "", "", "")
+    order = {k: i for i, k in enumerate(WALK_FORWARD_KINDS)}
+    for c in sorted(out.contenders, key=lambda c: (order.get(c.kind, 9), c.bsld_mean or 1e300)):
+        if not c.replayed:
+            t.add_row(c.name, c.kind, "unavailable", "", "", "", "", "", "")
             continue
-        t.add_row(c["name"], c["kind"], fmt_duration(c["wait_mean_s"]), fmt_duration(c["wait_p99_s"]),
-                  fmt_duration(c["wait_max_s"]), _f(c["bsld_mean"], ".2f"), ci(c, "regret_bsld"),
-                  ci(c, "regret_wait_mean"), _f(c["regret_bsld_any"], "+.1%"))
+        t.add_row(c.name, c.kind, fmt_duration(c.wait_mean_s), fmt_duration(c.wait_p99_s),
+                  fmt_duration(c.wait_max_s), _f(c.bsld_mean, ".2f"), ci(c.regret_bsld, c.regret_bsld_ci),
+                  ci(c.regret_wait_mean, c.regret_wait_mean_ci), _f(c.regret_bsld_any, "+.1%"))
     console.print(t)
-    bar = out["bar"]
-    word = "[green]met[/green]" if bar.get("met") else "[yellow]not met[/yellow]"
-    console.print(f"Bar (issue 38): {word}. beats {out['current']} on mean wait and bsld: {bar.get('beats_current')}; "
-                  f"no fixed rule dominates it: {bar.get('not_dominated')}"
-                  f"{' (dominated by ' + ', '.join(bar['dominated_by']) + ')' if bar.get('dominated_by') else ''}; "
-                  f"regret <= 5%: {bar.get('regret_within_5pct')}; starves no one more: {bar.get('starves_no_one_more')}"
-                  + (f". {bar['why'][0].upper()}{bar['why'][1:]}" if bar.get("why") else ""))
+    bar = out.bar
+    word = "[green]met[/green]" if bar.met else "[yellow]not met[/yellow]"
+    console.print(f"Bar (issue 38): {word}. beats {out.current} on mean wait and bsld: {bar.beats_current}; "
+                  f"no fixed rule dominates it: {bar.not_dominated}"
+                  f"{' (dominated by ' + ', '.join(bar.dominated_by) + ')' if bar.dominated_by else ''}; "
+                  f"regret <= 5%: {bar.regret_within_5pct}; starves no one more: {bar.starves_no_one_more}"
+                  + (f". {bar.why[0].upper()}{bar.why[1:]}" if bar.why else ""))
     console.print("[dim]A regret below zero is a win only when its interval's upper end is below zero too.[/dim]")
 
 

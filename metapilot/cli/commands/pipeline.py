@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from metapilot.ground.paths import samples_dir
+
+if TYPE_CHECKING:
+    from metapilot.models.evaluation.walk_forward_result import NextDecision
 
 SAMPLES_SOURCE = "the samples/logs folder of the MetaPilot repository (provenance in its samples/README.md)"
 
@@ -89,27 +92,29 @@ def _pipeline_backtest(logs: list[str], db: str | None, cluster: str | None, ing
         from metapilot.flows.backtest import pipeline_backtest_flow
 
         out = pipeline_backtest_flow(logs, db=db, cluster=cluster, steps=steps, dask=dask, ingest_cluster=ingest_cluster)
-    print_published(out["backtest"]["cluster"], out.get("published"))
+    result = out["backtest"]
+    print_published(result.cluster, result.next if out.get("published") else None)
     if out["ingest"]:
         print_ingest_summary(out["ingest"], str(db_path(db).resolve()))
-    print_backtest(out["backtest"])
+    print_backtest(result)
     console.print(f"\n[bold]MetaPilot walk forward done in {time.perf_counter() - t0:.0f} s[/bold] "
-                  f"(cluster {out['backtest']['cluster']}; metapilot roi --backtest {out['backtest']['backtest_id']})")
+                  f"(cluster {result.cluster}; metapilot roi --backtest {result.backtest_id})")
     console.print(f"  report     {out['report']['files']['html']}")
 
 
-def print_published(cluster: str, published: dict | None) -> None:
-    """The main job's first line: what the walk forward backs for the next period, with its record."""
+def print_published(cluster: str, published: NextDecision | None) -> None:
+    """The main job's first line: what the walk forward backs for the next period (`published`: the
+    decision it published, None when nothing was), with its record."""
     from metapilot.cli.console import console
 
     if not published:
         console.print(f"[yellow]nothing published for {cluster}:[/yellow] the walk forward decided nothing for the "
                       "next period (its periods and figures follow)")
         return
-    console.print(f"[bold]What to run on {cluster} next:[/bold] {published['decision']} — "
-                  f"{published['record']['words']} (published; a person approves it with `metapilot approve --cluster "
+    console.print(f"[bold]What to run on {cluster} next:[/bold] {published.decision.describe()} — "
+                  f"{published.record.words} (published; a person approves it with `metapilot approve --cluster "
                   f"{cluster}`, then `metapilot steer --policy published` or `metapilot export` applies it)")
-    console.print(f"  why: {published['source']}")
+    console.print(f"  why: {published.decision.source}")
 
 
 def _holds_jobs(db: str | None) -> bool:
