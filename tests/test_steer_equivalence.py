@@ -3,8 +3,9 @@ log at random epoch boundaries, rendered as the `squeue --json` and `sinfo --jso
 would give, read back by `steer`'s own parser, and ranked by `steer`'s own code under the same
 decision; the ranking must be the engine's queue order, job for job, for a fixed rule, a rule with
 the walk forward's tail guard, and the lookahead planner (whose pick from the live answers must be
-the pick it makes inside the replay, with the same costs). The learned controller is not here: its
-live state is a different function of the queue (`live_state`) and is tested there."""
+the pick it makes inside the replay, with the same costs), and the learned controller (whose lookahead features and queue figures read live are the
+ones it reads in the replay; the arrivals and memory it also reads come from what Slurm shows, which
+holds no job that ended before the last minutes: they are not compared)."""
 
 from __future__ import annotations
 
@@ -138,3 +139,30 @@ def test_the_planner_picks_live_what_it_picks_in_the_replay_and_steer_ranks_by_i
     objective = decision.planner_objective(jobs, nodes, now, float(agg[WAIT_MAX]))
     assert objective == menu.names[pick]
     assert steer_order(squeue, objective, now) == engine_order(rp, CATALOGUE[objective].setting[0])
+
+
+QUEUE_FIGURES = ("used_cpu", "cap_cpu", "queue_len", "queued_cpu", "wait_mean_s", "wait_max_s", "long_tail_share",
+                 "req_mean_s")
+
+
+@SNAPSHOT
+@given(hours=st.integers(24, 26 * 24), horizon=st.sampled_from([2.0, 6.0]))
+def test_a_controller_reads_live_the_lookahead_and_queue_it_reads_in_the_replay(kth, hours, horizon):
+    from metapilot.models.controller.lookahead import LookaheadProbe
+    from metapilot.models.simulator.epoch_replay import A
+    from metapilot.models.steering.live_state import live_aggregates, live_state
+    from metapilot.transforms.state import StateConfig, lookahead_features
+
+    rp, agg = replay_to(kth, "SJF+EASY", hours)
+    assume(len(rp.engine.queued()) >= 2)
+    squeue, sinfo = render(rp)
+    now = T0.timestamp() + rp.engine.now
+    cfg = StateConfig(lookahead_h=horizon)
+    probe = LookaheadProbe(cfg)
+    inside = lookahead_features(probe.costs(rp.engine, agg, probe.menu.settings), cfg.epoch_s)[0]
+    _, jobs = parse_squeue(squeue)
+    nodes = parse_sinfo(sinfo)
+    live = live_state(jobs, nodes, now, cfg, origin_s=T0.timestamp())[0]
+    np.testing.assert_allclose(live[-len(inside):], inside, rtol=1e-6, atol=1e-6)
+    seen = live_aggregates(jobs, nodes, now, cfg)
+    assert {k: seen[k] for k in QUEUE_FIGURES} == pytest.approx({k: float(agg[A[k]]) for k in QUEUE_FIGURES})

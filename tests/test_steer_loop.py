@@ -8,6 +8,7 @@ import json
 import time
 
 import polars as pl
+import numpy as np
 import pytest
 from steer_standin import band_factor, calls, job, make_bin, mini_cluster, site_factors, update_state
 from typer.testing import CliRunner
@@ -271,6 +272,12 @@ def test_live_state_uses_advises_aggregates():
     assert set(agg) == set(AGGREGATES)
     assert agg["used_cpu"] == 16 and agg["cap_cpu"] == 64 and agg["queue_len"] == 2 and agg["queued_cpu"] == 12
     assert agg["wait_max_s"] == 7200 and agg["arrivals"] == 2 and agg["req_mean_s"] == 1200
-    assert live_state(jobs, nodes, now, StateConfig()).shape[0] == 1
-    with pytest.raises(ValueError, match="lookahead"):
-        live_state(jobs, nodes, now, StateConfig(lookahead_h=2))
+    base = live_state(jobs, nodes, now, StateConfig())
+    assert base.shape[0] == 1
+    # lookahead features from the planner's rollouts of the live view: one per objective and the floor
+    ahead = live_state(jobs, nodes, now, StateConfig(lookahead_h=2))
+    n_menu = len(StateConfig().menu)
+    assert ahead.shape == (1, base.shape[1] + n_menu + 1) and np.array_equal(ahead[:, :base.shape[1]], base)
+    assert np.isfinite(ahead).all() and (ahead[0, base.shape[1]:] >= 0).all()
+    with pytest.raises(ValueError, match="forecast"):  # a persistence forecast needs jobs squeue no longer shows
+        live_state(jobs, nodes, now, StateConfig(lookahead_h=2, lookahead_forecast_h=24))

@@ -36,12 +36,29 @@ def live_aggregates(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, confi
     }
 
 
-def live_state(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, config: StateConfig) -> np.ndarray:
-    if config.lookahead_h > 0:
-        raise ValueError("this controller's state holds lookahead features (planner rollouts), which a live queue "
-                         "cannot give yet: steer by a fixed rule (--policy RULE), or publish a controller without them")
+def live_state(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, config: StateConfig,
+               probe: object | None = None, origin_s: float | None = None) -> np.ndarray:
+    """The controller's state of the live cluster; a state with lookahead features gets them from the
+    planner's rollouts of the live view (`live_planner.live_view`, as the replay's probe rolls the
+    engine's), through `probe` (a `LookaheadProbe`, kept across cycles) or a new one; `origin_s`: the
+    instant F1's rollout counts from (`live_view`)."""
     agg = live_aggregates(jobs, nodes, now_s, config)
-    return state_from_aggregates(**agg, config=config)
+    base = state_from_aggregates(**agg, config=config)
+    if config.lookahead_h <= 0:
+        return base
+    if config.lookahead_forecast_h > 0:
+        raise ValueError("this controller's lookahead forecasts arrivals from the jobs submitted earlier, which a live "
+                         "queue does not show: steer by a fixed rule (--policy RULE), or publish a controller without "
+                         "a forecast")
+    from metapilot.models.controller.lookahead import LookaheadProbe
+    from metapilot.models.steering.live_planner import live_view
+    from metapilot.transforms.state import lookahead_features
+
+    probe = probe if probe is not None else LookaheadProbe(config)
+    v = live_view(jobs, nodes, now_s, origin_s)
+    costs = probe.costs(v.engine, v.aggregates, probe.menu.settings)
+    return np.concatenate([np.asarray(base, dtype=np.float32).reshape(-1),
+                           lookahead_features(costs, config.epoch_s)[0]]).reshape(np.shape(base)[:-1] + (-1,))
 
 
 def controller_menu(policy_id: str, db: str | Path | None) -> list[str]:

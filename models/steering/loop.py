@@ -258,7 +258,14 @@ class Steerer:
             return self.decision.planner_objective(jobs, nodes, now, oldest)
         from metapilot.models.steering.live_state import live_state
 
-        return self.advisor.decide(live_state(jobs, nodes, now, self.advisor.policy.state_config)).objective
+        config = self.advisor.policy.state_config
+        if config.lookahead_h > 0 and getattr(self, "_probe", None) is None:  # kept across cycles
+            from metapilot.models.controller.lookahead import LookaheadProbe
+
+            self._probe = LookaheadProbe(config)
+        probe = self._probe if config.lookahead_h > 0 else None
+        return self.advisor.decide(live_state(jobs, nodes, now, config, probe,
+                                              getattr(self.decision, "origin_s", None))).objective
 
     def waits(self, jobs: pl.DataFrame, now: float) -> pl.DataFrame:
         """The steerable pending jobs with how long each has waited since it became *eligible*
