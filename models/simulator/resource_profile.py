@@ -155,24 +155,40 @@ def pf_chains(P, st, p):
 
 
 @jit
-def pf_find(J, P, st, p, j, now, lo, own_lo, own_hi, limit, chains):
+def pf_find(J, P, st, p, j, now, lo, own_lo, own_hi, limit, chains, rebuild=True):
     """Earliest start t >= now, t < limit, where job j fits for its requested time; `limit` if
     none. Over [own_lo, own_hi) job j's own reservation is counted as free (it is moving; then
     limit <= own_lo and own_hi - own_lo is its requested time). The search begins with the
     segment that holds `lo` (>= now): the caller knows that no start before `lo` fits. With
     `chains`, runs of segments are stepped over on cores alone when GPUs and memory cannot bind
-    the job (`pf_chains`, redone first if the profile changed since)."""
+    the job (`pf_chains`, redone first if the profile changed since; without `rebuild` a changed
+    profile is searched segment by segment instead: in a compression's pass nearly every move
+    changes the profile, and a rebuild, O(profile), cost more than the scans it saved: RICC-2010-2,
+    docs/benchmarks.md "Conservative backfilling on a busy cluster"). The result is the same
+    either way; outside a run the segments short of cores are passed in a tight loop."""
     o = pf_base(P, st, p)
     n = st.plen[p]
     dur = J.req[j]
     plain_end = own_lo if own_hi > own_lo else INF  # before it, the job's own slot plays no part
     if chains and not st.pf_linked[p]:
-        pf_chains(P, st, p)
+        if rebuild:
+            pf_chains(P, st, p)
+        else:
+            chains = False
     step = chains and J.need[j, 1] <= st.pf_low[p, 1] and J.need[j, 2] <= st.pf_low[p, 2]
     cand = 0.0
     have = False  # a run of segments where j fits began at cand
     k = _pf_index(P, st, p, lo)
+    stop = min(plain_end, limit)  # outside a run, a segment starting here ends the search
+    need0 = J.need[j, 0]
     while k < n:  # the starts before its own slot
+        if not have and not step:  # (the segments too short of cores, in a tight loop)
+            while k < n and st.pf[o + k, 0] < need0:
+                if max(st.pt[o + k], now) >= stop:
+                    return limit
+                k += 1
+            if k == n:
+                break
         x = max(st.pt[o + k], now)
         if x >= plain_end:
             break
