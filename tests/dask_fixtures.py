@@ -46,6 +46,15 @@ def stop_dask_cluster(cluster: DaskCluster) -> None:
     subprocess.run(["bash", str(SCRIPT), "stop", str(cluster.folder)], capture_output=True, text=True, timeout=120)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_code_version():
+    """Folds are keyed by the code version (`git describe --dirty`), held still while a module runs (imported
+    by the modules that walk forward, it applies to each of them)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("metapilot.ground.version.code_version", lambda: "test-version")
+        yield
+
+
 @pytest.fixture(scope="module")
 def dask_cluster():
     cluster = start_dask_cluster(2)

@@ -51,6 +51,15 @@ class SlurmCluster:
             time.sleep(0.3)
 
 
+def alive(pid: int) -> bool:
+    """Whether the process `pid` (one a script started) still runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 def parse_exports(text: str) -> dict[str, str]:
     """The `export NAME=VALUE` lines the start prints (and nothing else is allowed on stdout)."""
     out = {}

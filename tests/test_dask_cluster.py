@@ -11,18 +11,11 @@ import threading
 import time
 
 import pytest
-from dask_fixtures import HPC2N, dask_cluster, figures, local_result, walk_forward  # noqa: F401
+from dask_fixtures import HPC2N, dask_cluster, figures, local_result, one_code_version, walk_forward  # noqa: F401
+from slurm_fixtures import alive
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"),
               pytest.mark.skipif(not HPC2N.exists(), reason="../shared/data is not beside the repository")]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_code_version():
-    """Folds are keyed by the code version (`git describe --dirty`), held still while the module runs."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("metapilot.ground.version.code_version", lambda: "test-version")
-        yield
 
 
 def _folds_done(client, since: float) -> list[str]:
@@ -34,7 +27,7 @@ def _folds_done(client, since: float) -> list[str]:
 
 def test_the_script_stops_what_it_started_by_pid(dask_cluster):
     pids = dask_cluster.pids()
-    assert len(pids) == 2 and all(_alive(p) for p in pids.values())
+    assert len(pids) == 2 and all(alive(p) for p in pids.values())
     assert (dask_cluster.folder / "scheduler.pid").is_file()
 
 
@@ -75,14 +68,6 @@ def test_a_worker_killed_mid_fold_its_fold_is_learned_elsewhere_and_the_result_i
     other = next(w for w in pids if w != victim)
     assert done == [other], f"the fold was not learned again on the other worker: {done}"
     assert figures(got["doc"]) == figures(local_result)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _wait(pred, timeout_s: float, what: str):

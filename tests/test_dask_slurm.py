@@ -14,20 +14,13 @@ import threading
 import time
 
 import pytest
-from dask_fixtures import HPC2N, figures, ingest, local_result, walk_forward  # noqa: F401
+from dask_fixtures import HPC2N, figures, ingest, local_result, one_code_version, walk_forward  # noqa: F401
 from slurm_fixtures import slurm, slurm_session  # noqa: F401
 
 from metapilot.flows.batch_workers import JOB_NAME
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"),
               pytest.mark.skipif(not HPC2N.exists(), reason="../shared/data is not beside the repository")]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_code_version():
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr("metapilot.ground.version.code_version", lambda: "test-version")
-        yield
 
 
 def _workers(slurm, states: str = "PD,R,CG,S") -> dict[str, str]:

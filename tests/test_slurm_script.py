@@ -11,15 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_fixtures import SCRIPT, parse_exports, slurm, slurm_session, start_cluster, stop_cluster  # noqa: F401
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from slurm_fixtures import SCRIPT, alive, parse_exports, slurm, slurm_session, start_cluster, stop_cluster  # noqa: F401
 
 
 def _session_members(sids: set[int]) -> list[int]:
@@ -55,7 +47,7 @@ def test_start_prints_only_exports_and_stop_leaves_no_process(slurm_session):
     jenv = {**env, **exports}
     pids = {ln.split()[0]: int(ln.split()[1]) for ln in open(f"{folder}/pids").read().splitlines()}
     assert set(pids) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"}
-    assert all(_alive(p) for p in pids.values())
+    assert all(alive(p) for p in pids.values())
     subprocess.run(["sbatch", "-n", "1", "-o", "/dev/null", "--wrap", "sleep 600"], env=jenv, check=True, capture_output=True)
     end = time.monotonic() + 20
     while time.monotonic() < end and not _session_members({pids["slurmd"]}) [1:]:
@@ -63,9 +55,9 @@ def test_start_prints_only_exports_and_stop_leaves_no_process(slurm_session):
     forked = [p for p in _session_members(set(pids.values())) if p not in pids.values()]
     stop = subprocess.run(["bash", str(SCRIPT), "stop", folder], env=jenv, capture_output=True, text=True, timeout=300)
     assert stop.returncode == 0, stop.stderr
-    assert not [n for n, p in pids.items() if _alive(p)]
+    assert not [n for n, p in pids.items() if alive(p)]
     assert not _session_members(set(pids.values())), "processes of the stopped cluster are left"
-    assert not [p for p in forked if _alive(p)]
+    assert not [p for p in forked if alive(p)]
     # the session's cluster is untouched by the other one's stop
     assert set(slurm_session.run("sinfo", "-h", "-N", "-o", "%T").stdout.split()) == {"idle"}
 
@@ -162,7 +154,7 @@ def test_a_stop_whose_caller_goes_away_still_ends_munged_and_the_rest(short_tmp,
     assert start.returncode == 0, err[-3000:]
     folder = parse_exports(out)["METAPILOT_SLURM_DIR"]
     pids = {ln.split()[0]: int(ln.split()[1]) for ln in open(f"{folder}/pids").read().splitlines()}
-    assert set(pids) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"} and all(map(_alive, pids.values()))
+    assert set(pids) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"} and all(map(alive, pids.values()))
     stop = subprocess.Popen(["bash", str(SCRIPT), "stop", folder], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     stop.stdout.close()
