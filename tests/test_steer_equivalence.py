@@ -27,7 +27,7 @@ from metapilot.models.simulator.epoch_replay import EpochReplay
 from metapilot.models.simulator.objectives import CATALOGUE
 from metapilot.models.simulator.policies import scores_at
 from metapilot.models.steering.decision import SteerDecision
-from metapilot.models.steering.live_planner import live_view
+from metapilot.models.steering.live_state import live_view
 from metapilot.models.steering.rank import desired_factors, targets
 from metapilot.models.steering.squeue import parse_sinfo, parse_squeue
 from metapilot.transforms.workload import Workload, normalise

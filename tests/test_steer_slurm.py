@@ -143,6 +143,7 @@ def test_a_published_walk_forward_decision_records_a_shadow_ranking_of_every_kin
     finally:
         con.close()
     _metapilot(slurm, db, "approve", "--cluster", slurm.cluster)
+    time.sleep(5)  # every queued job has now waited past the guarded rule's 3.6 s
     before = _sprio(slurm)
     res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "published", "--dry-run",
                      "--once")

@@ -6,12 +6,16 @@ fed from a live queue yet: `steer` refuses it and says so."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
-from metapilot.transforms.state import StateConfig, state_from_aggregates
+from metapilot.models.simulator import Capacity
+from metapilot.models.simulator.engine import Engine
+from metapilot.transforms.state import AGGREGATES, StateConfig, state_from_aggregates
+from metapilot.transforms.workload import Workload
 
 
 def live_aggregates(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, config: StateConfig) -> dict[str, float]:
@@ -36,6 +40,52 @@ def live_aggregates(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, confi
     }
 
 
+RUNNING_STATES = ("RUNNING", "COMPLETING")
+UNLIMITED_S = 365 * 86400.0  # a job with no time limit: a year, as the rank's own default
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The engine's view of the live cluster and the boundary's aggregates (AGGREGATES order)."""
+
+    engine: Engine
+    aggregates: np.ndarray
+    origin_s: float
+
+
+def live_view(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, origin_s: float | None = None) -> LiveView:
+    """The planning view of the live queue, as `Engine.planning_view` builds it in the replay: the
+    running jobs since their start, in start order, each to end at its time limit; the pending jobs with
+    their submit time, time limit and cores; the nodes' cores as one pool; requested times as run times
+    and no arrivals to come. A running job with no start time in the answer is taken to have started now. `origin_s`: time zero of the view (F1 counts its
+    seconds from it; the walk forward's span start for a decision it backs)."""
+    run = jobs.filter(pl.col("state").is_in(list(RUNNING_STATES)))
+    pend = jobs.filter(pl.col("state") == "PENDING")
+    run_start = run["start_s"].fill_null(int(now_s)).cast(pl.Float64).to_numpy()
+    order = np.argsort(run_start, kind="stable")
+    run_start = run_start[order]
+    limit = lambda f: f["time_limit_s"].cast(pl.Float64).fill_null(UNLIMITED_S).to_numpy()  # noqa: E731
+    cores = lambda f: np.maximum(f["cpus"].cast(pl.Float64).fill_null(1.0).to_numpy(), 1.0)  # noqa: E731
+    submit = np.r_[run["submit_s"].cast(pl.Float64).fill_null(now_s).to_numpy()[order],
+                   pend["submit_s"].cast(pl.Float64).fill_null(now_s).to_numpy()]
+    if origin_s is not None:
+        origin = float(origin_s)
+    else:
+        origin = float(min(submit.min(), run_start.min() if run_start.size else now_s, now_s)) - 1.0 if submit.size else now_s - 1.0
+    req = np.maximum(np.r_[limit(run)[order], limit(pend)], 1.0)
+    need = np.r_[cores(run)[order], cores(pend)]
+    cap = float(nodes["cpus"].sum()) if not nodes.is_empty() else float(need.sum())
+    cap = max(cap, float(need.max()) if need.size else 1.0, 1.0)  # a job wider than sinfo says still plans
+    wl = Workload.from_arrays(submit=submit - origin, run=req, req_time=req, cores=need)
+    # from_arrays sorts by submit: find each job again by its position in the arrays given
+    pos = np.argsort(wl.job_ids.astype(np.int64), kind="stable") if wl.job_ids is not None else np.arange(len(wl))
+    full = Engine(wl, Capacity.single(cap))
+    n_run = run.height
+    view, _ = full.view(pos[:n_run], run_start - origin, pos[n_run:], float(now_s - origin))
+    agg = live_aggregates(jobs, nodes, now_s, StateConfig())
+    return LiveView(view, np.array([float(agg[k]) for k in AGGREGATES]), origin)
+
+
 def live_state(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, config: StateConfig,
                probe: object | None = None, origin_s: float | None = None) -> np.ndarray:
     """The controller's state of the live cluster; a state with lookahead features gets them from the
@@ -51,7 +101,6 @@ def live_state(jobs: pl.DataFrame, nodes: pl.DataFrame, now_s: float, config: St
                          "queue does not show: steer by a fixed rule (--policy RULE), or publish a controller without "
                          "a forecast")
     from metapilot.models.controller.lookahead import LookaheadProbe
-    from metapilot.models.steering.live_planner import live_view
     from metapilot.transforms.state import lookahead_features
 
     probe = probe if probe is not None else LookaheadProbe(config)
