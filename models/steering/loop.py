@@ -98,6 +98,7 @@ class Steerer:
                  clock=time.time) -> None:
         self.slurm, self.connect, self.decision, self.opts = slurm, connect, decision, opts
         self.advisor, self.clock = advisor, clock
+        self._probe = None  # a controller's lookahead probe (its state holds rollout features), kept across cycles
         self._unsure = set()
         if opts.step is not None and not 1 <= opts.step <= SITE_FACTOR_MAX:
             # 0 or below would invert the rule (or, as 0 did, silently become another step)
@@ -259,13 +260,11 @@ class Steerer:
         from metapilot.models.steering.live_state import live_state
 
         config = self.advisor.policy.state_config
-        if config.lookahead_h > 0 and getattr(self, "_probe", None) is None:  # kept across cycles
+        if config.lookahead_h > 0 and self._probe is None:
             from metapilot.models.controller.lookahead import LookaheadProbe
 
             self._probe = LookaheadProbe(config)
-        probe = self._probe if config.lookahead_h > 0 else None
-        return self.advisor.decide(live_state(jobs, nodes, now, config, probe,
-                                              getattr(self.decision, "origin_s", None))).objective
+        return self.advisor.decide(live_state(jobs, nodes, now, config, self._probe, self.decision.origin_s)).objective
 
     def waits(self, jobs: pl.DataFrame, now: float) -> pl.DataFrame:
         """The steerable pending jobs with how long each has waited since it became *eligible*
@@ -375,7 +374,7 @@ class Steerer:
             # factors read back as other than set (cleared behind the loop's back) are placed afresh
             keepable = current_frame.filter(~pl.col("job_id").is_in(list(self._drifted | self._unsure)))
             desired = desired_factors(ranked, objective, now, int(self.step), self.tiers, keepable,
-                                      getattr(self.decision, "origin_s", None))
+                                      self.decision.origin_s)
             if tripped and self.opts.guard_h is not None:
                 late = self.waits(jobs, now).filter(pl.col("wait") > self.opts.guard_h * 3600)["job_id"].to_list()
                 desired = protect(desired, ranked, set(late) & tripped, int(self.step))
