@@ -27,6 +27,8 @@ KERNEL_MODULES: tuple[str, ...] = (
     "jit.py", "policies.py", "state.py", "sorting.py", "queues.py", "completions.py", "running.py",
     "easy.py", "resource_profile.py", "conservative.py", "event_loop.py", "snapshot.py", "horizon.py",
     "rollout.py", "switch.py", "epoch_step.py",
+    # the replay of what Slurm does (issue 51), compiled with `jit_nrt`: it allocates its per-pass scratch
+    "slurm/nodes.py", "slurm/node_space.py", "slurm/priority.py", "slurm/kernel.py",
 )
 
 
@@ -46,7 +48,7 @@ def _stamp(dispatcher):
     stamp covers only the function's file). Relies on numba internals; if they move, caching
     falls back to numba's per-file stamp."""
     py_file = Path(dispatcher.py_func.__code__.co_filename).resolve()
-    if py_file.parent != HERE or py_file.name not in KERNEL_MODULES:
+    if not py_file.is_relative_to(HERE) or py_file.relative_to(HERE).as_posix() not in KERNEL_MODULES:
         raise RuntimeError(f"{py_file}: add it to jit.KERNEL_MODULES to compile engine code there")
     cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
     own = getattr(cache_file, "_source_stamp", None)
@@ -56,12 +58,18 @@ def _stamp(dispatcher):
 
 
 _njit = nb.njit(cache=True, _nrt=False)
+_njit_nrt = nb.njit(cache=True)
 _njit_inline = nb.njit(cache=True, _nrt=False, inline="always")
 
 
 def jit(func):
     """Compile for the engine: cached, no reference counting."""
     return _stamp(_njit(func))
+
+
+def jit_nrt(func):
+    """As `jit`, with numba's reference counting: for kernels that allocate (the Slurm replay's passes)."""
+    return _stamp(_njit_nrt(func))
 
 
 def jit_inline(func):

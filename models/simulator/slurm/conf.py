@@ -1,0 +1,271 @@
+"""A site's slurm.conf as the replay needs it (issue 51): nodes, partitions, the scheduler's and the
+multifactor plugin's parameters, each with Slurm 22.05's default where the file is silent.
+
+Read from the file, as `slurmctld` reads it: `Key=Value` pairs, keys case-insensitive, `#` comments,
+the last setting wins, `NodeName=`/`PartitionName=` lines with their own pairs (a `DEFAULT` line sets
+the defaults of the lines after it), host lists such as `cn[001-128,200]`, `Include` files. What the
+replay does not model (licences, features, reservations, preemption, QOS limits) is read past.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+INFINITE = float("inf")
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    cpus: int
+    mem_mib: float = INFINITE
+    gpus: int = 0
+
+
+@dataclass(frozen=True)
+class Partition:
+    name: str
+    nodes: tuple[str, ...]  # node names
+    default: bool = False
+    max_time_s: float = INFINITE
+    default_time_s: float | None = None
+    priority_tier: int = 1
+    priority_job_factor: int = 1
+    exclusive: bool = False  # OverSubscribe=EXCLUSIVE: a job gets whole nodes
+
+
+@dataclass(frozen=True)
+class SchedulerParams:
+    """SchedulerParameters (slurm.conf(5)) with Slurm 22.05's defaults."""
+
+    bf_interval: int = 30
+    bf_max_job_test: int = 500
+    bf_max_job_user: int = 0  # 0: no limit
+    bf_resolution: int = 60
+    bf_window_min: int = 1440
+    default_queue_depth: int = 100
+    sched_interval: int = 60
+    sched_min_interval_us: int = 2
+    backfill: bool = True  # SchedulerType=sched/backfill (False: sched/builtin)
+
+
+@dataclass(frozen=True)
+class PriorityParams:
+    """priority/multifactor's settings; `multifactor` False means priority/basic (FIFO by submission)."""
+
+    multifactor: bool = False
+    weight_age: int = 0
+    weight_fairshare: int = 0
+    weight_job_size: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    weight_assoc: int = 0
+    max_age_s: float = 7 * 86400.0
+    favor_small: bool = False
+    decay_half_life_s: float = 7 * 86400.0
+    calc_period_s: float = 300.0
+    fair_tree: bool = True  # Slurm's default since 19.05; PriorityFlags=NO_FAIR_TREE gives classic fair-share
+
+
+@dataclass(frozen=True)
+class SlurmConf:
+    cluster: str = "cluster"
+    nodes: tuple[Node, ...] = ()
+    partitions: tuple[Partition, ...] = ()
+    sched: SchedulerParams = field(default_factory=SchedulerParams)
+    priority: PriorityParams = field(default_factory=PriorityParams)
+    notes: tuple[str, ...] = ()  # what was read past, in words
+
+    @classmethod
+    def single(cls, cpus: int, nodes: int = 1, **kw) -> SlurmConf:
+        """A cluster of `nodes` identical nodes in one default partition (Slurm's defaults otherwise)."""
+        names = tuple(f"n{i}" for i in range(nodes))
+        return cls(nodes=tuple(Node(n, int(cpus)) for n in names),
+                   partitions=(Partition("main", names, default=True),), **kw)
+
+    @property
+    def default_partition(self) -> Partition:
+        for p in self.partitions:
+            if p.default:
+                return p
+        return self.partitions[0]
+
+    def with_sched(self, **kw) -> SlurmConf:
+        return replace(self, sched=replace(self.sched, **kw))
+
+    def with_priority(self, **kw) -> SlurmConf:
+        return replace(self, priority=replace(self.priority, **kw))
+
+
+# --- parsing ---------------------------------------------------------------------------------------------
+
+def expand_hostlist(text: str) -> list[str]:
+    """'cn[01-03,7],gpu1' -> ['cn01', 'cn02', 'cn03', 'cn7', 'gpu1'] (Slurm's host list syntax, one bracket
+    group per name, zero padding kept)."""
+    out: list[str] = []
+    for item in re.findall(r"[^,\[]*(?:\[[^\]]*\])?[^,\[]*", text):
+        item = item.strip()
+        if not item:
+            continue
+        m = re.fullmatch(r"(.*)\[([^\]]*)\](.*)", item)
+        if not m:
+            out.append(item)
+            continue
+        head, ranges, tail = m.groups()
+        for r in ranges.split(","):
+            a, _, b = r.partition("-")
+            if not b:
+                out.append(f"{head}{a}{tail}")
+                continue
+            width = len(a) if a.startswith("0") else 0
+            out.extend(f"{head}{i:0{width}d}{tail}" for i in range(int(a), int(b) + 1))
+    return out
+
+
+def parse_time_s(text: str) -> float:
+    """Slurm's time strings ('minutes', 'min:sec', 'h:m:s', 'd-h', 'd-h:m', 'd-h:m:s'; UNLIMITED / INFINITE)
+    -> seconds."""
+    t = text.strip().upper()
+    if t in ("UNLIMITED", "INFINITE", "-1"):
+        return INFINITE
+    days = 0
+    if "-" in t:
+        d, t = t.split("-", 1)
+        days = int(d)
+        parts = [int(x) for x in t.split(":")]
+        h, m, s = (parts + [0, 0])[:3]
+        return days * 86400.0 + h * 3600 + m * 60 + s
+    parts = [int(x) for x in t.split(":")]
+    if len(parts) == 1:
+        return parts[0] * 60.0
+    if len(parts) == 2:
+        return parts[0] * 60.0 + parts[1]
+    return parts[0] * 3600.0 + parts[1] * 60 + parts[2]
+
+
+def _pairs(line: str) -> list[tuple[str, str]]:
+    return [(k.lower(), v) for k, v in re.findall(r"(\w+)\s*=\s*(\S+)", line)]
+
+
+def _lines(path: Path, seen: set[Path]) -> list[str]:
+    """The file's setting lines, `Include` files in place (relative to the including file's folder)."""
+    path = path.resolve()
+    if path in seen:
+        return []
+    seen.add(path)
+    out = []
+    for raw in path.read_text(errors="replace").splitlines():
+        line = raw.split("#", 1)[0].strip()
+        m = re.match(r"include\s+(\S+)", line, re.IGNORECASE)
+        if m:
+            inc = Path(m.group(1))
+            inc = inc if inc.is_absolute() else path.parent / inc
+            if inc.exists():
+                out.extend(_lines(inc, seen))
+            continue
+        if line:
+            out.append(line)
+    return out
+
+
+def read_slurm_conf(path: str | Path) -> SlurmConf:
+    """Read a slurm.conf (and the files it includes)."""
+    return parse_slurm_conf_lines(_lines(Path(path), set()))
+
+
+def parse_slurm_conf(text: str) -> SlurmConf:
+    """Parse a slurm.conf's text (`Include` lines are read past: use `read_slurm_conf` for those)."""
+    return parse_slurm_conf_lines([ln.split("#", 1)[0].strip() for ln in text.splitlines()])
+
+
+_SCHED_INT = {"bf_interval", "bf_max_job_test", "bf_max_job_user", "bf_resolution", "default_queue_depth",
+              "sched_interval"}
+
+
+def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
+    settings: dict[str, str] = {}
+    nodes: dict[str, Node] = {}
+    parts: list[dict] = []
+    node_default: dict[str, str] = {}
+    part_default: dict[str, str] = {}
+    notes: list[str] = []
+    for line in lines:
+        if not line or line.lower().startswith("include"):
+            continue
+        pairs = _pairs(line)
+        if not pairs:
+            continue
+        key, value = pairs[0]
+        if key == "nodename":
+            spec = {**node_default, **dict(pairs[1:])}
+            if value.upper() == "DEFAULT":
+                node_default = spec
+                continue
+            cpus = spec.get("cpus") or spec.get("procs")
+            if cpus is None:
+                cpus = int(spec.get("sockets", spec.get("socketsperboard", 1))) * int(spec.get("corespersocket", 1)) \
+                    * int(spec.get("threadspercore", 1))
+            mem = float(spec["realmemory"]) if "realmemory" in spec else INFINITE
+            gpus = sum(int(g.rsplit(":", 1)[-1]) for g in spec.get("gres", "").split(",")
+                       if g.startswith("gpu") and g.rsplit(":", 1)[-1].isdigit())
+            for name in expand_hostlist(value):
+                nodes[name] = Node(name, int(cpus), mem, gpus)
+        elif key == "partitionname":
+            spec = {**part_default, **dict(pairs[1:])}
+            if value.upper() == "DEFAULT":
+                part_default = spec
+                continue
+            parts.append({"name": value, **spec})
+        else:
+            settings[key] = line.split("=", 1)[1].strip()
+    all_nodes = tuple(nodes)
+    partitions = []
+    for p in parts:
+        names = all_nodes if p.get("nodes", "ALL").upper() == "ALL" else tuple(
+            n for n in expand_hostlist(p["nodes"]) if n in nodes)
+        over = p.get("oversubscribe", p.get("shared", "NO")).upper()
+        partitions.append(Partition(
+            name=p["name"], nodes=names, default=p.get("default", "NO").upper() == "YES",
+            max_time_s=parse_time_s(p["maxtime"]) if "maxtime" in p else INFINITE,
+            default_time_s=parse_time_s(p["defaulttime"]) if "defaulttime" in p else None,
+            priority_tier=int(p.get("prioritytier", p.get("priority", 1))),
+            priority_job_factor=int(p.get("priorityjobfactor", p.get("priority", 1))),
+            exclusive=over.startswith("EXCLUSIVE")))
+    sched = SchedulerParams(backfill=settings.get("schedulertype", "sched/backfill").lower() == "sched/backfill")
+    kw = {}
+    for item in settings.get("schedulerparameters", "").split(","):
+        k, _, v = item.strip().partition("=")
+        k = k.lower()
+        if k in _SCHED_INT and v.lstrip("-").isdigit():
+            kw[k] = int(v)
+        elif k == "bf_window" and v.isdigit():
+            kw["bf_window_min"] = int(v)
+        elif k == "sched_min_interval" and v.isdigit():
+            kw["sched_min_interval_us"] = int(v)
+        elif k:
+            notes.append(f"SchedulerParameters {k} read past")
+    sched = replace(sched, **kw)
+    flags = {f.strip().upper() for f in settings.get("priorityflags", "").split(",") if f.strip()}
+
+    def weight(name: str) -> int:
+        return int(settings.get(f"priorityweight{name}", "0"))
+
+    prio = PriorityParams(
+        multifactor=settings.get("prioritytype", "priority/basic").lower() == "priority/multifactor",
+        weight_age=weight("age"), weight_fairshare=weight("fairshare"), weight_job_size=weight("jobsize"),
+        weight_partition=weight("partition"), weight_qos=weight("qos"), weight_assoc=weight("assoc"),
+        max_age_s=parse_time_s(settings["prioritymaxage"]) if "prioritymaxage" in settings else 7 * 86400.0,
+        favor_small=settings.get("priorityfavorsmall", "NO").upper() == "YES",
+        decay_half_life_s=parse_time_s(settings["prioritydecayhalflife"]) if "prioritydecayhalflife" in settings
+        else 7 * 86400.0,
+        calc_period_s=parse_time_s(settings["prioritycalcperiod"]) if "prioritycalcperiod" in settings else 300.0,
+        fair_tree=not ({"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} & flags))
+    if not nodes:
+        raise ValueError("slurm.conf names no nodes (no NodeName= line): the replay needs the nodes and their CPUs")
+    if not partitions:
+        partitions = [Partition("default", all_nodes, default=True)]
+        notes.append("no PartitionName= line: one partition over every node")
+    return SlurmConf(cluster=settings.get("clustername", "cluster"), nodes=tuple(nodes.values()),
+                     partitions=tuple(partitions), sched=sched, priority=prio, notes=tuple(notes))

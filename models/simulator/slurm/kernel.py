@@ -1,0 +1,451 @@
+"""The replay of what Slurm does, event by event (SPEC §6, §12; issue 51): the compiled loop.
+
+Time is whole seconds, as Slurm keeps it. At one instant: the jobs whose resources come free (their
+end plus the completing time) are released, the priorities are recalculated if a PriorityCalcPeriod
+falls due, the jobs submitted are queued (each with its priority), then
+- the main scheduler runs if anything happened (at most `default_queue_depth` + 1 jobs) and, every
+  `sched_interval`, over the whole queue: jobs in queue order start where they fit now on their
+  partition's nodes; the first that does not fit closes its partition and takes that partition's
+  nodes away from every later job of the pass (job_scheduler.c: "Do not schedule more jobs in this
+  partition or on nodes in this partition");
+- every `bf_interval`, if anything changed since the last pass, the backfill scheduler: jobs in queue
+  order, at most `bf_max_job_test` of them tested (and `bf_max_job_user` per user); a job starts now if
+  it fits on nodes no earlier job of the pass has reserved over its time limit; else it gets a
+  reservation of the nodes Slurm's will-run test picks, at its earliest start (whole nodes,
+  `bf_resolution`-rounded, within `bf_window`), trying later slots as backfill.c does (`later_start`).
+  Reservations live only for the pass.
+The queue order: partition PriorityTier (higher first), then the job's priority (multifactor, higher
+first; or a fixed rule's score, lower first, as `steer` sets it through the site factor), then submit
+time, then job id (= the job's index).
+
+A pass can change the schedule only by starting jobs, so a backfill pass stops after the last queued
+job that could fit the free CPUs of its partition (what follows it only makes reservations the pass
+then drops), and a pass is skipped when no queued job could fit: the same schedule, without the work.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from metapilot.models.simulator.jit import jit_nrt
+from metapilot.models.simulator.policies import score
+from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
+from metapilot.models.simulator.slurm.nodes import pick, will_run
+from metapilot.models.simulator.slurm.priority import charge_usage, fairshare_factors, job_priority
+
+PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
+
+# iparams slots
+I_BF_INTERVAL, I_BF_MAX_TEST, I_BF_MAX_USER, I_BF_RES, I_BF_WINDOW, I_QUEUE_DEPTH, I_SCHED_INTERVAL, I_BACKFILL, \
+    I_RULE, I_FAIR_TREE, I_N_USERS = range(11)
+# fparams slots
+F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC, F_GUARD = range(10)
+MULTIFACTOR = -1
+
+
+@jit_nrt
+def _next_tick(x, iv):
+    return math.ceil(x / iv) * iv
+
+
+@jit_nrt
+def _heap_push(ht, hj, n, t, j):
+    i = n
+    ht[i] = t
+    hj[i] = j
+    while i > 0:
+        p = (i - 1) >> 1
+        if ht[p] < ht[i] or (ht[p] == ht[i] and hj[p] < hj[i]):
+            break
+        ht[p], ht[i] = ht[i], ht[p]
+        hj[p], hj[i] = hj[i], hj[p]
+        i = p
+    return n + 1
+
+
+@jit_nrt
+def _heap_pop(ht, hj, n):
+    j = hj[0]
+    n -= 1
+    if n > 0:
+        ht[0] = ht[n]
+        hj[0] = hj[n]
+        i = 0
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                break
+            if c + 1 < n and (ht[c + 1] < ht[c] or (ht[c + 1] == ht[c] and hj[c + 1] < hj[c])):
+                c += 1
+            if ht[i] < ht[c] or (ht[i] == ht[c] and hj[i] <= hj[c]):
+                break
+            ht[c], ht[i] = ht[i], ht[c]
+            hj[c], hj[i] = hj[i], hj[c]
+            i = c
+    return j, n
+
+
+@jit_nrt
+def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_tier, guard_s, t0):
+    """The pending jobs in Slurm's queue order (see the module docstring)."""
+    jobs = pend[:n_pend].copy()
+    key = np.empty(n_pend)
+    fcfs = False
+    if guard_s > 0:
+        for k in range(n_pend):
+            if now - submit[jobs[k]] > guard_s:
+                fcfs = True
+                break
+    for k in range(n_pend):
+        j = jobs[k]
+        if rule == MULTIFACTOR:
+            key[k] = -prio[j]
+        elif fcfs:
+            key[k] = submit[j]
+        else:
+            key[k] = score(rule, submit[j] - t0, limit[j], float(cpus[j]), now - t0)
+    o1 = np.argsort(key, kind="mergesort")
+    jobs = jobs[o1]
+    tier = np.empty(n_pend)
+    for k in range(n_pend):
+        tier[k] = -part_tier[part[jobs[k]]]
+    o2 = np.argsort(tier, kind="mergesort")
+    return jobs[o2]
+
+
+@jit_nrt
+def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, qos_f, excluded, node_cpus, part_nodes,
+              part_tier, part_excl, iparams, fparams, out_start, out_end):
+    """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run)."""
+    n = submit.shape[0]
+    n_nodes = node_cpus.shape[0]
+    n_parts = part_nodes.shape[0]
+    bf_interval = iparams[I_BF_INTERVAL]
+    bf_max_test = iparams[I_BF_MAX_TEST]
+    bf_max_user = iparams[I_BF_MAX_USER]
+    res = float(iparams[I_BF_RES])
+    window = float(iparams[I_BF_WINDOW])
+    queue_depth = iparams[I_QUEUE_DEPTH]
+    sched_interval = iparams[I_SCHED_INTERVAL]
+    backfill_on = iparams[I_BACKFILL] != 0
+    rule = iparams[I_RULE]
+    fair_tree = iparams[I_FAIR_TREE] != 0
+    n_users = iparams[I_N_USERS]
+    complete_s = fparams[F_COMPLETE]
+    w_age, w_fs, w_size = fparams[F_W_AGE], fparams[F_W_FS], fparams[F_W_SIZE]
+    w_part, w_qos, max_age = fparams[F_W_PART], fparams[F_W_QOS], fparams[F_MAX_AGE]
+    half_life, calc_period, guard_s = fparams[F_HALF_LIFE], fparams[F_CALC], fparams[F_GUARD]
+    multifactor = rule == MULTIFACTOR
+    # a recalculation matters only where age or fair-share weigh
+    recalc = multifactor and calc_period > 0 and (w_age > 0 or w_fs > 0)
+    dynamic = (not multifactor) and (rule == 4 or rule == 5 or guard_s > 0)  # WFP3, UNICEF, a tail guard
+
+    status = np.zeros(n, np.int8)
+    for j in range(n):
+        out_start[j] = np.nan
+        out_end[j] = np.nan
+        if excluded[j]:
+            status[j] = EXCLUDED
+    free = node_cpus.copy()
+    part_free = np.zeros(n_parts, np.int64)
+    for p in range(n_parts):
+        for i in range(n_nodes):
+            if part_nodes[p, i]:
+                part_free[p] += node_cpus[i]
+    prio = np.zeros(n)
+    planned_end = np.zeros(n)
+    charged = np.zeros(n)
+    usage = np.zeros(max(n_users, 1))
+    fs = np.ones(max(n_users, 1))
+    # allocations: a bump pool, compacted when full
+    pool_size = 4 * n_nodes + 1024
+    for p in range(n_parts):
+        tot = 0
+        for i in range(n_nodes):
+            if part_nodes[p, i]:
+                tot += node_cpus[i]
+        pool_size = max(pool_size, 2 * tot + 1024)
+    alloc_node = np.zeros(pool_size, np.int64)
+    alloc_cpus = np.zeros(pool_size, np.int64)
+    alloc_ptr = np.zeros(n, np.int64)
+    alloc_cnt = np.zeros(n, np.int64)
+    top = 0
+    pick_node = np.zeros(n_nodes, np.int64)
+    pick_cpus = np.zeros(n_nodes, np.int64)
+    running = np.zeros(n, np.int64)
+    n_running = 0
+    pend = np.zeros(n, np.int64)
+    n_pend = 0
+    ended = np.zeros(n, np.int64)  # jobs ended since the last recalculation (still to be charged)
+    n_ended = 0
+    heap_t = np.zeros(n)
+    heap_j = np.zeros(n, np.int64)
+    n_heap = 0
+    # the backfill pass's map
+    max_slots = 2 * bf_max_test + 2 * n_nodes + 8  # two slots a reservation: one per tested job, one per whole-node start
+    s_begin = np.zeros(max_slots)
+    s_end = np.zeros(max_slots)
+    s_next = np.zeros(max_slots, np.int64)
+    s_avail = np.zeros((max_slots, n_nodes), np.bool_)
+    allowed = np.zeros(n_nodes, np.bool_)
+    all_nodes = np.ones(n_nodes, np.bool_)
+    users_tested = np.zeros(max(n_users, 1), np.int64)
+
+    t0 = submit[0] if n > 0 else 0.0
+    i_sub = 0
+    next_bf = _next_tick(t0, bf_interval) if bf_interval > 0 else np.inf
+    next_sched = _next_tick(t0, sched_interval) if sched_interval > 0 else np.inf
+    next_calc = _next_tick(t0, calc_period) if recalc else np.inf
+    last_calc = t0
+    bf_dirty = False
+    sched_dirty = False
+    clock = t0
+    while True:
+        while i_sub < n and status[i_sub] == EXCLUDED:
+            i_sub += 1
+        t_sub = submit[i_sub] if i_sub < n else np.inf
+        t_rel = heap_t[0] if n_heap > 0 else np.inf
+        if next_bf < clock:
+            next_bf = _next_tick(clock, bf_interval)
+        if next_sched < clock:
+            next_sched = _next_tick(clock, sched_interval)
+        if next_calc < clock:
+            next_calc = _next_tick(clock, calc_period)
+        t_bf = next_bf if (backfill_on and n_pend > 0 and (bf_dirty or dynamic)) else np.inf
+        t_sched = next_sched if (n_pend > 0 and (sched_dirty or dynamic)) else np.inf
+        t_calc = next_calc if (recalc and (n_pend > 0 or n_running > 0 or n_ended > 0)) else np.inf
+        t = min(min(t_sub, t_rel), min(min(t_bf, t_sched), t_calc))
+        if t == np.inf:
+            break
+        clock = t
+        event = False
+        # 1. resources come free
+        while n_heap > 0 and heap_t[0] <= t:
+            j, n_heap = _heap_pop(heap_t, heap_j, n_heap)
+            for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
+                free[alloc_node[a]] += alloc_cpus[a]
+                for p in range(n_parts):
+                    if part_nodes[p, alloc_node[a]]:
+                        part_free[p] += alloc_cpus[a]
+            alloc_cnt[j] = 0
+            status[j] = DONE
+            for r in range(n_running):
+                if running[r] == j:
+                    running[r] = running[n_running - 1]
+                    n_running -= 1
+                    break
+            ended[n_ended] = j
+            n_ended += 1
+            event = True
+        # 2. the priority recalculation
+        if t == next_calc:
+            charge_usage(usage, user, cpus, out_start, out_end, charged, running, n_running, t, last_calc, half_life)
+            charge_usage(usage, user, cpus, out_start, out_end, charged, ended, n_ended, t, t, half_life)
+            n_ended = 0
+            fairshare_factors(usage, fair_tree, fs)
+            for k in range(n_pend):
+                prio[pend[k]] = job_priority(pend[k], t, submit, fs, user, size_f, part_f, qos_f, w_age, w_fs,
+                                             w_size, w_part, w_qos, max_age)
+            last_calc = t
+            next_calc = t + calc_period
+            bf_dirty = True
+            sched_dirty = True
+        elif not recalc:
+            n_ended = 0
+        # 3. submissions
+        while i_sub < n and submit[i_sub] <= t:
+            j = i_sub
+            i_sub += 1
+            if status[j] == EXCLUDED:
+                continue
+            status[j] = PENDING
+            pend[n_pend] = j
+            n_pend += 1
+            if multifactor:
+                prio[j] = job_priority(j, t, submit, fs, user, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
+                                       w_qos, max_age)
+            event = True
+        if event:
+            bf_dirty = True
+            sched_dirty = True
+        passes = 0
+        if event and n_pend > 0:
+            passes = 1
+        if t == next_sched:
+            next_sched = t + sched_interval
+            if n_pend > 0 and (sched_dirty or dynamic):
+                passes = 2
+        # 4. the main scheduler
+        if passes > 0:
+            depth = queue_depth if passes == 1 else -1
+            sched_dirty = False
+            order = _queue_order(pend, n_pend, t, prio, rule, submit, limit, cpus, part, part_tier, guard_s, t0)
+            avail_main = all_nodes.copy()
+            failed = np.zeros(n_parts, np.bool_)
+            tested = 0
+            for j in order:
+                p = part[j]
+                if failed[p]:
+                    continue
+                if depth >= 0 and tested > depth:
+                    break
+                tested += 1
+                for i in range(n_nodes):
+                    allowed[i] = part_nodes[p, i] and avail_main[i]
+                k = pick(cpus[j], min_nodes[j], part_excl[p], allowed, free, node_cpus, pick_node, pick_cpus)
+                if k < 0:
+                    failed[p] = True
+                    for i in range(n_nodes):
+                        if part_nodes[p, i]:
+                            avail_main[i] = False
+                    continue
+                # start j
+                if top + k > pool_size:
+                    top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
+                top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top,
+                             free, part_free, part_nodes, status, out_start, out_end, run, limit, planned_end,
+                             charged)
+                running[n_running] = j
+                n_running += 1
+                n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
+                bf_dirty = True
+            n_pend = _drop_started(pend, n_pend, status)
+        # 5. the backfill scheduler
+        if backfill_on and t == next_bf:
+            next_bf = t + bf_interval
+            if n_pend > 0 and (bf_dirty or dynamic):
+                bf_dirty = False
+                order = _queue_order(pend, n_pend, t, prio, rule, submit, limit, cpus, part, part_tier, guard_s, t0)
+                last = -1
+                for pos in range(order.shape[0]):
+                    j = order[pos]
+                    if cpus[j] <= part_free[part[j]]:
+                        last = pos
+                if last >= 0:
+                    n_slots = space_init(s_begin, s_end, s_next, s_avail, math.floor(t / res) * res,
+                                         math.floor((t + window) / res) * res)
+                    users_tested[:] = 0
+                    tested = 0
+                    for pos in range(last + 1):
+                        j = order[pos]
+                        if status[j] != PENDING:
+                            continue
+                        if bf_max_user > 0:
+                            if users_tested[user[j]] >= bf_max_user:
+                                continue
+                            users_tested[user[j]] += 1
+                        if tested >= bf_max_test:
+                            break
+                        if n_slots + 4 > max_slots:
+                            break  # Slurm: "table size limit reached"
+                        p = part[j]
+                        lim = limit[j]
+                        start_res = t
+                        counted = False
+                        tries = 0
+                        while tries < 1000:
+                            tries += 1
+                            finish = start_res + lim
+                            later = space_allowed(s_begin, s_end, s_next, s_avail, part_nodes[p], start_res, finish,
+                                                  allowed)
+                            n_allowed = 0
+                            for i in range(n_nodes):
+                                if allowed[i]:
+                                    n_allowed += 1
+                            if n_allowed < max(min_nodes[j], 1):
+                                if later > 0:
+                                    start_res = later
+                                    continue
+                                break
+                            if not counted:
+                                counted = True
+                                tested += 1
+                            ts, k = will_run(cpus[j], min_nodes[j], part_excl[p], allowed, free, node_cpus, running,
+                                             n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, t,
+                                             pick_node, pick_cpus)
+                            if k < 0:
+                                if later > 0:
+                                    start_res = later
+                                    continue
+                                break
+                            if ts < start_res:
+                                ts = start_res
+                            if ts <= t:
+                                if top + k > pool_size:
+                                    top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
+                                top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node,
+                                             alloc_cpus, top, free, part_free, part_nodes, status, out_start, out_end,
+                                             run, limit, planned_end, charged)
+                                running[n_running] = j
+                                n_running += 1
+                                n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
+                                sched_dirty = True
+                                if part_excl[p]:
+                                    n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k,
+                                                            0.0, math.floor(planned_end[j] / res) * res, res)
+                                break
+                            if later > 0 and ts > later:
+                                start_res = later
+                                continue
+                            s_r = math.floor(ts / res) * res
+                            e_r = math.floor((ts + lim) / res) * res
+                            if ts > t + window:
+                                break
+                            if space_overlaps(s_begin, s_end, s_next, s_avail, pick_node, k, s_r, e_r):
+                                start_res = ts
+                                continue
+                            n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,
+                                                    res)
+                            break
+                    n_pend = _drop_started(pend, n_pend, status)
+    return 0
+
+
+@jit_nrt
+def _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top, free, part_free,
+           part_nodes, status, out_start, out_end, run, limit, planned_end, charged):
+    alloc_ptr[j] = top
+    alloc_cnt[j] = k
+    for a in range(k):
+        i = pick_node[a]
+        c = pick_cpus[a]
+        alloc_node[top + a] = i
+        alloc_cpus[top + a] = c
+        free[i] -= c
+        for p in range(part_nodes.shape[0]):
+            if part_nodes[p, i]:
+                part_free[p] -= c
+    status[j] = RUNNING
+    out_start[j] = t
+    out_end[j] = t + min(run[j], limit[j])
+    planned_end[j] = t + limit[j]
+    charged[j] = t
+    return top + k
+
+
+@jit_nrt
+def _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running):
+    """Move the running jobs' allocations to the front of the pool; returns the new top."""
+    order = np.argsort(alloc_ptr[running[:n_running]])
+    top = 0
+    for o in order:
+        j = running[o]
+        src = alloc_ptr[j]
+        for a in range(alloc_cnt[j]):
+            alloc_node[top + a] = alloc_node[src + a]
+            alloc_cpus[top + a] = alloc_cpus[src + a]
+        alloc_ptr[j] = top
+        top += alloc_cnt[j]
+    return top
+
+
+@jit_nrt
+def _drop_started(pend, n_pend, status):
+    k = 0
+    for i in range(n_pend):
+        if status[pend[i]] == PENDING:
+            pend[k] = pend[i]
+            k += 1
+    return k

@@ -1,0 +1,131 @@
+"""The backfill pass's map of reserved nodes over time (Slurm's `node_space` in backfill.c; issue 51).
+
+A linked list of time slots, each with the nodes still available in it. A pass starts with one slot
+from now (rounded down to `bf_resolution`) to the end of `bf_window`, every node available; each job
+the pass cannot start now takes its chosen nodes, whole, out of the slots its reservation covers, and
+a job the pass starts on whole nodes (an exclusive partition) does the same until its planned end.
+Later jobs in the pass may use only nodes available in every slot their run would touch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metapilot.models.simulator.jit import jit_nrt
+
+
+@jit_nrt
+def space_init(begin, end, nxt, avail, t0, t_end):
+    """One slot [t0, t_end) with every node available; returns the slot count."""
+    begin[0] = t0
+    end[0] = t_end
+    nxt[0] = 0
+    avail[0, :] = True
+    return 1
+
+
+@jit_nrt
+def space_allowed(begin, end, nxt, avail, allowed, start, finish, out):
+    """`out` = allowed nodes available in every slot overlapping [start, finish] (Slurm tests
+    `begin_time <= end_time`: a slot starting exactly at the job's end counts). Returns the end of the
+    first slot ending after `start` whose successor frees a node it holds (Slurm's `later_start`:
+    where to try again), else 0."""
+    out[:] = allowed
+    later = 0.0
+    j = 0
+    while True:
+        k = nxt[j]
+        if end[j] > start and k != 0 and later == 0.0:
+            for i in range(out.shape[0]):
+                if allowed[i] and avail[k, i] and not (out[i] and avail[j, i]):
+                    later = end[j]
+                    break
+        if end[j] <= start:
+            pass
+        elif begin[j] <= finish:
+            for i in range(out.shape[0]):
+                if not avail[j, i]:
+                    out[i] = False
+        else:
+            break
+        j = nxt[j]
+        if j == 0:
+            break
+    return later
+
+
+@jit_nrt
+def space_overlaps(begin, end, nxt, avail, nodes, n_nodes, start, finish):
+    """Whether the nodes chosen for a job would use a node reserved in [start, finish)."""
+    j = 0
+    while True:
+        if end[j] > start and begin[j] < finish:
+            for a in range(n_nodes):
+                if not avail[j, nodes[a]]:
+                    return True
+        j = nxt[j]
+        if j == 0:
+            return False
+
+
+@jit_nrt
+def space_reserve(begin, end, nxt, avail, n_slots, nodes, n_nodes, start, finish, resolution):
+    """Take `nodes` out of [start, finish) (Slurm's `_add_reservation`); returns the new slot count."""
+    start = max(start, begin[0])
+    if finish < start + resolution:
+        finish = start + resolution
+    placed = False
+    j = 0
+    one_before = 0
+    while True:
+        if end[j] > start:
+            i = n_slots
+            n_slots += 1
+            begin[i] = start
+            end[i] = end[j]
+            end[j] = start
+            avail[i, :] = avail[j, :]
+            nxt[i] = nxt[j]
+            nxt[j] = i
+            placed = True
+            break
+        if end[j] == start:
+            placed = True
+            break
+        one_before = j
+        j = nxt[j]
+        if j == 0:
+            break
+    one_after = -1
+    while placed:
+        j = nxt[j]
+        if j == 0:
+            break
+        if finish < end[j]:
+            i = n_slots
+            n_slots += 1
+            begin[i] = finish
+            end[i] = end[j]
+            end[j] = finish
+            avail[i, :] = avail[j, :]
+            nxt[i] = nxt[j]
+            nxt[j] = i
+        for a in range(n_nodes):
+            avail[j, nodes[a]] = False
+        if finish == end[j]:
+            if nxt[j] != 0:
+                one_after = nxt[j]
+            break
+    # drop one record whose nodes equal its successor's (as Slurm does, to keep the map short)
+    i = one_before
+    while i != one_after:
+        j = nxt[i]
+        if j == 0:
+            break
+        if not np.array_equal(avail[i], avail[j]):
+            i = j
+            continue
+        end[i] = end[j]
+        nxt[i] = nxt[j]
+        break
+    return n_slots

@@ -1,0 +1,118 @@
+"""Where a job's CPUs go (select/cons_tres with CR_Core, as the replay models it; issue 51).
+
+A job asks for `cpus` CPUs on at least `min_nodes` nodes (0: any number). On a partition with
+`OverSubscribe=EXCLUSIVE` it gets whole nodes: max(min_nodes, ceil(cpus / CPUs per node)) idle ones,
+lowest index first. Otherwise, a job that fits on one node (and asked for at most one) goes to the
+node that fits it most tightly (fewest free CPUs, lowest index on ties: best fit, as cons_tres
+packs); a wider job takes nodes with the most free CPUs first until it has its CPUs and its node
+count. `pick` writes the choice (node, CPUs) into `out_node`/`out_cpus` and returns how many nodes, or
+-1 when the job does not fit the free CPUs of the allowed nodes.
+
+`will_run` is Slurm's will-run test: the earliest time the job could start on the allowed nodes if
+the running jobs ended at their planned ends (start + time limit), in that order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metapilot.models.simulator.jit import jit_nrt
+
+
+@jit_nrt
+def pick(cpus, min_nodes, exclusive, allowed, free, node_cpus, out_node, out_cpus):
+    n_nodes = free.shape[0]
+    if exclusive:
+        cpn = 0
+        for i in range(n_nodes):
+            if allowed[i] and node_cpus[i] > cpn:
+                cpn = node_cpus[i]
+        if cpn == 0:
+            return -1
+        want = max(min_nodes, (cpus + cpn - 1) // cpn)
+        k = 0
+        got = 0
+        for i in range(n_nodes):
+            if allowed[i] and free[i] == node_cpus[i]:
+                out_node[k] = i
+                out_cpus[k] = node_cpus[i]
+                k += 1
+                got += node_cpus[i]
+                if k >= want and got >= cpus:
+                    return k
+        return -1
+    if min_nodes <= 1:
+        best = -1
+        for i in range(n_nodes):
+            if allowed[i] and free[i] >= cpus and (best < 0 or free[i] < free[best]):
+                best = i
+        if best >= 0:
+            out_node[0] = best
+            out_cpus[0] = cpus
+            return 1
+        if min_nodes == 1:
+            return -1
+    # spread: most free first (a stable order on ties: the lowest index)
+    total = 0
+    count = 0
+    for i in range(n_nodes):
+        if allowed[i] and free[i] > 0:
+            total += free[i]
+            count += 1
+    if total < cpus or count < min_nodes or cpus < min_nodes:
+        return -1
+    cand = np.empty(count, np.int64)
+    key = np.empty(count, np.int64)
+    c = 0
+    for i in range(n_nodes):
+        if allowed[i] and free[i] > 0:
+            cand[c] = i
+            key[c] = -free[i] * (n_nodes + 1) + i
+            c += 1
+    order = np.argsort(key)
+    left = cpus
+    k = 0
+    for o in order:
+        i = cand[o]
+        if left <= 0 and k >= min_nodes:
+            break
+        # leave at least one CPU for each node still needed to reach min_nodes
+        still = min_nodes - k - 1
+        take = min(free[i], left - still) if still > 0 else min(free[i], left)
+        if take < 1:
+            take = 1
+        out_node[k] = i
+        out_cpus[k] = take
+        left -= take
+        k += 1
+    if left > 0:
+        return -1
+    return k
+
+
+@jit_nrt
+def will_run(cpus, min_nodes, exclusive, allowed, free, node_cpus, running, n_running, planned_end, alloc_ptr,
+             alloc_cnt, alloc_node, alloc_cpus, now, out_node, out_cpus):
+    """(start, nodes chosen) for the job on the allowed nodes: now if it fits the free CPUs, else the
+    planned end of the running job whose end first lets it fit; (inf, -1) if it never fits them."""
+    k = pick(cpus, min_nodes, exclusive, allowed, free, node_cpus, out_node, out_cpus)
+    if k >= 0:
+        return now, k
+    ends = np.empty(n_running)
+    for r in range(n_running):
+        ends[r] = planned_end[running[r]]
+    order = np.argsort(ends, kind="mergesort")
+    tmp = free.copy()
+    for o in order:
+        j = running[o]
+        touched = False
+        for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
+            tmp[alloc_node[a]] += alloc_cpus[a]
+            if allowed[alloc_node[a]]:
+                touched = True
+        if not touched:
+            continue
+        k = pick(cpus, min_nodes, exclusive, allowed, tmp, node_cpus, out_node, out_cpus)
+        if k >= 0:
+            return max(ends[o], now), k
+    return np.inf, -1

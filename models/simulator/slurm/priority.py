@@ -1,0 +1,84 @@
+"""priority/multifactor as the replay computes it (slurm.conf(5), the multifactor plugin; issue 51).
+
+    priority = W_age * age + W_fairshare * fairshare + W_jobsize * size + W_partition * partition + W_qos * qos
+
+each factor in [0, 1], the sum truncated to an integer (at least 1), as Slurm stores it:
+- age: time since submission (eligible time) / PriorityMaxAge, at most 1;
+- fairshare: Fair Tree (Slurm's default) over one level of users with equal shares: users ranked by
+  their level fair-share S / U (S = 1 / users, U = the user's share of the decayed usage; no usage
+  ranks first, equal values share a rank), factor = rank / users; with PriorityFlags=NO_FAIR_TREE,
+  classic fair-share 2^(-U / S). Usage is CPU-seconds, decayed with PriorityDecayHalfLife;
+- size: (nodes / cluster nodes + CPUs / cluster CPUs) / 2, or 1 minus that with PriorityFavorSmall;
+- partition: the partition's PriorityJobFactor / the largest PriorityJobFactor;
+- qos: the QOS's priority / the largest QOS priority (0 where the QOS priorities are not given).
+
+Slurm computes a job's priority when it is submitted and recomputes every pending job's at each
+PriorityCalcPeriod, after charging and decaying the usage: between two recalculations the age a job
+is ordered by does not move.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from metapilot.models.simulator.jit import jit_nrt
+
+
+@jit_nrt
+def fairshare_factors(usage, fair_tree, out):
+    n = usage.shape[0]
+    if n == 0:
+        return
+    total = 0.0
+    for u in range(n):
+        total += usage[u]
+    share = 1.0 / n
+    if not fair_tree:
+        for u in range(n):
+            out[u] = 1.0 if total <= 0.0 else 2.0 ** (-(usage[u] / total) / share)
+        return
+    level = np.empty(n)
+    for u in range(n):
+        level[u] = np.inf if usage[u] <= 0.0 or total <= 0.0 else share / (usage[u] / total)
+    order = np.argsort(-level, kind="mergesort")
+    rank = n
+    prev = np.nan
+    group_rank = n
+    for pos in range(n):
+        u = order[pos]
+        if pos == 0 or level[u] != prev:
+            group_rank = rank
+            prev = level[u]
+        out[u] = group_rank / n
+        rank -= 1
+
+
+@jit_nrt
+def job_priority(j, now, submit, fs_of_user, user, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part, w_qos,
+                 max_age):
+    age = (now - submit[j]) / max_age if max_age > 0 else 1.0
+    if age > 1.0:
+        age = 1.0
+    if age < 0.0:
+        age = 0.0
+    p = w_age * age + w_fs * fs_of_user[user[j]] + w_size * size_f[j] + w_part * part_f[j] + w_qos * qos_f[j]
+    p = math.floor(p)
+    return p if p >= 1.0 else 1.0
+
+
+@jit_nrt
+def charge_usage(usage, user, cpus, start, end, charged, jobs, n_jobs, now, last, half_life):
+    """Decay the usage by the time since the last recalculation, then charge each job's CPU-seconds
+    since it was last charged (up to its end or now)."""
+    if half_life > 0 and now > last:
+        f = 2.0 ** (-(now - last) / half_life)
+        for u in range(usage.shape[0]):
+            usage[u] *= f
+    for k in range(n_jobs):
+        j = jobs[k]
+        upto = min(end[j], now)
+        if upto > charged[j]:
+            usage[user[j]] += cpus[j] * (upto - charged[j])
+            charged[j] = upto

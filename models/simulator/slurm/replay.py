@@ -1,0 +1,137 @@
+"""`replay_slurm`: a site's jobs replayed as its Slurm would schedule them (issue 51; the loop is in
+`kernel`, the node choice in `nodes`, the backfill map in `node_space`, multifactor in `priority`).
+
+The jobs come as a frame, one row per job: `job_id`, `submit` and `run` (seconds, one origin),
+`time_limit` (seconds; null: the partition's DefaultTime, else MaxTime), `cpus`, `nodes` (the node
+count asked for, -N; null: any), `partition` (null: the default partition), `user`, `qos`. A job runs for
+its run time cut at its limit. A job that could never fit its partition's nodes is not replayed
+(its start stays null) and counted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from metapilot.models.simulator.policies import policy_code
+from metapilot.models.simulator.slurm.conf import SlurmConf
+from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
+from metapilot.models.simulator.slurm.nodes import pick
+
+YEAR_S = 365 * 86400.0
+COLUMNS = ("job_id", "submit", "run", "time_limit", "cpus", "nodes", "partition", "user", "qos")
+
+
+@dataclass(frozen=True)
+class SlurmSchedule:
+    """The replay: `jobs` (the input rows in submit order, with `start`, `end`, `wait`), how many could
+    never fit, and what the replay had to assume, in words."""
+
+    jobs: pl.DataFrame
+    never_fit: int
+    notes: tuple[str, ...]
+    engine_s: float
+
+
+def _order(jobs: pl.DataFrame) -> pl.DataFrame:
+    ids = jobs["job_id"].cast(pl.Utf8)
+    numeric = ids.str.contains(r"^\d+$").all()
+    key = ids.cast(pl.Int64) if numeric else ids
+    return jobs.with_columns(key.alias("_id_key")).sort(["submit", "_id_key"]).drop("_id_key")
+
+
+def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
+                   complete_s: float = 0.0, qos_priority: dict[str, float] | None = None) -> SlurmSchedule:
+    """Replay `jobs` on `conf`'s nodes and partitions with its scheduler settings, ordering the queue by
+    multifactor priority (`rule='multifactor'`) or by a fixed rule's score (FCFS, SJF, ...: what a
+    Slurm steered by `steer` follows), with the tail guard `guard_h` (hours) for a rule."""
+    missing = [c for c in COLUMNS if c not in jobs.columns]
+    if missing:
+        raise ValueError(f"replay_slurm needs the columns {', '.join(COLUMNS)}; missing {', '.join(missing)}")
+    notes: list[str] = list(conf.notes)
+    jobs = _order(jobs.select(COLUMNS))
+    n = jobs.height
+    node_names = [nd.name for nd in conf.nodes]
+    node_index = {name: i for i, name in enumerate(node_names)}
+    node_cpus = np.array([nd.cpus for nd in conf.nodes], np.int64)
+    parts = conf.partitions
+    part_nodes = np.zeros((len(parts), len(node_names)), np.bool_)
+    for p, part in enumerate(parts):
+        for name in part.nodes:
+            part_nodes[p, node_index[name]] = True
+    part_index = {part.name: p for p, part in enumerate(parts)}
+    default = part_index[conf.default_partition.name]
+    names = jobs["partition"].cast(pl.Utf8).to_list()
+    unknown = sorted({x for x in names if x is not None and x not in part_index})
+    if unknown:
+        notes.append(f"partitions not in slurm.conf, replayed in the default partition "
+                     f"{conf.default_partition.name!r}: {', '.join(unknown)}")
+    part = np.array([part_index.get(x, default) if x is not None else default for x in names], np.int64)
+    max_time = np.array([pt.max_time_s for pt in parts])
+    default_time = np.array([pt.default_time_s if pt.default_time_s is not None else pt.max_time_s for pt in parts])
+    lim = jobs["time_limit"].cast(pl.Float64).to_numpy().copy()
+    no_limit = np.isnan(lim)
+    lim[no_limit] = default_time[part[no_limit]]
+    lim = np.minimum(lim, max_time[part])
+    lim[~np.isfinite(lim)] = YEAR_S
+    run = np.minimum(np.maximum(jobs["run"].cast(pl.Float64).fill_null(0.0).to_numpy(), 0.0), lim)
+    cpus = np.maximum(jobs["cpus"].cast(pl.Int64).fill_null(1).to_numpy(), 1)
+    min_nodes = np.maximum(jobs["nodes"].cast(pl.Int64).fill_null(0).to_numpy(), 0)
+    users, user = np.unique(np.array(jobs["user"].cast(pl.Utf8).fill_null("").to_list(), dtype=object),
+                            return_inverse=True)
+    total_cpus = float(node_cpus.sum())
+    cpn = float(node_cpus.max())
+    est_nodes = np.maximum(min_nodes, np.ceil(cpus / cpn))
+    size = (est_nodes / len(node_names) + cpus / total_cpus) / 2.0
+    pr = conf.priority
+    size_f = 1.0 - size if pr.favor_small else size
+    job_factor = np.array([pt.priority_job_factor for pt in parts], np.float64)
+    part_f = (job_factor / job_factor.max())[part] if job_factor.max() > 0 else np.zeros(n)
+    qp = qos_priority or {}
+    qmax = max(qp.values(), default=0.0)
+    qos_f = np.array([qp.get(q, 0.0) / qmax if qmax > 0 and q is not None else 0.0
+                      for q in jobs["qos"].cast(pl.Utf8).to_list()])
+    if rule.lower() == "multifactor":
+        code = MULTIFACTOR
+        if not pr.multifactor:
+            notes.append("PriorityType is not priority/multifactor: every job's priority is equal (order by submission)")
+    else:
+        code = policy_code(rule)
+    excl = np.array([pt.exclusive for pt in parts], np.bool_)
+    never = np.zeros(n, np.bool_)
+    buf_n, buf_c = np.zeros(len(node_names), np.int64), np.zeros(len(node_names), np.int64)
+    for key in {(int(c), int(m), int(p)) for c, m, p in zip(cpus, min_nodes, part)}:
+        c, m, p = key
+        if pick(c, m, excl[p], part_nodes[p], node_cpus.copy(), node_cpus, buf_n, buf_c) < 0:
+            never |= (cpus == c) & (min_nodes == m) & (part == p)
+    s = conf.sched
+    iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
+                        s.default_queue_depth, s.sched_interval, int(s.backfill), code, int(pr.fair_tree),
+                        len(users)], np.int64)
+    mf = pr.multifactor
+    fparams = np.array([complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
+                        pr.weight_job_size if mf else 0, pr.weight_partition if mf else 0, pr.weight_qos if mf else 0,
+                        pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s,
+                        (guard_h or 0.0) * 3600.0 if code != MULTIFACTOR else 0.0], np.float64)
+    submit = jobs["submit"].cast(pl.Float64).to_numpy().copy()
+    start = np.empty(n)
+    end = np.empty(n)
+    t_call = time.perf_counter()
+    run_slurm(submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), size_f, part_f, qos_f, never, node_cpus,
+              part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, iparams, fparams, start, end)
+    engine_s = time.perf_counter() - t_call
+    if never.any():
+        notes.append(f"{int(never.sum())} jobs can never fit their partition's nodes: not replayed")
+    out = jobs.with_columns(pl.Series("start", start).fill_nan(None), pl.Series("end", end).fill_nan(None)) \
+        .with_columns((pl.col("start") - pl.col("submit")).alias("wait"))
+    return SlurmSchedule(out, int(never.sum()), tuple(notes), engine_s)
+
+
+def replay_slurm(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
+                 complete_s: float = 0.0, qos_priority: dict[str, float] | None = None) -> pl.DataFrame:
+    """The replayed jobs (`slurm_schedule(...).jobs`): the input rows with `start`, `end` and `wait`."""
+    return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, complete_s=complete_s,
+                          qos_priority=qos_priority).jobs
