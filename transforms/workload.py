@@ -59,6 +59,11 @@ class Workload:
     estimate_filled: np.ndarray | None = None  # bool
     clamped: np.ndarray | None = None  # bool
     report: NormalisationReport | None = field(default=None, compare=False)
+    # what Slurm's own replay also reads (issue 51): the node count asked for (-N; NaN: any), the
+    # user (keyed hash, for fair-share) and the QOS; None where the log does not say
+    nodes: np.ndarray | None = field(default=None, compare=False)  # float64
+    users: np.ndarray | None = field(default=None, compare=False)  # object (str or None)
+    qos: np.ndarray | None = field(default=None, compare=False)  # object (str or None)
 
     def __len__(self) -> int:
         return int(self.submit.shape[0])
@@ -78,7 +83,7 @@ class Workload:
             self, job_ids=self.job_ids[idx], submit=self.submit[idx], run=self.run[idx],
             req_time=self.req_time[idx], cores=self.cores[idx], gpus=self.gpus[idx], mem=self.mem[idx],
             partition=self.partition[idx], estimate_filled=pick(self.estimate_filled),
-            clamped=pick(self.clamped), report=None,
+            clamped=pick(self.clamped), report=None, nodes=pick(self.nodes), users=pick(self.users), qos=pick(self.qos),
         )
 
     def head(self, n: int) -> Workload:
@@ -129,7 +134,8 @@ def normalise(jobs: pl.DataFrame, window_start: datetime | None = None) -> Workl
     `window_start` is time zero of the replay (default: the first submit time kept); F1's score
     and the weekly metrics use it."""
     needed = ["job_id", "submit_time", "start_time", "run_s", "timelimit_s", "req_cpus", "alloc_cpus",
-              "req_gpus", "alloc_gpus", "req_mem_mib", "alloc_mem_mib", "partition"]
+              "req_gpus", "alloc_gpus", "req_mem_mib", "alloc_mem_mib", "partition", "req_nodes", "alloc_nodes",
+              "user_id", "qos"]
     missing = [c for c in needed if c not in jobs.columns]
     if missing:
         jobs = jobs.with_columns([pl.lit(None).alias(c) for c in missing])
@@ -143,6 +149,9 @@ def normalise(jobs: pl.DataFrame, window_start: datetime | None = None) -> Workl
         _size("alloc_gpus", "req_gpus").fill_null(0.0).alias("gpus"),
         _size("alloc_mem_mib", "req_mem_mib").fill_null(0.0).alias("mem"),
         pl.col("partition").cast(pl.Utf8),
+        pl.coalesce(pl.col("req_nodes"), pl.col("alloc_nodes")).cast(pl.Float64).alias("nodes"),
+        pl.col("user_id").cast(pl.Utf8).alias("user"),
+        pl.col("qos").cast(pl.Utf8),
     )
     jobs_in = df.height
     no_submit = df["submit_time"].null_count()
@@ -196,5 +205,8 @@ def normalise(jobs: pl.DataFrame, window_start: datetime | None = None) -> Workl
         window_start=start,
         estimate_filled=df["_filled"].to_numpy().astype(np.bool_),
         clamped=df["_clamped"].to_numpy().astype(np.bool_),
+        nodes=df["nodes"].fill_null(float("nan")).to_numpy().astype(np.float64),
+        users=np.array(df["user"].to_list(), dtype=object),
+        qos=np.array(df["qos"].to_list(), dtype=object),
         report=report,
     )

@@ -27,6 +27,7 @@ class SimResult:
     events: int
     counters: dict[str, int] = field(default_factory=dict)
     engine_s: float = float("nan")  # the event loop alone, after the compiled code is loaded
+    notes: tuple[str, ...] = ()  # what the replay had to assume (the `slurm` mode: see slurm.SlurmSchedule)
 
     @property
     def wait(self) -> np.ndarray:

@@ -269,3 +269,34 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         notes.append("no PartitionName= line: one partition over every node")
     return SlurmConf(cluster=settings.get("clustername", "cluster"), nodes=tuple(nodes.values()),
                      partitions=tuple(partitions), sched=sched, priority=prio, notes=tuple(notes))
+
+
+def conf_from_capacity(rows) -> SlurmConf:
+    """Slurm's defaults on the warehouse's capacity rows (`partition, nodes, cores, gpus, mem_mib`), for a
+    site that gives no slurm.conf: each partition its own nodes (cores / nodes each); where the node
+    count is unknown, one node holding every core (a pool of cores, said in the notes)."""
+    records = rows.to_dicts() if hasattr(rows, "to_dicts") else [dict(r) for r in rows]
+    nodes: list[Node] = []
+    parts: list[Partition] = []
+    notes: list[str] = []
+    for rec in records:
+        name = rec.get("partition") or "*"
+        cores = int(rec["cores"])
+        count = int(rec["nodes"]) if rec.get("nodes") else 0
+        if count <= 0 or cores % count:
+            notes.append(f"partition {name!r}: node count unknown" + (f" ({count} nodes do not divide {cores} cores)"
+                                                                       if count > 0 else "")
+                         + f"; replayed as one node of {cores} cores")
+            count = 1
+        per = cores // count
+        mem = rec.get("mem_mib")
+        gpus = int(rec.get("gpus") or 0)
+        names = tuple(f"{name}-{k}" for k in range(count))
+        nodes.extend(Node(nm, per, float(mem) / count if mem else INFINITE, gpus // count) for nm in names)
+        parts.append(Partition(name, names))
+    # jobs of a partition without a row of its own run in the whole-cluster row ('*'), as in `Capacity`
+    whole = next((k for k, p in enumerate(parts) if p.name == "*"), 0)
+    parts[whole] = replace(parts[whole], default=True)
+    # priority/multifactor with Slurm's default weights (all 0): every job's priority is equal
+    return SlurmConf(nodes=tuple(nodes), partitions=tuple(parts), priority=PriorityParams(multifactor=True),
+                     notes=tuple(notes))
