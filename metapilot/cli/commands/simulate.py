@@ -12,8 +12,13 @@ from metapilot.cli.options import OptionError, out_file_option, window_options
 
 def simulate_cmd(
     cluster: Annotated[str, typer.Option(help="Cluster whose jobs to replay.")],
-    policy: Annotated[str, typer.Option(help="Priority rule: FCFS, SJF, SAF, LAF, WFP3, UNICEF, F1.")] = "FCFS",
-    backfill: Annotated[str, typer.Option(help="none, easy or conservative.")] = "easy",
+    policy: Annotated[str, typer.Option(help="Priority rule: FCFS, SJF, SAF, LAF, WFP3, UNICEF, F1; or multifactor "
+                                              "(Slurm's priority/multifactor, with --backfill slurm).")] = "FCFS",
+    backfill: Annotated[str, typer.Option(help="none, easy, conservative, or slurm (Slurm's own main and backfill "
+                                                "schedulers on nodes and partitions).")] = "easy",
+    slurm_conf: Annotated[Optional[str], typer.Option("--slurm-conf", help="The site's slurm.conf for --backfill slurm: "
+                                                      "nodes, partitions, SchedulerParameters and Priority* weights "
+                                                      "(default: Slurm's defaults on the warehouse's capacity).")] = None,
     start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO date/time, UTC), by submit time.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="Replay one partition only.")] = None,
@@ -33,6 +38,7 @@ def simulate_cmd(
 
     w_from, w_to = window_options(start, end)  # checked before any work
     jobs_out = out_file_option(jobs_out, "--jobs-out")
+    conf = _slurm_conf_option(policy, backfill, slurm_conf, all_baselines)
     require_warehouse(db)  # a mistyped --db must not create an empty warehouse
     con = connect(db)
     if partition is not None:
@@ -68,12 +74,23 @@ def simulate_cmd(
         con.close()
         console.print(f"[red]error:[/red] {why}", markup=True, highlight=False)
         raise typer.Exit(2)
+    if backfill.lower() == "slurm" and conf is None:
+        from metapilot.models.simulator.slurm import conf_from_capacity
+
+        conf = conf_from_capacity(cap_rows)
     runs = list(RULE_PAIRS) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:
         t_call = time.perf_counter()
         try:
-            result = simulate(workload, capacity, pol, bf)
+            if bf == "slurm":
+                from metapilot.models.simulator.slurm import simulate_slurm
+
+                result = simulate_slurm(workload, conf, pol)
+                for note in result.notes:
+                    console.print(f"[yellow]note:[/yellow] {note}", markup=True, highlight=False)
+            else:
+                result = simulate(workload, capacity, pol, bf)
         except ValueError as e:
             console.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
@@ -110,6 +127,34 @@ def simulate_cmd(
     console.print(f"stored as sim_runs {', '.join(s['run_id'][0] for s in summaries[:3])}{' ...' if len(summaries) > 3 else ''}")
     if jobs_out and not all_baselines:
         console.print(f"per-job results: {jobs_out}")
+
+
+def _slurm_conf_option(policy: str, backfill: str, path: str | None, all_baselines: bool):
+    """The slurm.conf read (None: none given); refuses a combination Slurm's replay does not have."""
+    bf, pol = backfill.lower(), policy.lower()
+    if bf not in ("none", "easy", "conservative", "slurm"):
+        raise OptionError(f"unknown backfilling mode {backfill!r}: none, easy, conservative or slurm",
+                          param_hint="--backfill")
+    if pol == "multifactor" and bf != "slurm":
+        raise OptionError("multifactor is Slurm's priority: replay it with --backfill slurm (and the site's "
+                          "--slurm-conf)", param_hint="--policy")
+    if path is not None and bf != "slurm":
+        raise OptionError("--slurm-conf is read by the slurm mode: add --backfill slurm", param_hint="--slurm-conf")
+    if all_baselines and bf == "slurm":
+        raise OptionError("--all-baselines replays the 21 textbook rules; replay Slurm with --backfill slurm alone",
+                          param_hint="--all-baselines")
+    if path is None:
+        return None
+    from pathlib import Path
+
+    from metapilot.models.simulator.slurm import read_slurm_conf
+
+    if not Path(path).is_file():
+        raise OptionError(f"no slurm.conf at {path}", param_hint="--slurm-conf")
+    try:
+        return read_slurm_conf(path)
+    except (ValueError, OSError) as e:
+        raise OptionError(f"{path}: {e}", param_hint="--slurm-conf") from None
 
 
 def _write_jobs(result, path: str) -> None:

@@ -7,10 +7,19 @@ from metapilot.models.simulator.slurm.conf import (
     PriorityParams,
     SchedulerParams,
     SlurmConf,
+    conf_from_capacity,
     parse_slurm_conf,
     read_slurm_conf,
 )
-from metapilot.models.simulator.slurm.replay import SlurmSchedule, replay_slurm, slurm_schedule
+from metapilot.models.simulator.slurm.replay import (
+    SlurmSchedule,
+    conf_capacity,
+    replay_slurm,
+    simulate_slurm,
+    slurm_schedule,
+    workload_frame,
+)
 
-__all__ = ["Node", "Partition", "PriorityParams", "SchedulerParams", "SlurmConf", "SlurmSchedule", "parse_slurm_conf",
-           "read_slurm_conf", "replay_slurm", "slurm_schedule"]
+__all__ = ["Node", "Partition", "PriorityParams", "SchedulerParams", "SlurmConf", "SlurmSchedule", "conf_capacity",
+           "conf_from_capacity", "parse_slurm_conf", "read_slurm_conf", "replay_slurm", "simulate_slurm",
+           "slurm_schedule", "workload_frame"]

@@ -1,0 +1,211 @@
+"""The replay of what Slurm does (issue 51) against schedules worked out by hand from Slurm's code
+(backfill.c, job_scheduler.c, the multifactor plugin) and slurm.conf(5)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from metapilot.models.simulator import Capacity, simulate
+from metapilot.models.simulator.slurm import SlurmConf, parse_slurm_conf, replay_slurm, simulate_slurm
+from metapilot.models.simulator.slurm.conf import conf_from_capacity, expand_hostlist, parse_time_s
+from metapilot.models.simulator.slurm.priority import fairshare_factors, job_priority
+from metapilot.transforms.workload import Workload
+
+
+def frame(rows: list[tuple], **cols) -> pl.DataFrame:
+    """rows: (submit, run, limit, cpus[, partition[, user]]) in seconds; job ids 1, 2, ..."""
+    data = {"job_id": [str(i + 1) for i in range(len(rows))], "submit": [float(r[0]) for r in rows],
+            "run": [float(r[1]) for r in rows], "time_limit": [float(r[2]) for r in rows],
+            "cpus": [int(r[3]) for r in rows], "nodes": [None] * len(rows),
+            "partition": [r[4] if len(r) > 4 else None for r in rows],
+            "user": [r[5] if len(r) > 5 else "u" for r in rows], "qos": [None] * len(rows)}
+    data.update(cols)
+    return pl.DataFrame(data, schema_overrides={"nodes": pl.Int64, "partition": pl.Utf8, "user": pl.Utf8,
+                                                "qos": pl.Utf8})
+
+
+def starts(jobs: pl.DataFrame, conf: SlurmConf, rule: str = "FCFS", **kw) -> list[float]:
+    return replay_slurm(jobs, conf, rule=rule, **kw)["start"].to_list()
+
+
+ONE_NODE_8 = SlurmConf.single(8).with_sched(bf_interval=1, sched_interval=60)
+
+
+def test_reservations_are_rounded_down_to_bf_resolution():
+    """Job 2 (the whole node) is reserved from 100 rounded down to 60; job 3 ends by 52 and is
+    backfilled at once; job 4 would end at 83, past 60, so it waits for slots after the reservation,
+    where job 2 runs until 200. Textbook EASY starts job 4 at once (it ends before 100)."""
+    jobs = frame([(0, 100, 100, 4), (1, 100, 100, 8), (2, 50, 50, 2), (3, 80, 80, 2)])
+    assert starts(jobs, ONE_NODE_8) == [0, 100, 2, 200]
+    w = Workload.from_arrays(submit=[0, 1, 2, 3], run=[100, 100, 50, 80], req_time=[100, 100, 50, 80],
+                             cores=[4, 8, 2, 2])
+    assert list(simulate(w, Capacity.single(8), "FCFS", "easy").start) == [0, 100, 2, 3]
+
+
+def test_a_reservation_holds_whole_nodes():
+    """At 1 s resolution: job 2 (4 CPUs) is reserved the node from 100 to 200; job 3 (2 CPUs, 200 s)
+    fits the 2 free CPUs now but would run into that reservation, so Slurm holds it until the main
+    scheduler starts both at 100. EASY backfills it at once (the head still has its 4 CPUs at 100)."""
+    conf = ONE_NODE_8.with_sched(bf_resolution=1)
+    jobs = frame([(0, 100, 100, 6), (1, 100, 100, 4), (2, 200, 200, 2)])
+    assert starts(jobs, conf) == [0, 100, 100]
+    w = Workload.from_arrays(submit=[0, 1, 2], run=[100, 100, 200], req_time=[100, 100, 200], cores=[6, 4, 2])
+    assert list(simulate(w, Capacity.single(8), "FCFS", "easy").start) == [0, 100, 2]
+
+
+def test_a_blocked_partition_closes_its_nodes_to_the_rest_of_the_main_pass():
+    """sched/builtin (no backfill): job 2 cannot start in p1, so the node is taken from the pass and
+    job 3, in p2 on the same node, waits although a CPU is free; it starts when p2's turn comes with
+    room, after job 2."""
+    conf = parse_slurm_conf("SchedulerType=sched/builtin\nNodeName=n1 CPUs=4\n"
+                            "PartitionName=p1 Nodes=n1 Default=YES\nPartitionName=p2 Nodes=n1\n")
+    jobs = frame([(0, 100, 100, 3, "p1"), (1, 100, 100, 4, "p1"), (2, 10, 10, 1, "p2")])
+    assert starts(jobs, conf) == [0, 100, 200]
+
+
+def test_bf_max_job_test_bounds_the_jobs_a_pass_tests():
+    """With one job tested per pass, only job 2 (the blocked head) is; job 3 is never backfilled and
+    waits behind job 2. With two, job 3 ends by the head's reservation and starts at once."""
+    jobs = frame([(0, 100, 120, 6), (1, 100, 100, 8), (2, 10, 60, 2)])
+    assert starts(jobs, ONE_NODE_8.with_sched(bf_max_job_test=1, bf_resolution=1)) == [0, 100, 200]
+    assert starts(jobs, ONE_NODE_8.with_sched(bf_max_job_test=2, bf_resolution=1)) == [0, 100, 2]
+
+
+def test_partition_priority_tier_orders_the_queue_first():
+    """Two partitions on one node; the 'high' job, submitted last, starts first when the node frees."""
+    conf = parse_slurm_conf("NodeName=n1 CPUs=4\nPartitionName=low Nodes=n1 Default=YES PriorityTier=1\n"
+                            "PartitionName=high Nodes=n1 PriorityTier=2\nSchedulerParameters=bf_interval=1\n")
+    jobs = frame([(0, 100, 100, 4, "low"), (1, 50, 50, 4, "low"), (2, 50, 50, 4, "high")])
+    assert starts(jobs, conf) == [0, 150, 100]
+
+
+def test_multifactor_age_moves_only_at_the_recalculation():
+    """Job 2 is submitted before job 3 but in a partition of lower PriorityJobFactor: at submission
+    job 3 ranks first (partition 1000 vs 500). From the recalculation at 300 s the age of job 2
+    (PriorityMaxAge 10 min, weight 2000) puts it ahead: it starts first when the node frees at 400."""
+    conf = parse_slurm_conf(
+        "NodeName=n1 CPUs=4\nPartitionName=a Nodes=n1 Default=YES PriorityJobFactor=1\n"
+        "PartitionName=b Nodes=n1 PriorityJobFactor=2\nPriorityType=priority/multifactor\nPriorityWeightAge=2000\n"
+        "PriorityWeightPartition=1000\nPriorityMaxAge=10\nPriorityCalcPeriod=5\nSchedulerParameters=bf_interval=1\n")
+    jobs = frame([(0, 400, 400, 4, "a"), (1, 50, 50, 4, "a"), (200, 50, 50, 4, "b")])
+    assert starts(jobs, conf, rule="multifactor") == [0, 400, 450]
+    # ended before the recalculation: job 3 first
+    jobs = frame([(0, 250, 250, 4, "a"), (1, 50, 50, 4, "a"), (200, 50, 50, 4, "b")])
+    assert starts(jobs, conf, rule="multifactor") == [0, 300, 250]
+
+
+def test_fair_tree_and_classic_fairshare_factors():
+    out = np.empty(4)
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), True, out)
+    assert list(out) == [1.0, 0.75, 0.75, 0.25]
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), False, out)
+    assert out[0] == 1.0 and out[3] == pytest.approx(2 ** -(0.6 / 0.25))
+    fairshare_factors(np.zeros(3), True, out[:3])
+    assert list(out[:3]) == [1.0, 1.0, 1.0]
+
+
+def test_fairshare_puts_the_light_user_first():
+    """Two users on a one-CPU node; 'heavy' ran for an hour, so at the next recalculation 'light' ranks
+    first (Fair Tree, weight 10000) although its job came later."""
+    conf = parse_slurm_conf("NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 Default=YES\n"
+                            "PriorityType=priority/multifactor\nPriorityWeightFairshare=10000\nPriorityCalcPeriod=1\n"
+                            "SchedulerParameters=bf_interval=1\n")
+    jobs = frame([(0, 3600, 3600, 1, None, "heavy"), (3590, 60, 60, 1, None, "heavy"),
+                  (3595, 60, 60, 1, None, "light")])
+    assert starts(jobs, conf, rule="multifactor") == [0, 3660, 3600]
+
+
+def test_job_priority_is_truncated_and_at_least_one():
+    submit = np.array([0.0])
+    args = (np.ones(1), np.zeros(1, np.int64), np.zeros(1), np.zeros(1), np.zeros(1))
+    assert job_priority(0, 150.0, submit, *args, 1000.0, 0.0, 0.0, 0.0, 0.0, 600.0) == 250.0
+    assert job_priority(0, 0.0, submit, *args, 1000.0, 0.0, 0.0, 0.0, 0.0, 600.0) == 1.0
+
+
+def test_exclusive_partition_gives_whole_nodes():
+    """OverSubscribe=EXCLUSIVE: each 1-CPU job takes a 4-CPU node; the third waits for one."""
+    conf = parse_slurm_conf("NodeName=n[1-2] CPUs=4\nPartitionName=p Nodes=n[1-2] Default=YES OverSubscribe=EXCLUSIVE\n"
+                            "SchedulerParameters=bf_interval=1\n")
+    jobs = frame([(0, 100, 100, 1), (0, 100, 100, 1), (0, 100, 100, 1)])
+    assert starts(jobs, conf) == [0, 0, 100]
+    shared = parse_slurm_conf("NodeName=n[1-2] CPUs=4\nPartitionName=p Nodes=n[1-2] Default=YES\n")
+    assert starts(jobs, shared) == [0, 0, 0]
+
+
+def test_a_job_that_never_fits_is_left_out_and_counted():
+    from metapilot.models.simulator.slurm import slurm_schedule
+
+    s = slurm_schedule(frame([(0, 10, 10, 4), (1, 10, 10, 16)]), ONE_NODE_8)
+    assert s.jobs["start"].to_list() == [0, None] and s.never_fit == 1
+
+
+def test_completing_time_holds_the_cpus():
+    jobs = frame([(0, 100, 100, 8), (1, 10, 10, 8)])
+    assert starts(jobs, ONE_NODE_8) == [0, 100]
+    assert starts(jobs, ONE_NODE_8, complete_s=2) == [0, 102]
+
+
+def test_rules_order_the_queue_as_steer_sets_it():
+    """SJF: the shorter limit first once the node frees."""
+    jobs = frame([(0, 100, 100, 8), (1, 50, 300, 8), (2, 50, 60, 8)])
+    assert starts(jobs, ONE_NODE_8, rule="SJF") == [0, 150, 100]
+    assert starts(jobs, ONE_NODE_8, rule="FCFS") == [0, 100, 150]
+
+
+def test_simulate_slurm_is_a_simresult_on_the_workload():
+    w = Workload.from_arrays(submit=[0, 1, 2], run=[100, 100, 200], req_time=[100, 100, 200], cores=[6, 4, 2])
+    conf = conf_from_capacity([{"partition": None, "nodes": 1, "cores": 8, "gpus": 0, "mem_mib": None}])
+    r = simulate_slurm(w, conf.with_sched(bf_interval=1, bf_resolution=1), "multifactor")
+    assert list(r.start) == [0, 100, 100] and r.backfill == "slurm"
+    assert r.metrics()["jobs"][0] == 3
+
+
+def test_capacity_without_a_node_count_is_one_node_and_says_so():
+    conf = conf_from_capacity([{"partition": "*", "nodes": None, "cores": 64}])
+    assert [n.cpus for n in conf.nodes] == [64] and "node count unknown" in conf.notes[0]
+    conf = conf_from_capacity([{"partition": "*", "nodes": 16, "cores": 64}])
+    assert [n.cpus for n in conf.nodes] == [4] * 16
+
+
+def test_slurm_conf_parsing():
+    text = """# site
+ClusterName=mini
+SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1,sched_interval=2,sched_min_interval=100000,bf_window=1440,bf_max_job_test=50
+PriorityType=priority/multifactor
+PriorityDecayHalfLife=7-0
+PriorityMaxAge=1-0
+PriorityWeightAge=1000
+PriorityWeightFairshare=10000
+PriorityFlags=NO_FAIR_TREE
+NodeName=DEFAULT RealMemory=64000
+NodeName=cn[01-03] Sockets=2 CoresPerSocket=8 ThreadsPerCore=1 Gres=gpu:a100:4
+NodeName=big CPUs=128
+PartitionName=debug Nodes=cn[01-02] Default=YES MaxTime=30 PriorityTier=1
+PartitionName=high Nodes=ALL MaxTime=INFINITE PriorityTier=2 PriorityJobFactor=10 OverSubscribe=EXCLUSIVE
+"""
+    c = parse_slurm_conf(text)
+    assert c.cluster == "mini"
+    assert [(n.name, n.cpus, n.gpus, n.mem_mib) for n in c.nodes][:1] == [("cn01", 16, 4, 64000.0)]
+    assert [n.name for n in c.nodes] == ["cn01", "cn02", "cn03", "big"]
+    debug, high = c.partitions
+    assert debug.default and debug.nodes == ("cn01", "cn02") and debug.max_time_s == 1800
+    assert high.nodes == ("cn01", "cn02", "cn03", "big") and high.exclusive and high.priority_job_factor == 10
+    assert (c.sched.bf_interval, c.sched.sched_interval, c.sched.bf_max_job_test, c.sched.bf_window_min) == (1, 2, 50, 1440)
+    assert c.sched.bf_resolution == 60 and c.sched.default_queue_depth == 100  # Slurm's defaults
+    p = c.priority
+    assert p.multifactor and not p.fair_tree and p.max_age_s == 86400 and p.weight_fairshare == 10000
+    assert p.calc_period_s == 300
+
+
+def test_hostlists_and_time_strings():
+    assert expand_hostlist("cn[01-03,7],gpu1") == ["cn01", "cn02", "cn03", "cn7", "gpu1"]
+    assert parse_time_s("30") == 1800 and parse_time_s("1:30") == 90 and parse_time_s("1-2") == 93600
+    assert parse_time_s("2-0:30:00") == 2 * 86400 + 1800 and parse_time_s("UNLIMITED") == float("inf")
+
+
+def test_a_conf_without_nodes_is_refused():
+    with pytest.raises(ValueError, match="names no nodes"):
+        parse_slurm_conf("ClusterName=x\n")
