@@ -209,3 +209,10 @@ def test_hostlists_and_time_strings():
 def test_a_conf_without_nodes_is_refused():
     with pytest.raises(ValueError, match="names no nodes"):
         parse_slurm_conf("ClusterName=x\n")
+
+
+def test_segments_change_the_order_rule_over_time():
+    """FCFS until 150, then SJF: the node frees at 100 (FCFS: job 2) and at 200 (SJF: job 4 before 3)."""
+    jobs = frame([(0, 100, 100, 8), (1, 100, 100, 8), (2, 50, 300, 8), (3, 50, 60, 8)])
+    assert starts(jobs, ONE_NODE_8, segments=[(0.0, "FCFS", None), (150.0, "SJF", None)]) == [0, 100, 250, 200]
+    assert starts(jobs, ONE_NODE_8, segments=[(0.0, "FCFS", None)]) == [0, 100, 200, 250]

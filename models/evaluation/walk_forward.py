@@ -133,6 +133,7 @@ def follow(workload: Workload, capacity: Capacity, periods: Sequence[tuple[float
     if recheck is not None:
         recheck.start(rp, periods[0][0])
     horizon = float(periods[-1][0])
+    applied: list[tuple[float, int]] = []  # (from when, the priority rule's code) as the deciders chose
     while not rp.done or rp.now < horizon:
         while p + 1 < len(periods) and rp.now >= periods[p + 1][0]:
             p += 1
@@ -148,6 +149,8 @@ def follow(workload: Workload, capacity: Capacity, periods: Sequence[tuple[float
             settings.append(s)
             i = index[s] = len(settings) - 1
             rp.settings = tuple(settings)
+        if not applied or applied[-1][1] != s[0]:
+            applied.append((float(rp.now), int(s[0])))
         # hold the setting while the decider cannot change it (the same schedule, far fewer steps)
         steady = decider.steady_s(agg)
         n = HOLD_MAX_EPOCHS if math.isinf(steady) else int(steady // epoch_s)
@@ -167,7 +170,7 @@ def follow(workload: Workload, capacity: Capacity, periods: Sequence[tuple[float
     counters["cannot_fit"] = int(eng.cannot_fit.size)
     return SimResult(workload=workload, capacity=capacity, policy=name, backfill="mixed", start=eng.start.copy(),
                      end=eng.end.copy(), pool=pool, cannot_fit=eng.cannot_fit, wall_s=0.0, events=rp.events,
-                     counters=counters)
+                     counters=counters, applied=tuple(applied))
 
 
 # --- choosing from the past ------------------------------------------------------------------------

@@ -28,6 +28,7 @@ class SimResult:
     counters: dict[str, int] = field(default_factory=dict)
     engine_s: float = float("nan")  # the event loop alone, after the compiled code is loaded
     notes: tuple[str, ...] = ()  # what the replay had to assume (the `slurm` mode: see slurm.SlurmSchedule)
+    applied: tuple[tuple[float, int], ...] = ()  # a followed replay's priority rules: (from when, rule code)
 
     @property
     def wait(self) -> np.ndarray:

@@ -39,10 +39,10 @@ PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
 
 # iparams slots
 I_BF_INTERVAL, I_BF_MAX_TEST, I_BF_MAX_USER, I_BF_RES, I_BF_WINDOW, I_QUEUE_DEPTH, I_SCHED_INTERVAL, I_BACKFILL, \
-    I_RULE, I_FAIR_TREE, I_N_USERS = range(11)
+    I_FAIR_TREE, I_N_USERS = range(10)
 # fparams slots
-F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC, F_GUARD = range(10)
-MULTIFACTOR = -1
+F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC = range(9)
+MULTIFACTOR = -1  # the order rule of a segment: multifactor priority, else a `policies` code
 
 
 @jit_nrt
@@ -117,8 +117,10 @@ def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_
 
 @jit_nrt
 def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, qos_f, excluded, node_cpus, part_nodes,
-              part_tier, part_excl, iparams, fparams, out_start, out_end):
-    """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run)."""
+              part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams, fparams, out_start, out_end):
+    """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run).
+    The queue's order rule goes by segments of time: from `seg_t[k]` on, `seg_rule[k]` (MULTIFACTOR or
+    a rule's code) with the tail guard `seg_guard[k]` seconds (0: none)."""
     n = submit.shape[0]
     n_nodes = node_cpus.shape[0]
     n_parts = part_nodes.shape[0]
@@ -130,17 +132,24 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     queue_depth = iparams[I_QUEUE_DEPTH]
     sched_interval = iparams[I_SCHED_INTERVAL]
     backfill_on = iparams[I_BACKFILL] != 0
-    rule = iparams[I_RULE]
     fair_tree = iparams[I_FAIR_TREE] != 0
     n_users = iparams[I_N_USERS]
     complete_s = fparams[F_COMPLETE]
     w_age, w_fs, w_size = fparams[F_W_AGE], fparams[F_W_FS], fparams[F_W_SIZE]
     w_part, w_qos, max_age = fparams[F_W_PART], fparams[F_W_QOS], fparams[F_MAX_AGE]
-    half_life, calc_period, guard_s = fparams[F_HALF_LIFE], fparams[F_CALC], fparams[F_GUARD]
-    multifactor = rule == MULTIFACTOR
+    half_life, calc_period = fparams[F_HALF_LIFE], fparams[F_CALC]
+    multifactor = False
+    dynamic = False  # an order that moves with time alone: WFP3, UNICEF, a tail guard
+    for k in range(seg_rule.shape[0]):
+        if seg_rule[k] == MULTIFACTOR:
+            multifactor = True
+        elif seg_rule[k] == 4 or seg_rule[k] == 5 or seg_guard[k] > 0:
+            dynamic = True
+    seg = 0
+    rule = seg_rule[0]
+    guard_s = seg_guard[0]
     # a recalculation matters only where age or fair-share weigh
     recalc = multifactor and calc_period > 0 and (w_age > 0 or w_fs > 0)
-    dynamic = (not multifactor) and (rule == 4 or rule == 5 or guard_s > 0)  # WFP3, UNICEF, a tail guard
 
     status = np.zeros(n, np.int8)
     for j in range(n):
@@ -220,6 +229,12 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
         if t == np.inf:
             break
         clock = t
+        while seg + 1 < seg_t.shape[0] and seg_t[seg + 1] <= t:  # the order rule of this time
+            seg += 1
+            rule = seg_rule[seg]
+            guard_s = seg_guard[seg]
+            bf_dirty = True
+            sched_dirty = True
         event = False
         # 1. resources come free
         while n_heap > 0 and heap_t[0] <= t:

@@ -11,6 +11,7 @@ its run time cut at its limit. A job that could never fit its partition's nodes 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,10 +48,12 @@ def _order(jobs: pl.DataFrame) -> pl.DataFrame:
 
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
-                   complete_s: float = 0.0, qos_priority: dict[str, float] | None = None) -> SlurmSchedule:
+                   complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
+                   segments: Sequence[tuple[float, str, float | None]] | None = None) -> SlurmSchedule:
     """Replay `jobs` on `conf`'s nodes and partitions with its scheduler settings, ordering the queue by
     multifactor priority (`rule='multifactor'`) or by a fixed rule's score (FCFS, SJF, ...: what a
-    Slurm steered by `steer` follows), with the tail guard `guard_h` (hours) for a rule."""
+    Slurm steered by `steer` follows), with the tail guard `guard_h` (hours) for a rule. `segments`
+    ((start s, rule, guard h) in time order, the first from the start) change the rule over time."""
     missing = [c for c in COLUMNS if c not in jobs.columns]
     if missing:
         raise ValueError(f"replay_slurm needs the columns {', '.join(COLUMNS)}; missing {', '.join(missing)}")
@@ -97,12 +100,13 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     qmax = max(qp.values(), default=0.0)
     qos_f = np.array([qp.get(q, 0.0) / qmax if qmax > 0 and q is not None else 0.0
                       for q in jobs["qos"].cast(pl.Utf8).to_list()])
-    if rule.lower() == "multifactor":
-        code = MULTIFACTOR
-        if not pr.multifactor:
-            notes.append("PriorityType is not priority/multifactor: every job's priority is equal (order by submission)")
-    else:
-        code = policy_code(rule)
+    segments = list(segments) if segments else [(-np.inf, rule, guard_h)]
+    codes = [MULTIFACTOR if r.lower() == "multifactor" else policy_code(r.split("+")[0]) for _, r, _ in segments]
+    if MULTIFACTOR in codes and not pr.multifactor:
+        notes.append("PriorityType is not priority/multifactor: every job's priority is equal (order by submission)")
+    seg_t = np.array([t for t, _, _ in segments], np.float64)
+    seg_t[0] = -np.inf
+    seg_guard = np.array([(g or 0.0) * 3600.0 if c != MULTIFACTOR else 0.0 for (_, _, g), c in zip(segments, codes)])
     excl = np.array([pt.exclusive for pt in parts], np.bool_)
     never = np.zeros(n, np.bool_)
     buf_n, buf_c = np.zeros(len(node_names), np.int64), np.zeros(len(node_names), np.int64)
@@ -112,19 +116,19 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
             never |= (cpus == c) & (min_nodes == m) & (part == p)
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
-                        s.default_queue_depth, s.sched_interval, int(s.backfill), code, int(pr.fair_tree),
-                        len(users)], np.int64)
+                        s.default_queue_depth, s.sched_interval, int(s.backfill), int(pr.fair_tree), len(users)],
+                       np.int64)
     mf = pr.multifactor
     fparams = np.array([complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
                         pr.weight_job_size if mf else 0, pr.weight_partition if mf else 0, pr.weight_qos if mf else 0,
-                        pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s,
-                        (guard_h or 0.0) * 3600.0 if code != MULTIFACTOR else 0.0], np.float64)
+                        pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s], np.float64)
     submit = jobs["submit"].cast(pl.Float64).to_numpy().copy()
     start = np.empty(n)
     end = np.empty(n)
     t_call = time.perf_counter()
     run_slurm(submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), size_f, part_f, qos_f, never, node_cpus,
-              part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, iparams, fparams, start, end)
+              part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t, np.array(codes, np.int64),
+              seg_guard, iparams, fparams, start, end)
     engine_s = time.perf_counter() - t_call
     if never.any():
         notes.append(f"{int(never.sum())} jobs can never fit their partition's nodes: not replayed")
@@ -134,10 +138,11 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
 
 
 def replay_slurm(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
-                 complete_s: float = 0.0, qos_priority: dict[str, float] | None = None) -> pl.DataFrame:
+                 complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
+                 segments: Sequence[tuple[float, str, float | None]] | None = None) -> pl.DataFrame:
     """The replayed jobs (`slurm_schedule(...).jobs`): the input rows with `start`, `end` and `wait`."""
-    return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, complete_s=complete_s,
-                          qos_priority=qos_priority).jobs
+    return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, complete_s=complete_s, qos_priority=qos_priority,
+                          segments=segments).jobs
 
 
 def workload_frame(w: Workload) -> pl.DataFrame:
@@ -165,11 +170,12 @@ def conf_capacity(conf: SlurmConf) -> Capacity:
 
 
 def simulate_slurm(w: Workload, conf: SlurmConf, rule: str = "multifactor", *, guard_h: float | None = None,
-                   complete_s: float = 0.0, qos_priority: dict[str, float] | None = None) -> SimResult:
+                   complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
+                   segments: Sequence[tuple[float, str, float | None]] | None = None) -> SimResult:
     """`simulate`'s result for the `slurm` backfilling mode: the workload replayed by `slurm_schedule`."""
     t0 = time.perf_counter()
     sched = slurm_schedule(workload_frame(w), conf, rule=rule, guard_h=guard_h, complete_s=complete_s,
-                           qos_priority=qos_priority)
+                           qos_priority=qos_priority, segments=segments)
     ids = sched.jobs["job_id"].to_list()
     if ids != list(w.job_ids.astype(str)):  # the same order by construction; a mismatch is a bug, not data
         raise AssertionError("slurm replay reordered the workload")
