@@ -61,16 +61,19 @@ def past_windows_of(db: str | None, cluster: str, origins: list[datetime], curre
 
 @task(name="walk-forward-judge", cache_policy=NONE)
 def judge_task(db: str | None, cluster: str, folds: list, span_end: datetime, current: str, planner: bool,
-               backtest_id: str, choices: list | None = None) -> WalkForwardResult:
+               backtest_id: str, choices: list | None = None, current_conf: str | None = None) -> WalkForwardResult:
     from metapilot.models.evaluation.backtest import run_backtest
+    from metapilot.models.simulator.slurm import read_slurm_conf
     from metapilot.warehouse.db import connect
+
+    conf = read_slurm_conf(current_conf) if current_conf else None
 
     log = get_run_logger()
     with warehouse_writer(db, log=log.info):
         con = connect(db)
         try:
             return run_backtest(con, cluster, folds, span_end, current=current, planner=planner, log=log.info,
-                                backtest_id=backtest_id, choices=choices)
+                                backtest_id=backtest_id, choices=choices, current_conf=conf)
         finally:
             con.close()
 
@@ -217,7 +220,7 @@ def folds_flow(db: str | None, cluster: str, first: datetime, busy: list[datetim
 def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks: int = 4,
                   warmup_weeks: int | None = None, start: datetime | None = None, end: datetime | None = None,
                   current: str = "FCFS+EASY", steps: int = 2000, dask: str | None = None, planner: bool = True,
-                  relearn: bool = False) -> WalkForwardResult:
+                  relearn: bool = False, current_conf: str | None = None) -> WalkForwardResult:
     """Walk forward over the cluster's history (see the module docstring); returns the result.
     The folds learn in parallel on the Dask cluster `dask` names (or `METAPILOT_DASK_ADDRESS`), else
     on a local one when more than one is to be learned (`local_fold_runner`), else here."""
@@ -246,7 +249,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
         else:
             folds = [learn_fold(db, cluster, first, busy, t, steps, relearn) for t in origins]
         choices = past.result()
-    out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id(), choices)
+    out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id(), choices, current_conf)
     if start is None and end is None:  # a narrowed span leaves the whole walk's folds for the next run
         prune_folds(db, cluster, [f.db for f in folds])
     return out.with_folds(str(fold_root(db, cluster)))

@@ -175,3 +175,36 @@ def test_the_next_walk_forward_reuses_the_folds_whose_past_has_not_changed(walke
     assert [p["decision"] for p in again["periods"]] == [p["decision"] for p in doc["periods"]]
     assert again["periods"][0]["fold_policy_id"] == doc["periods"][0]["fold_policy_id"]  # not learned again
     # (the last test of the module: "latest" is now this walk forward)
+
+
+def test_current_conf_judges_every_contender_on_the_sites_slurm(walked, tmp_path):
+    """`--current-conf` (issue 51): the current contender is the site's multifactor under its Slurm's
+    backfill on its nodes, every contender is judged on that Slurm (the 21 rules are 7 orders there),
+    and the replay's distance from the as-run history is said in the output, the JSON and the report."""
+    d, doc, _ = walked
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=hpc2n\nPriorityType=priority/multifactor\nPriorityWeightAge=1000\n"
+                    "PriorityWeightFairshare=10000\nNodeName=n[001-120] CPUs=2\n"
+                    "PartitionName=batch Nodes=n[001-120] Default=YES MaxTime=INFINITE\n")
+    out = d / "site.json"
+    r = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), "--steps", "50", "--no-planner",
+                                 "--current-conf", str(conf), "--json", str(out)])
+    assert r.exit_code == 0, r.output
+    site = json.loads(out.read_text())
+    assert site["current"] == "the site's Slurm (current)"
+    names = {c["name"]: c["kind"] for c in site["contenders"]}
+    assert names["the site's Slurm (current)"] == "current" and names["MetaPilot"] == "metapilot"
+    assert sorted(n for n, k in names.items() if k == "fixed") == sorted(
+        f"{p} on Slurm" for p in ("FCFS", "SJF", "SAF", "LAF", "WFP3", "UNICEF", "F1"))
+    f = site["site_fidelity"]
+    assert f["jobs"] > 1000 and -1.0 <= f["kendall_tau"] <= 1.0
+    assert {"wait_mean_replay_s", "wait_mean_asrun_s", "wait_p95_replay_s", "wait_max_asrun_s"} <= set(f)
+    assert "The site's Slurm replayed against the as-run history" in r.output
+    # the decisions are the same as without it: only the judging changed
+    assert [p["decision"] for p in site["periods"]] == [p["decision"] for p in doc["periods"]]
+    r = CliRunner().invoke(app, ["report", "--cluster", CLUSTER, "--db", str(d / "w.duckdb"), "--out", str(d / "rep2")])
+    assert r.exit_code == 0, r.output
+    md = next((d / "rep2").rglob("report.md")).read_text()
+    assert "The site's Slurm (its slurm.conf) replayed against what it lived over the span" in md
+    bad = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), "--current-conf", str(tmp_path / "no.conf")])
+    assert bad.exit_code == 2 and "no slurm.conf at" in bad.output

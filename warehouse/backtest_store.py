@@ -18,6 +18,7 @@ CONTENDER_COLUMNS: tuple[str, ...] = (
     "util_cpu_backlog", "gain_wait_mean", "gain_bsld", "regret_bsld", "regret_bsld_lo", "regret_bsld_hi",
     "regret_wait_mean", "regret_wait_mean_lo", "regret_wait_mean_hi", "regret_bsld_any", "regret_wait_mean_any",
     "admissible", "worst_user_wait_s", "worst_account_wait_s", "jain_users", "code_version", "created_at",
+    "asrun_kendall_tau",
 )
 FIGURE_COLUMNS: tuple[str, ...] = (
     "backtest_id", "contender", "period", "jobs", "wait_mean_s", "wait_max_s", "bsld_mean", "wait_sum_s", "bsld_sum",

@@ -294,10 +294,12 @@ def _fold_artifacts(fold: Fold) -> tuple[Any, dict | None, str | None]:
 
 def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *, current: str = "FCFS+EASY",
                  planner: bool = True, n_boot: int = 2000, seed: int = 0, log: Callable[[str], None] | None = None,
-                 backtest_id: str | None = None, choices: list[PastChoice] | None = None) -> WalkForwardResult:
+                 backtest_id: str | None = None, choices: list[PastChoice] | None = None,
+                 current_conf: Any = None) -> WalkForwardResult:
     """Follow the folds' decisions over [first origin, span_end), compare, store; returns the result
     (its `to_json`: what `metapilot backtest --json` writes). `choices`: what the past says at each
-    origin (`past_choices`), when already worked out."""
+    origin (`past_choices`), when already worked out. `current_conf` (a `SlurmConf`: the site's
+    slurm.conf): every contender is judged on the site's Slurm (`on_slurm`), against its multifactor."""
     from metapilot.models.controller.planner import PlannerConfig
     from metapilot.models.evaluation.heldout import asrun_result
     from metapilot.transforms.workload import normalise
@@ -386,13 +388,26 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                                                                      recheck=recheck)))
     decisions = [_rechecked(d, s, recheck.tightened, t0) for d, s in zip(decisions, starts, strict=True)]
     say(f"continuous replays: {time.perf_counter() - tick:.1f} s")
+    judged_by = current  # the contender every other is judged against
+    site_fidelity = None
+    if current_conf is not None:
+        tick = time.perf_counter()
+        contenders, judged_by = on_slurm(contenders, workload, current_conf)
+        site = next(c for c in contenders if c.kind == "current")
+        if asrun is not None and not np.isnan(asrun.start).all():
+            f = fidelity(job_frame(site.result), job_frame(asrun))
+            site_fidelity = f.to_dict() if f is not None else None
+        say(f"the contenders on the site's Slurm: {time.perf_counter() - tick:.1f} s")
 
     owners = job_owners(con, cluster, t0, span_end)
-    span, per = compare(contenders, bounds, current, owners, n_boot=n_boot, seed=seed)
-    verdict = bar_verdict(span, current)
+    span, per = compare(contenders, bounds, judged_by, owners, n_boot=n_boot, seed=seed)
+    if site_fidelity is not None:
+        span = span.with_columns(pl.when(pl.col("kind") == "current").then(pl.lit(site_fidelity["kendall_tau"]))
+                                 .otherwise(None).cast(pl.Float64).alias("asrun_kendall_tau"))
+    verdict = bar_verdict(span, judged_by)
     unfaithful = sum(1 for c in choices if not c.faithful)
     if unfaithful and not verdict.get("met") and "why" not in verdict:
-        verdict["why"] = (f"MetaPilot kept {current} in {unfaithful} of {len(choices)} periods because the replay does "
+        verdict["why"] = (f"MetaPilot kept {judged_by} in {unfaithful} of {len(choices)} periods because the replay does "
                           f"not reproduce this cluster (fidelity before advice: see each period's reason); the "
                           f"replays' gains there are not advice")
     backtest_id = backtest_id or new_backtest_id()
@@ -404,14 +419,50 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
         d, _ = _decide(ahead, "decided at the span's end from all the past", bounds[-1], frames, cur.name,
                        planned.name if planned else None, planners[-1])
         # the record's time zero is the replay's: F1's origin live
-        nxt = NextDecision(d, span_end, backtest_id, Record.of(figures, current, reference, bar, t0))
+        nxt = NextDecision(d, span_end, backtest_id, Record.of(figures, judged_by, reference, bar, t0))
     periods = tuple(Period(origins[k], origins[k + 1] if k + 1 < len(origins) else span_end, d, choice.leader,
                            Decision(choice.guarded, choice.guard_h), fold.gate, fold.policy_id, choice.fidelity)
                     for k, (fold, choice, d) in enumerate(zip(folds, choices, decisions, strict=True)))
-    store_backtest(con, backtest_id, _contender_rows(span, cluster, t0, span_end, current),
+    store_backtest(con, backtest_id, _contender_rows(span, cluster, t0, span_end, judged_by),
                    _period_rows(periods, choices, folds, per), per)
-    return WalkForwardResult(backtest_id, cluster, t0, span_end, current, reference, span["reference_any"][0], bar,
-                             periods, figures, nxt)
+    return WalkForwardResult(backtest_id, cluster, t0, span_end, judged_by, reference, span["reference_any"][0], bar,
+                             periods, figures, nxt, site_fidelity=site_fidelity)
+
+
+SITE_SLURM = "the site's Slurm (current)"
+
+
+def on_slurm(contenders: Sequence[Contender], workload: Workload, conf: Any) -> tuple[list[Contender], str]:
+    """The contenders judged as the site's Slurm would run them (issue 51): its nodes, partitions and
+    main and backfill schedulers (`simulate_slurm` on `conf`), the current contender being its
+    multifactor priority. A fixed rule is its priority order under Slurm's backfill (what `steer`
+    sets through the site factor: the 21 rules are seven orders there); MetaPilot, the leaders and the
+    planner apply, hour by hour, the orders they chose on the engine's replay (`SimResult.applied`).
+    The as-run history stays as it is: the check of the site's replay. Returns (contenders, the name
+    of the current one)."""
+    from metapilot.models.simulator.policies import POLICIES
+    from metapilot.models.simulator.slurm import simulate_slurm
+
+    out: list[Contender] = []
+    seen: set[str] = set()
+    for c in contenders:
+        if c.kind == "fixed":
+            pol, _ = parse_rule(c.name)
+            if pol not in seen:
+                seen.add(pol)
+                out.append(Contender(f"{pol} on Slurm", "fixed", simulate_slurm(workload, conf, pol),
+                                     note=f"{pol} order (steer's site factor) under the site's Slurm backfill"))
+        elif c.kind == "current":
+            out.append(Contender(SITE_SLURM, "current", simulate_slurm(workload, conf, "multifactor"),
+                                 note="the site's slurm.conf: its multifactor priority under its Slurm's backfill, on "
+                                      "its nodes"))
+        elif c.result is not None and c.result.applied:
+            segs = [(t, POLICIES[code], None) for t, code in c.result.applied]
+            out.append(replace(c, result=simulate_slurm(workload, conf, segments=segs),
+                               note=(c.note + "; " if c.note else "") + "its orders hour by hour on the site's Slurm"))
+        else:
+            out.append(c)
+    return out, SITE_SLURM
 
 
 def _period_rows(periods: Sequence[Period], choices: Sequence[PastChoice], folds: Sequence[Fold],

@@ -290,6 +290,10 @@ class Fidelity:
     waited_replay: float  # share of jobs that waited more than a minute
     waited_asrun: float
     kendall_tau: float | None  # of the start order
+    wait_p95_replay_s: float | None = None
+    wait_p95_asrun_s: float | None = None
+    wait_max_replay_s: float | None = None
+    wait_max_asrun_s: float | None = None
 
     @property
     def far(self) -> bool:
@@ -335,4 +339,5 @@ def fidelity(replay: pl.DataFrame, asrun: pl.DataFrame) -> Fidelity | None:
         tau = None if t is None or math.isnan(t) else float(t)
     w, wr = both["wait"].to_numpy(), both["wait_r"].to_numpy()
     return Fidelity(both.height, float(w.mean()), float(wr.mean()), float(both["bsld"].mean()),
-                    float(both["bsld_r"].mean()), float((w > WAITED_S).mean()), float((wr > WAITED_S).mean()), tau)
+                    float(both["bsld_r"].mean()), float((w > WAITED_S).mean()), float((wr > WAITED_S).mean()), tau,
+                    float(np.percentile(w, 95)), float(np.percentile(wr, 95)), float(w.max()), float(wr.max()))

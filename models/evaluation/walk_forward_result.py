@@ -197,6 +197,9 @@ class WalkForwardResult:
     contenders: tuple[ContenderFigures, ...]
     next: NextDecision | None = None
     folds: str | None = None
+    # with the site's slurm.conf (`--current-conf`): its Slurm's replay of the span against the as-run
+    # history (`choice.Fidelity.to_dict()`: mean, p95 and max wait, share that waited, Kendall's tau)
+    site_fidelity: dict | None = None
 
     def contender(self, name: str) -> ContenderFigures | None:
         return next((c for c in self.contenders if c.name == name), None)
@@ -210,6 +213,7 @@ class WalkForwardResult:
                "span": [self.span_from.isoformat(), self.span_to.isoformat()], "current": self.current,
                "reference": self.reference, "reference_any": self.reference_any, "bar": self.bar.to_json(),
                "periods": [p.to_json() for p in self.periods], "contenders": [c.to_json() for c in self.contenders],
+               "site_fidelity": self.site_fidelity,
                "next": self.next.to_json() if self.next else None}
         if self.folds is not None:
             out["folds"] = self.folds

@@ -120,6 +120,14 @@ def summary_lines(section: dict) -> list[str]:
             lines.append(f"{bar['why'][0].upper()}{bar['why'][1:]}.")
     else:
         lines.append(f"Bar not met: {bar.get('why', 'MetaPilot was not replayed')}.")
+    site = next((r for r in section["rows"] if r["kind"] == "current" and r.get("asrun_kendall_tau") is not None), None)
+    lived = next((r for r in section["rows"] if r["kind"] == "as-run" and r["status"] == "ok"), None)
+    if site is not None and lived is not None:  # `backtest --current-conf`: how close the site's replay is
+        lines.append(f"The site's Slurm (its slurm.conf) replayed against what it lived over the span: mean wait "
+                     f"{fmt_duration(site['wait_mean_s'])} against {fmt_duration(lived['wait_mean_s'])} as run, p95 "
+                     f"{fmt_duration(site['wait_p95_s'])} against {fmt_duration(lived['wait_p95_s'])}, max "
+                     f"{fmt_duration(site['wait_max_s'])} against {fmt_duration(lived['wait_max_s'])}; Kendall's tau of "
+                     f"the start order {site['asrun_kendall_tau']:.3f}.")
     cur = next((r for r in section["roi"] if r["reference_kind"] == "current"), None)
     if cur is not None:
         money = cur["config"]["currency"]

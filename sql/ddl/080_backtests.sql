@@ -49,6 +49,10 @@ CREATE TABLE IF NOT EXISTS backtests (
     created_at            TIMESTAMPTZ NOT NULL,
     PRIMARY KEY (backtest_id, contender)
 );
+-- with the site's slurm.conf (`backtest --current-conf`, issue 51): on the current contender's row, Kendall's tau
+-- of its start order against the as-run history (the check that the site's replay is close to what it lived)
+ALTER TABLE backtests ADD COLUMN IF NOT EXISTS asrun_kendall_tau DOUBLE;
+
 
 -- One row per period of a walk forward: what each deployable contender ran in it, decided at its
 -- origin from the past alone, and how the fold's learning went.

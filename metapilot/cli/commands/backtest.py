@@ -36,6 +36,7 @@ def backtest_cmd(
     start: Annotated[Optional[str], typer.Option("--from", help="Follow the decisions from this date (ISO, UTC) on.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="... up to this date (exclusive).")] = None,
     current: Annotated[str, typer.Option(help="The rule the site runs today, e.g. FCFS+EASY: the reference for gains and for 'starves no one more'.")] = "FCFS+EASY",
+    current_conf: Annotated[Optional[str], typer.Option("--current-conf", help="The site's slurm.conf: the current contender is its multifactor priority under Slurm's own backfill on its nodes, and every contender is judged as that Slurm would run it (the replay's distance from the as-run history is reported).")] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per fold's training run.")] = 2000,
     dask: Annotated[Optional[str], typer.Option(help="Where the folds learn: a Dask scheduler address, local:N, or slurm[:N] (pbs, sge, lsf: N worker jobs; README, On the site's own cluster) (default: side by side on a local Dask cluster, one process per usable core, when more than one fold is new; METAPILOT_WORKERS=1: one after another).")] = None,
     planner: Annotated[bool, typer.Option("--planner/--no-planner", help="Also follow the lookahead planner and its oracle bound (slower).")] = True,
@@ -61,6 +62,16 @@ def backtest_cmd(
     if t_from and t_to and t_to <= t_from:
         raise typer.BadParameter(f"--to ({end}) must come after --from ({start})")
     _check_dask(dask)
+    if current_conf is not None:
+        from metapilot.models.simulator.slurm import read_slurm_conf
+
+        if not Path(current_conf).is_file():
+            raise typer.BadParameter(f"no slurm.conf at {current_conf}", param_hint="--current-conf")
+        try:
+            read_slurm_conf(current_conf)
+        except (ValueError, OSError) as e:
+            raise typer.BadParameter(f"{current_conf}: {e}", param_hint="--current-conf") from None
+        current_conf = str(Path(current_conf).resolve())
     if not db_path(db).exists():
         console.print(f"[red]error:[/red] no warehouse at {db_path(db)}: ingest logs first (metapilot ingest PATH...) or pass --db")
         raise typer.Exit(2)
@@ -81,7 +92,8 @@ def backtest_cmd(
         from metapilot.flows.backtest import backtest_flow
 
         out = backtest_flow(db=db, cluster=name, every_weeks=every_w, warmup_weeks=warmup_w, start=t_from, end=t_to,
-                            current=current, steps=steps, dask=dask, planner=planner, relearn=relearn)
+                            current=current, steps=steps, dask=dask, planner=planner, relearn=relearn,
+                            current_conf=current_conf)
     print_backtest(out)
     console.print(f"[dim]each fold's own warehouse (its past, policy and replays): {out.folds}; the next walk forward "
                   "reuses the folds whose past has not changed (--relearn: learn them all again)[/dim]")
@@ -157,6 +169,21 @@ def print_backtest(out: WalkForwardResult) -> None:
                   f"regret <= 5%: {bar.regret_within_5pct}; starves no one more: {bar.starves_no_one_more}"
                   + (f". {bar.why[0].upper()}{bar.why[1:]}" if bar.why else ""))
     console.print("[dim]A regret below zero is a win only when its interval's upper end is below zero too.[/dim]")
+    if out.site_fidelity:
+        console.print(f"The site's Slurm replayed against the as-run history (the check of --current-conf): "
+                      f"{site_fidelity_words(out.site_fidelity)}", highlight=False)
+
+
+def site_fidelity_words(f: dict) -> str:
+    """`WalkForwardResult.site_fidelity` in one line: replayed vs as run."""
+    from metapilot.ground.units import fmt_duration
+
+    def pair(key: str) -> str:
+        return f"{fmt_duration(f.get(f'wait_{key}_replay_s'))} replayed vs {fmt_duration(f.get(f'wait_{key}_asrun_s'))} as run"
+
+    tau = f.get("kendall_tau")
+    return (f"mean wait {pair('mean')}, p95 {pair('p95')}, max {pair('max')}; Kendall's tau of the start order "
+            f"{'–' if tau is None else f'{tau:.3f}'} ({f.get('jobs', 0):,} jobs)")
 
 
 def register(app: typer.Typer) -> None:
