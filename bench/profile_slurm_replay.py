@@ -1,0 +1,182 @@
+"""Where the Slurm replay's time goes (issue 51 item 5): counts and doubling experiments on a copy of its kernel.
+
+The kernel is compiled (numba), so no profiler sees inside it. This script copies the text of
+models/simulator/slurm/{kernel,nodes,node_space,priority}.py into a temporary package and compiles variants:
+- `count`: the same loop with counters (events, main and backfill passes, jobs each tests, will_run and
+  space_allowed calls with the running jobs / map slots they walk, queue sorts and their lengths);
+- `x2 <part>`: one part of the work done twice (the second call overwrites the first's outputs, so the
+  schedule stays the same, checked job for job): the extra time is what that part costs.
+Each variant is checked to give the same start times as the real replay. The copies are patched at anchor
+lines of the kernel's text; an anchor that is no longer there stops the script (it then needs updating).
+
+    .venv/bin/python bench/profile_slurm_replay.py [--curie 20000] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+SRC = REPO / "models" / "simulator" / "slurm"
+JIT_IMPORT = "from metapilot.models.simulator.jit import jit_nrt"
+COUNTERS = ("events", "main passes", "jobs tested in main passes", "backfill passes", "backfill passes skipped",
+            "jobs tested in backfill passes", "will_run calls", "space_allowed calls",
+            "running jobs at will_run calls (sum)", "map slots at space_allowed calls (sum)", "queue sorts",
+            "queued jobs sorted (sum)", "reservations made", "jobs started by backfill", "jobs started by main")
+
+
+def _sub(text: str, pattern: str, repl: str, count: int = 0) -> str:
+    new, n = re.subn(pattern, repl, text, count=count, flags=re.M)
+    if n == 0:
+        raise SystemExit(f"anchor not found in kernel.py: {pattern!r}: update bench/profile_slurm_replay.py")
+    return new
+
+
+def variant(kind: str) -> str:
+    """kernel.py's text for one variant."""
+    text = (SRC / "kernel.py").read_text()
+    if kind == "count":
+        text, n = re.subn(r"^(def run_slurm\([^)]*?out_start, out_end)\):", r"\1, cnt):", text, count=1, flags=re.M | re.S)
+        if n != 1:
+            raise SystemExit("anchor not found: run_slurm's signature")
+        text = _sub(text, r"^(\s+)clock = t\n", r"\1clock = t\n\1cnt[0] += 1\n", 1)
+        text = _sub(text, r"^(\s+)order = _queue_order\((.*)\)\n",
+                    r"\1order = _queue_order(\2)\n\1cnt[10] += 1\n\1cnt[11] += n_pend\n")
+        text = _sub(text, r"^(\s+)depth = queue_depth if passes == 1 else -1\n",
+                    r"\1depth = queue_depth if passes == 1 else -1\n\1cnt[1] += 1\n", 1)
+        text = _sub(text, r"^(\s+)tested \+= 1\n(\s+)for i in range\(n_nodes\):\n(\s+)allowed\[i\] = part_nodes",
+                    r"\1tested += 1\n\1cnt[2] += 1\n\2for i in range(n_nodes):\n\3allowed[i] = part_nodes", 1)
+        text = _sub(text, r"^(\s+)if last >= 0:\n", r"\1if last < 0:\n\1    cnt[4] += 1\n\1if last >= 0:\n\1    cnt[3] += 1\n", 1)
+        text = _sub(text, r"^(\s+)j = order\[pos\]\n(\s+)if status\[j\] != PENDING:",
+                    r"\1j = order[pos]\n\1cnt[5] += 1\n\2if status[j] != PENDING:", 1)
+        text = _sub(text, r"^(\s+)ts, k = will_run\(", r"\1cnt[6] += 1\n\1cnt[8] += n_running\n\1ts, k = will_run(", 1)
+        text = _sub(text, r"^(\s+)later = space_allowed\(", r"\1cnt[7] += 1\n\1cnt[9] += n_slots\n\1later = space_allowed(",
+                    1)
+        text = _sub(text, r"^(\s+)n_slots = space_reserve\((.*)\n(\s+)res\)\n(\s+)break\n",
+                    r"\1cnt[12] += 1\n\1n_slots = space_reserve(\2\n\3res)\n\4break\n", 1)
+        text = _sub(text, r"^(\s+)sched_dirty = True\n(\s+)if part_excl\[p\]:",
+                    r"\1sched_dirty = True\n\1cnt[13] += 1\n\2if part_excl[p]:", 1)
+        text = _sub(text, r"^(\s+)bf_dirty = True\n(\s+)n_pend = _drop_started",
+                    r"\1bf_dirty = True\n\1cnt[14] += 1\n\2n_pend = _drop_started", 1)
+    elif kind == "x2 will_run":
+        text = _sub(text, r"^(\s+)ts, k = will_run\(((?:.*\n){2}.*pick_node, pick_cpus\))\n",
+                    r"\1ts, k = will_run(\2\n\1ts, k = will_run(\2\n", 1)
+    elif kind == "x2 space_allowed":
+        text = _sub(text, r"^(\s+)later = space_allowed\(((?:.*\n).*allowed\))\n",
+                    r"\1later = space_allowed(\2\n\1later = space_allowed(\2\n", 1)
+    elif kind == "x2 queue sort":
+        text = _sub(text, r"^(\s+)order = _queue_order\((.*)\)\n",
+                    r"\1order = _queue_order(\2)\n\1order = _queue_order(\2)\n")
+    elif kind == "x2 main-pass pick":
+        text = _sub(text, r"^(\s+)k = pick\(cpus\[j\], (.*)\)\n", r"\1k = pick(cpus[j], \2)\n\1k = pick(cpus[j], \2)\n", 1)
+    elif kind == "x2 space_reserve":
+        text = _sub(text, r"^(\s+)n_slots = space_reserve\(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, "
+                    r"e_r,\n(\s+)res\)\n",
+                    r"\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
+                    r"\n\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
+                    "\n", 1)
+    elif kind != "copy":
+        raise ValueError(kind)
+    return text
+
+
+def build(kind: str, root: Path):
+    """Compile one variant as its own package (plain numba, no cache) and return its kernel module."""
+    pkg = root / f"v_{re.sub(r'[^a-z0-9]+', '_', kind)}"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    head = "import numba as _nb\njit_nrt = _nb.njit\n"
+    for name in ("nodes.py", "node_space.py", "priority.py"):
+        (pkg / name).write_text((SRC / name).read_text().replace(JIT_IMPORT, head))
+    text = variant(kind).replace(JIT_IMPORT, head)
+    for mod in ("nodes", "node_space", "priority"):
+        text = text.replace(f"metapilot.models.simulator.slurm.{mod}", f"{pkg.name}.{mod}")
+    (pkg / "kernel.py").write_text(text)
+    return importlib.import_module(f"{pkg.name}.kernel")
+
+
+def main() -> None:
+    import polars as pl  # noqa: F401
+    from bench_slurm_replay import LOGS, swf_clusters, uniform
+
+    import metapilot.models.simulator.slurm.replay as replay
+    from metapilot.models.simulator.slurm import slurm_schedule
+    from metapilot.models.simulator.slurm.replay import workload_frame
+    from metapilot.transforms.parsers import ParseOptions, parse_jobs
+    from metapilot.transforms.workload import normalise
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--curie", type=int, default=20_000, help="CEA-Curie's first N jobs (0: skip)")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--save", help="keep the counts and extra times (JSON) here, for bench_slurm_replay.py --counts")
+    args = ap.parse_args()
+    saved = []
+    kth = normalise(parse_jobs(LOGS[0].path, ParseOptions(fmt="swf")))
+    cases = [("KTH-SP2", workload_frame(kth), uniform(1, 100))]
+    if args.curie:
+        cw = normalise(parse_jobs(LOGS[1].path, ParseOptions(fmt="swf"))).head(args.curie)
+        cases.append((f"CEA-Curie first {args.curie:,}", workload_frame(cw), swf_clusters(LOGS[1], cw)[2][0][1]))
+    real = replay.run_slurm
+    root = Path(tempfile.mkdtemp(prefix="slurmprof-"))
+    sys.path.insert(0, str(root))
+    kinds = ("copy", "count", "x2 will_run", "x2 space_allowed", "x2 queue sort", "x2 main-pass pick",
+             "x2 space_reserve")
+    mods = {k: build(k, root) for k in kinds}
+    for name, frame, conf in cases:
+        replay.run_slurm = real
+        ref = slurm_schedule(frame, conf)
+        ref_start = ref.jobs["start"].to_numpy()
+        base = None
+        case = {"case": f"{name} ({frame.height:,} jobs, {len(conf.nodes):,} nodes)", "counters": {}, "doubled": {}}
+        saved.append(case)
+        print(f"\n{name}: {frame.height:,} jobs, {len(conf.nodes):,} nodes; the real replay {ref.engine_s:.3f} s")
+        for kind in kinds:
+            mod = mods[kind]
+            cnt = np.zeros(len(COUNTERS), np.int64)
+            if kind == "count":
+                replay.run_slurm = lambda *a, _m=mod, _c=cnt: _m.run_slurm(*a, _c)
+            else:
+                replay.run_slurm = mod.run_slurm
+            slurm_schedule(frame, conf)  # compile
+            cnt[:] = 0
+            best = float("inf")
+            for _ in range(args.repeat if kind != "count" else 1):
+                cnt[:] = 0
+                t0 = time.perf_counter()
+                s = slurm_schedule(frame, conf)
+                best = min(best, time.perf_counter() - t0)
+                best = min(best, s.engine_s)
+            same = np.array_equal(s.jobs["start"].to_numpy(), ref_start, equal_nan=True)
+            if kind == "copy":
+                base = best
+                case["copy_s"] = best
+            elif kind != "count":
+                case["doubled"][kind.removeprefix("x2 ")] = best - base
+            if not same:
+                raise SystemExit(f"{kind}: the schedule changed: the patch is wrong")
+            extra = "" if base is None or kind == "copy" else f" (+{best - base:.3f} s: {(best - base) / base:.0%} " \
+                                                                 "of the copy's time)"
+            print(f"  {kind}: {best:.3f} s{extra}; same schedule: {same}")
+            if kind == "count":
+                for label, v in zip(COUNTERS, cnt):
+                    print(f"    {label}: {v:,}")
+                    case["counters"][label] = int(v)
+    replay.run_slurm = real
+    if args.save:
+        Path(args.save).write_text(json.dumps(saved, indent=1))
+
+
+if __name__ == "__main__":
+    main()
