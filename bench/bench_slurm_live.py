@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/bench_slurm_live.py cycle [--jobs 10000]     # stand-in Slurm: a cycle's own time
     .venv/bin/python bench/bench_slurm_live.py live [--jobs 120 --compress 300] [--write]
+    .venv/bin/python bench/bench_slurm_live.py fidelity [--out DIR --jobs 200 --first 19400 --compress 60] [--write]
+    .venv/bin/python bench/bench_slurm_live.py --analyse DIR/fidelity.json [--write]
 
 `cycle`: 10,000 pending jobs answered by a stand-in squeue/scontrol (tests/steer_standin.py) that
 counts its calls; three cycles (all set; then the first job starts and one arrives; then nothing
@@ -19,6 +21,15 @@ run times, limits and cores (FCFS for Slurm's default: every job's priority is e
 run, so Slurm orders by job id; conservative backfilling: Slurm reserves for every job it tests).
 Table: mean / p95 / max wait measured and predicted, per-job start difference, Kendall's tau
 between the real and replayed start orders.
+
+`fidelity` (issue 51): the replay of what Slurm does (`replay_slurm`, from the same slurm.conf) against
+the real Slurm, on a longer, less compressed slice of the whole KTH-SP2 trace (default 200 jobs from
+job index 19400, a busy stretch: arrivals, run times and limits / 60, limits at most 8 minutes; a
+quarter of the jobs, chosen with a seed, in the `high` partition, PriorityTier 2): Slurm's default
+(multifactor) and `steer` with SJF+EASY. The raw results (per job: trace id, Slurm id, partition,
+cores, limit, submit/eligible/start/end as collected, sacct's priority; what the steering loop set)
+go to DIR/fidelity.json after each run, beside the slurm.conf and slurmctld's log; `--analyse FILE`
+recomputes the table from them.
 """
 
 from __future__ import annotations
@@ -122,8 +133,9 @@ def run_live(plan: list[dict], env: dict, db: str, steer: list[str] | None, clus
         delay = j["at"] - (time.monotonic() - t0)
         if delay > 0:
             time.sleep(delay)
+        part = ["-p", j["partition"]] if j.get("partition") else []
         out = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp", "-N", "1", "-n", str(j["cores"]),
-                              "-t", str(j["limit_min"]), "-J", f"kth{j['id']}", "--wrap", f"sleep {j['sleep']}"],
+                              "-t", str(j["limit_min"]), *part, "-J", f"kth{j['id']}", "--wrap", f"sleep {j['sleep']}"],
                              env=env, capture_output=True, text=True, check=True)
         ids[j["id"]] = out.stdout.strip().split(";")[0]
     while True:
@@ -333,6 +345,408 @@ def _publish_and_approve(db: str, cluster: str, env: dict) -> None:
                     "--note", "benchmark"], env=env, check=True, capture_output=True)
 
 
+# --- fidelity: the replay of what Slurm does against the real Slurm (issue 51) ----------------------
+
+FIDELITY_HEADING = "Replaying what Slurm does, live (issue 51)"
+FIDELITY_RUNS = (("Slurm's default (multifactor)", "multifactor", None),
+                 ("steer SJF+EASY", "SJF", ["--policy", "SJF+EASY"]))
+FIDELITY_COMPLETE_S = (0.0, 1.0)  # the replay's rows: cores freed this long after the recorded end
+
+
+def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int) -> list[dict]:
+    """`n` jobs of the whole normalised KTH-SP2 trace from job index `first`: arrivals and run times divided
+    by `compress`, limits = the requested time divided by `compress` in whole minutes, at most
+    `limit_cap_min` (a job sleeps at most its limit less 2 s); each job in `high` with probability
+    `high_share` (seeded), else in `debug`."""
+    import gzip
+
+    from common import SHARED
+
+    path = SHARED / "reference" / "KTH-SP2.normalised.swf.gz"
+    with gzip.open(path, "rt") as f:
+        rows = [ln.split() for ln in f if ln.strip() and not ln.startswith(";")]
+    rng = random.Random(seed)
+    t0 = int(rows[first][1])
+    plan = []
+    for r in rows[first:first + n]:
+        procs = int(r[7]) if int(r[7]) > 0 else int(r[4])
+        run, req = max(int(r[3]), 1), max(int(r[8]), int(r[3]), 60)
+        limit_min = min(max(1, math.ceil(req / compress / 60)), limit_cap_min)
+        sleep = min(max(1, round(run / compress)), limit_min * 60 - 2)
+        plan.append({"id": r[0], "submit": int(r[1]) - t0, "run": run, "req": req, "cores": min(max(procs, 1), 100),
+                     "at": (int(r[1]) - t0) / compress, "limit_min": limit_min, "sleep": sleep,
+                     "partition": "high" if rng.random() < high_share else "debug"})
+    return plan
+
+
+def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict], env: dict) -> list[dict]:
+    """One record per planned job: the plan's side (trace id, cores, limit, sleep, partition asked for) and
+    what `metapilot collect` loaded (submit/eligible/start/end epoch seconds, partition, cpus, limit, state),
+    plus the priority sacct last recorded for the job."""
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT job_id, epoch(submit_time), epoch(eligible_time), epoch(start_time), epoch(end_time), partition, "
+            "qos, timelimit_s, req_cpus, alloc_cpus, req_nodes, alloc_nodes, state, user_id FROM jobs WHERE cluster = ?",
+            [cluster]).fetchall()
+    finally:
+        con.close()
+    keys = ("submit", "eligible", "start", "end", "partition", "qos", "limit_s", "req_cpus", "alloc_cpus", "req_nodes",
+            "alloc_nodes", "state", "user")
+    by_slurm = {r[0]: dict(zip(keys, r[1:])) for r in rows}
+    prio = {}
+    res = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,Priority", "-j", ",".join(ids.values())], env=env,
+                         capture_output=True, text=True)
+    for ln in res.stdout.splitlines():
+        parts = ln.split("|")
+        if len(parts) == 2 and parts[1].strip().isdigit():
+            prio[parts[0]] = int(parts[1])
+    out = []
+    for j in plan:
+        sid = ids.get(j["id"])
+        rec = by_slurm.get(sid, {}) if sid else {}
+        out.append({"trace_id": j["id"], "slurm_id": sid, "cores": j["cores"], "limit_min": j["limit_min"],
+                    "sleep": j["sleep"], "partition_asked": j["partition"], "priority": prio.get(sid), **rec})
+    return out
+
+
+def steered_rows(db: str) -> list[dict]:
+    """What the steering loop set: job, site factor, rank, when (epoch s), released when."""
+    from metapilot.warehouse.db import connect
+
+    con = connect(db, read_only=True)
+    try:
+        rows = con.execute("SELECT job_id, site_factor, rank, group_key, epoch(set_at), epoch(released_at) "
+                           "FROM steered_jobs ORDER BY set_at").fetchall()
+    finally:
+        con.close()
+    return [dict(zip(("job_id", "site_factor", "rank", "group", "set_at", "released_at"), r)) for r in rows]
+
+
+def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
+                   only: list[str] | None = None) -> Path:
+    """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
+    results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf)
+    and slurmctld's log. Returns the JSON's path."""
+    from slurm_fixtures import parse_exports
+
+    out.mkdir(parents=True, exist_ok=True)
+    plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed)
+    doc = {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_cap_min": limit_cap_min,
+                    "high_share": high_share, "seed": seed, "trace": "KTH-SP2.normalised.swf.gz",
+                    "limits_min": sorted({j["limit_min"] for j in plan}),
+                    "high_jobs": sum(j["partition"] == "high" for j in plan)},
+           "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
+    path = out / "fidelity.json"
+    env = {**os.environ, "METAPILOT_SLURM_CPUS": "100", "METAPILOT_SLURM_NO_INSTALL": "1"}
+    start = subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "start"], env=env, capture_output=True, text=True)
+    if start.returncode:
+        raise SystemExit(start.stderr)
+    env.update(parse_exports(start.stdout))
+    env["PATH"] = os.environ["PATH"] + ":/usr/sbin"
+    cluster = env["METAPILOT_SLURM_CLUSTER"]
+    sdir = Path(env["METAPILOT_SLURM_DIR"])
+    import shutil
+
+    shutil.copy(env["SLURM_CONF"], out / "fidelity.slurm.conf")
+    doc["slurm_dir"] = str(sdir)
+    # slurmctld's log says what each backfill pass tested and where it planned each job (no effect on
+    # what Slurm decides; the conf file stays as the runs' replay reads it)
+    flags = subprocess.run(["scontrol", "setdebugflags", "+Backfill"], env=env, capture_output=True, text=True)
+    doc["debug_flags"] = "Backfill" if flags.returncode == 0 else f"none ({flags.stderr.strip()})"
+    try:
+        for label, rule, steer in FIDELITY_RUNS:
+            if only and rule not in only:
+                continue
+            db = str(out / f"{rule}.duckdb")
+            t0 = time.time()
+            ids = run_live(plan, env, db, steer, cluster)
+            span = time.time() - t0
+            time.sleep(3)  # slurmdbd has the last ends
+            subprocess.run([sys.executable, "-m", "metapilot.cli", "collect", "--cluster", cluster, "--db", db],
+                           env=env, check=True, capture_output=True, text=True, timeout=600)
+            run = {"rule": rule, "steer": steer, "started": t0, "span_s": span,
+                   "jobs": collected_jobs(db, cluster, ids, plan, env)}
+            if steer:
+                run["steered"] = steered_rows(db)
+                if Path(db + ".steer.log").exists():
+                    shutil.copy(db + ".steer.log", out / f"{rule}.steer.log")
+            doc["runs"][label] = run
+            path.write_text(json.dumps(doc, default=float, indent=0))
+            shutil.copy(sdir / "log" / "slurmctld.log", out / "slurmctld.log")
+            print(f"{label}: {len(ids)} jobs in {span:.0f} s", flush=True)
+    finally:
+        for name in ("slurmctld.log", "slurmd.log"):
+            if (sdir / "log" / name).exists():
+                shutil.copy(sdir / "log" / name, out / name)
+        subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "stop", str(sdir)], env=env)
+    return path
+
+
+def fidelity_frame(jobs: list[dict], base: float = 0.0):
+    """The replay's input for one run: real submit times (epoch seconds less `base`), real run times
+    (end - start), the limit, cores and partition each job ran with; one user (every job was root's)."""
+    import polars as pl
+
+    done = [j for j in jobs if j.get("start") is not None and j.get("end") is not None]
+    return pl.DataFrame({
+        "job_id": [j["trace_id"] for j in done],
+        "submit": [float(j["submit"] - base) for j in done],
+        "run": [float(j["end"] - j["start"]) for j in done],
+        "time_limit": [float(j["limit_s"] if j.get("limit_s") else 60 * j["limit_min"]) for j in done],
+        "cpus": [int(j.get("alloc_cpus") or j["cores"]) for j in done],
+        "nodes": [1 for _ in done],
+        "partition": [j.get("partition") or j["partition_asked"] for j in done],
+        "user": [j.get("user") for j in done],
+        "qos": [j.get("qos") for j in done],
+    }, schema={"job_id": pl.Utf8, "submit": pl.Float64, "run": pl.Float64, "time_limit": pl.Float64,
+               "cpus": pl.Int64, "nodes": pl.Int64, "partition": pl.Utf8, "user": pl.Utf8, "qos": pl.Utf8})
+
+
+REPLAY_ORIGIN = "epoch"  # the replay's clock: "epoch" (Slurm's own) or "first" (0 at the first submit)
+
+
+def replay_run(jobs: list[dict], conf_path: Path, rule: str, complete_s: float) -> dict[str, float]:
+    """trace id -> start (s after the first real submit) in `replay_slurm`, replayed on Slurm's own clock
+    (epoch seconds: backfill rounds reservations to bf_resolution on that clock, so its grid falls where
+    Slurm's did) unless REPLAY_ORIGIN says otherwise."""
+    from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
+
+    first = min(j["submit"] for j in jobs if j.get("start") is not None and j.get("end") is not None)
+    base = 0.0 if REPLAY_ORIGIN == "epoch" else first
+    out = replay_slurm(fidelity_frame(jobs, base), read_slurm_conf(conf_path), rule=rule, complete_s=complete_s)
+    return {str(i): float(s) + base - first for i, s in zip(out["job_id"], out["start"])}
+
+
+def slurmctld_log(path: Path) -> Path | None:
+    """slurmctld's log kept beside a fidelity JSON (as copied, or gzipped), if any."""
+    for name in ("slurmctld.log", "slurmctld.log.gz"):
+        if (path.parent / name).exists():
+            return path.parent / name
+    return None
+
+
+def start_latency(path: Path, label: str) -> float | None:
+    """The mean time (s) from a completion to the start it lets through, from slurmctld's log (millisecond
+    stamps): over the jobs of the run that waited, their start less the last completion before it (the
+    completion handled, the cores freed, the next scheduling pass). None without the log."""
+    log = slurmctld_log(path)
+    if log is None:
+        return None
+    run = json.loads(path.read_text())["runs"][label]
+    ev = log_events(log)
+    sids = {j["slurm_id"] for j in run["jobs"]}
+    done = np.array(sorted(e["done"] for k, e in ev.items() if k in sids and "done" in e))
+    lags = []
+    for j in run["jobs"]:
+        e = ev.get(j["slurm_id"], {})
+        if "start" in e and j.get("start") is not None and j["start"] - j["submit"] > 2:
+            i = np.searchsorted(done, e["start"]) - 1
+            if i >= 0 and e["start"] - done[i] < 2:  # a start 2 s or more after the last completion: not its trigger
+                lags.append(e["start"] - done[i])
+    return float(np.mean(lags)) if lags else None
+
+
+def analyse_fidelity(path: Path, textbook: bool = True) -> dict:
+    """The table from a fidelity JSON (no Slurm): each run replayed by `replay_slurm` from the saved
+    slurm.conf (rule multifactor for Slurm's default, the steered rule for a steered run) with each
+    complete_s of FIDELITY_COMPLETE_S and with the run's own start latency (`start_latency`, rounded to
+    0.1 s) as complete_s; `textbook`: also the issue-39 engine (EASY) for reference."""
+    doc = json.loads(path.read_text())
+    conf = path.parent / doc["conf"]
+    rows = []
+    for label, run in doc["runs"].items():
+        real = {j["trace_id"]: (j["submit"], j["start"], j["end"]) for j in run["jobs"]
+                if j.get("start") is not None and j.get("end") is not None}
+        lat = start_latency(path, label)
+        values = [(cs, f"complete_s={cs:g}") for cs in FIDELITY_COMPLETE_S]
+        if lat is not None:
+            values.insert(1, (round(lat, 1), f"complete_s={round(lat, 1):g} (the run's start latency)"))
+        for cs, what in values:
+            pred = replay_run(run["jobs"], conf, run["rule"], cs)
+            rows.append({"run": label, "replay": f"replay_slurm {run['rule']}, {what}", **compare(real, pred)})
+        if textbook:
+            plan = [{"id": j["trace_id"], "limit_min": j["limit_min"], "cores": j["cores"]} for j in run["jobs"]]
+            pol = "FCFS" if run["rule"] == "multifactor" else run["rule"]
+            rows.append({"run": label, "replay": f"textbook {pol}+EASY (issue 39's engine)",
+                         **compare(real, replay(plan, real, pol, "easy"))})
+    return {"plan": doc["plan"], "started": doc.get("started"), "rows": rows}
+
+
+def job_differences(path: Path, label: str, complete_s: float = 0.0) -> list[dict]:
+    """Job by job for one run: real and replayed start (s after the first submit), sorted by the difference."""
+    doc = json.loads(path.read_text())
+    run = doc["runs"][label]
+    pred = replay_run(run["jobs"], path.parent / doc["conf"], run["rule"], complete_s)
+    done = [j for j in run["jobs"] if j.get("start") is not None]
+    base = min(j["submit"] for j in done)
+    out = [{"id": j["trace_id"], "slurm_id": j["slurm_id"], "partition": j.get("partition"), "cpus": j["cores"],
+            "limit_min": j["limit_min"], "submit": j["submit"] - base, "start": j["start"] - base,
+            "pred": pred[j["trace_id"]], "diff": pred[j["trace_id"]] - (j["start"] - base)} for j in done]
+    return sorted(out, key=lambda r: -abs(r["diff"]))
+
+
+def log_events(log: Path) -> dict[str, dict]:
+    """Slurm job id -> what slurmctld's log says, in epoch seconds with milliseconds: `submit`, `start`
+    and how (`main`: the main scheduler's "sched: Allocate"; `backfill`: a backfill pass's start), `done`
+    (the completion slurmctld handled)."""
+    import re
+    from datetime import datetime
+
+    pat = re.compile(r"^\[(\S+)\] (.*)$")
+    out: dict[str, dict] = {}
+
+    def at(stamp: str) -> float:
+        return datetime.fromisoformat(stamp).timestamp()  # the log's local time, as the epoch fields
+
+    if log.suffix == ".gz":
+        import gzip
+
+        with gzip.open(log, "rt", errors="replace") as f:
+            text = f.read()
+    else:
+        text = log.read_text(errors="replace")
+    for ln in text.splitlines():
+        m = pat.match(ln)
+        if not m:
+            continue
+        t, msg = at(m.group(1)), m.group(2)
+        if msg.startswith("_slurm_rpc_submit_batch_job: JobId="):
+            jid = msg.split("JobId=")[1].split()[0]
+            out.setdefault(jid, {})["submit"] = t
+        elif msg.startswith("sched: Allocate JobId="):
+            jid = msg.split("JobId=")[1].split()[0]
+            out.setdefault(jid, {}).update(start=t, how="main")
+        elif "_start_job: Started JobId=" in msg or msg.startswith("backfill: Started JobId="):
+            jid = msg.split("JobId=")[1].split()[0]
+            out.setdefault(jid, {}).update(start=t, how="backfill")
+        elif msg.startswith("_job_complete: JobId=") and msg.endswith(" done"):
+            jid = msg.split("JobId=")[1].split()[0]
+            out.setdefault(jid, {})["done"] = t
+    return out
+
+
+def diagnose(path: Path, label: str, complete_s: float = 0.0, top: int = 15) -> str:
+    """Where one run's replay misses: how its jobs started (main scheduler or backfill), the start latency
+    of jobs that waited for nothing, and the jobs of largest start difference with what the log says."""
+    doc = json.loads(path.read_text())
+    run = doc["runs"][label]
+    log = slurmctld_log(path)
+    ev = log_events(log) if log else {}
+    diffs = job_differences(path, label, complete_s)
+    lines = [f"{label}: replay_slurm {run['rule']}, complete_s={complete_s:g}"]
+    hows = [ev.get(j["slurm_id"], {}).get("how") for j in run["jobs"]]
+    lines.append(f"  starts: main scheduler {hows.count('main')}, backfill {hows.count('backfill')}, "
+                 f"unknown {sum(h is None for h in hows)}")
+    lat = [ev[j["slurm_id"]]["start"] - ev[j["slurm_id"]]["submit"] for j in run["jobs"]
+           if "start" in ev.get(j["slurm_id"], {}) and "submit" in ev[j["slurm_id"]] and j["start"] - j["submit"] <= 2]
+    if lat:
+        lines.append(f"  jobs started within 2 s of submission: {len(lat)}, submit -> start (log, ms precision): "
+                     f"median {np.median(lat):.2f} s, max {max(lat):.2f} s")
+    gap = [ev[j["slurm_id"]]["done"] - j["end"] for j in run["jobs"] if "done" in ev.get(j["slurm_id"], {})]
+    if gap:
+        lines.append(f"  completion handled by slurmctld - recorded end: median {np.median(gap):.2f} s, "
+                     f"p95 {np.percentile(gap, 95):.2f} s")
+    sign = np.array([d["diff"] for d in diffs])
+    lines.append(f"  replay earlier than Slurm: {(sign < -0.5).sum()} jobs, later: {(sign > 0.5).sum()}, "
+                 f"same second (+-0.5): {(np.abs(sign) <= 0.5).sum()}")
+    for d in diffs[:top]:
+        e = ev.get(d["slurm_id"], {})
+        lines.append(f"  job {d['id']} (Slurm {d['slurm_id']}, {d['partition']}, {d['cpus']} cpus, {d['limit_min']} min): "
+                     f"submit {d['submit']:.0f} start real {d['start']:.0f} replay {d['pred']:.0f} "
+                     f"({d['diff']:+.0f} s), started by {e.get('how')}")
+    return "\n".join(lines)
+
+
+def merge_fidelity(results: list[dict]) -> dict:
+    """Several fidelity analyses (one a JSON) as one table: a run of a later file whose workload differs
+    from the first's only by the partition draw is labelled with its seed."""
+    first = results[0]["plan"]
+    rows = []
+    for r in results:
+        tag = "" if r["plan"]["seed"] == first["seed"] else f", partitions drawn with seed {r['plan']['seed']}"
+        rows += [{**row, "run": row["run"] + tag} for row in r["rows"]]
+    return {"plan": first, "plans": [r["plan"] for r in results], "started": ", ".join(
+        str(r.get("started")) for r in results), "rows": rows, "conf": results[0].get("conf")}
+
+
+BAR_MEAN, BAR_TAU = 0.05, 0.98
+
+
+def bar_lines(result: dict) -> list[str]:
+    """Per run, whether the bar (mean wait within 5%, Kendall's tau >= 0.98) is met by the replay with the
+    run's own start latency as complete_s."""
+    out = []
+    for c in result["rows"]:
+        if "start latency" not in c["replay"]:
+            continue
+        ok = abs(c["mean_dev"]) <= BAR_MEAN and c["tau"] >= BAR_TAU
+        out.append(f"- {c['run']}: mean wait {100 * c['mean_dev']:+.1f}%, tau {c['tau']:.3f}: "
+                   f"**{'met' if ok else 'not met'}**" + ("" if ok else " (" + ", ".join(
+                       x for x, bad in (("mean wait", abs(c["mean_dev"]) > BAR_MEAN), ("tau", c["tau"] < BAR_TAU))
+                       if bad) + ")"))
+    return out
+
+
+def conf_settings(conf_path: Path) -> str:
+    """The slurm.conf settings the replay follows, in one line (Slurm's defaults where the file is silent)."""
+    from metapilot.models.simulator.slurm import read_slurm_conf
+
+    c = read_slurm_conf(conf_path)
+    s, pr = c.sched, c.priority
+    parts = ", ".join(f"`{p.name}` PriorityTier={p.priority_tier}{' (default)' if p.default else ''}"
+                      for p in c.partitions)
+    return (f"{len(c.nodes)} node of {c.nodes[0].cpus} CPUs (select/cons_tres, CR_Core), partitions {parts} on it; "
+            f"sched/backfill with bf_interval={s.bf_interval}, sched_interval={s.sched_interval}, "
+            f"bf_window={s.bf_window_min} min, bf_resolution={s.bf_resolution} s, bf_max_job_test={s.bf_max_job_test}, "
+            f"default_queue_depth={s.default_queue_depth}; priority/multifactor with PriorityWeightAge="
+            f"{pr.weight_age}, PriorityWeightFairshare={pr.weight_fairshare}, PriorityWeightPartition="
+            f"{pr.weight_partition}, PriorityWeightQOS={pr.weight_qos}, PriorityWeightJobSize={pr.weight_job_size}, "
+            f"PriorityMaxAge={pr.max_age_s / 86400:g} days, PriorityCalcPeriod={pr.calc_period_s / 60:g} min, "
+            f"{'Fair Tree' if pr.fair_tree else 'classic fair-share'}")
+
+
+def fidelity_section(result: dict, note: str | None = None, conf_path: Path | None = None) -> str:
+    from common import machine
+
+    p = result["plan"]
+    seeds = [q["seed"] for q in result.get("plans", [p])]
+    highs = [q["high_jobs"] for q in result.get("plans", [p])]
+    out = [f"## {FIDELITY_HEADING}", "",
+           f"Machine: {machine()}; runs started {result.get('started')}. Command: `.venv/bin/python "
+           f"bench/bench_slurm_live.py fidelity --out DIR` (each run's raw results in DIR/fidelity.json beside the "
+           "slurm.conf the runs used and slurmctld's log; the table again from them, without Slurm: "
+           "`.venv/bin/python bench/bench_slurm_live.py --analyse DIR/fidelity.json [...] --diagnose`).", "",
+           f"Workload: {p['jobs']} jobs of the normalised KTH-SP2 trace from job index {p['first']}, arrivals and run "
+           f"times / {p['compress']:g}, limits = requested time / {p['compress']:g} in whole minutes, at most "
+           f"{p['limit_cap_min']} ({p['limits_min']}); each job in `high` (PriorityTier=2) with probability "
+           f"{p['high_share']:g} (seed {' / '.join(map(str, seeds))}: {' / '.join(map(str, highs))} jobs), the others "
+           "in `debug` (PriorityTier=1); a real one-node Slurm 22.05 (`scripts/slurm.sh`); each run collected with "
+           "`metapilot collect` and replayed by `replay_slurm` from the same slurm.conf with its real submit times "
+           "(epoch seconds: Slurm's own clock), run times (end - start), limits, CPUs and partitions; the steered run "
+           "with the rule `steer` applied (`rule='SJF'`).", ""]
+    if conf_path is not None and conf_path.exists():
+        out += [f"The slurm.conf settings that matter: {conf_settings(conf_path)}.", ""]
+    out += ["| run | replay | jobs | mean wait real / predicted (s) | deviation | p95 real / pred | max real / pred | "
+            "start diff median / p95 (s) | Kendall tau |",
+            "|---|---|---:|---|---:|---|---|---|---:|"]
+    for c in result["rows"]:
+        out.append(f"| {c['run']} | {c['replay']} | {c['jobs']} | {c['mean_real']:.1f} / {c['mean_pred']:.1f} | "
+                   f"{100 * c['mean_dev']:+.1f}% | {c['p95_real']:.0f} / {c['p95_pred']:.0f} | "
+                   f"{c['max_real']:.0f} / {c['max_pred']:.0f} | {c['start_diff_median']:.1f} / "
+                   f"{c['start_diff_p95']:.1f} | {c['tau']:.3f} |")
+    bars = bar_lines(result)
+    if bars:
+        out += ["", "The bar (mean wait within 5%, Kendall's tau of the start order at least 0.98), the replay with "
+                "each run's own start latency as complete_s:", *bars]
+    if note:
+        out += ["", note]
+    out.append("")
+    return "\n".join(out)
+
+
 # --- the document ------------------------------------------------------------------------------------
 
 def section(cycle: dict | None, live: dict | None, note: str | None = None) -> str:
@@ -400,27 +814,63 @@ def section(cycle: dict | None, live: dict | None, note: str | None = None) -> s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("what", choices=("cycle", "live", "both", "analyse"))
+    ap.add_argument("what", nargs="?", choices=("cycle", "live", "both", "analyse", "fidelity"))
     ap.add_argument("--work", default=None, help="analyse: the slurm-live-* folder of a finished live run")
+    ap.add_argument("--analyse", default=None, metavar="FILE", nargs="+",
+                    help="the fidelity table again from fidelity runs' JSON files (no Slurm needed)")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="fidelity: where each run's replay misses, job by job, with what slurmctld's log says")
+    ap.add_argument("--out", default=None, help="fidelity: the folder for the raw results (default bench/out/fidelity-<time>)")
     ap.add_argument("--cycle-json", default=None, help="a cycle result (--json of `cycle`) to put in the section")
     ap.add_argument("--jobs", type=int, default=None)
-    ap.add_argument("--first", type=int, default=200)
-    ap.add_argument("--compress", type=float, default=300.0)
+    ap.add_argument("--first", type=int, default=None, help="live: 200 (of the test slice); fidelity: 19400 (of the trace)")
+    ap.add_argument("--compress", type=float, default=None, help="live: 300; fidelity: 60")
     ap.add_argument("--limit-compress", type=float, default=30.0)
+    ap.add_argument("--limit-cap", type=int, default=8, help="fidelity: the longest limit, minutes")
+    ap.add_argument("--high-share", type=float, default=0.25, help="fidelity: the share of jobs in the `high` partition")
+    ap.add_argument("--seed", type=int, default=51, help="fidelity: the partition choice's seed")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
     ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
-    ap.add_argument("--runs", default=None, help="live: only these runs (FCFS, SJF, SAF, SJF-G, PLANNER), comma-separated")
+    ap.add_argument("--runs", default=None, help="live: only these runs (FCFS, SJF, SAF, SJF-G, PLANNER); fidelity: "
+                    "(multifactor, SJF); comma-separated")
     a = ap.parse_args()
+    only = a.runs.split(",") if a.runs else None
+    if a.what == "fidelity" or a.analyse:
+        if a.analyse:
+            paths = [Path(x) for x in a.analyse]
+        else:
+            out = Path(a.out) if a.out else REPO / "bench" / "out" / time.strftime("fidelity-%Y%m%d-%H%M", time.gmtime())
+            paths = [bench_fidelity(out, a.jobs or 200, 19400 if a.first is None else a.first, a.compress or 60.0,
+                                    a.limit_cap, a.high_share, a.seed, only)]
+        result = merge_fidelity([analyse_fidelity(x) for x in paths])
+        if a.json:
+            Path(a.json).write_text(json.dumps(result, default=float, indent=1))
+        conf = paths[0].parent / json.loads(paths[0].read_text())["conf"]
+        text = fidelity_section(result, a.note, conf)
+        print(text)
+        if a.diagnose:
+            for path in paths:
+                for label in json.loads(path.read_text())["runs"]:
+                    lat = start_latency(path, label)
+                    print(diagnose(path, label, round(lat, 1) if lat is not None else 0.0))
+        if a.write:
+            from common import write_section
+
+            write_section(FIDELITY_HEADING, text)
+        return
+    if a.what is None:
+        ap.error("what to run: cycle, live, both, analyse or fidelity (or --analyse FILE)")
+    first = 200 if a.first is None else a.first
+    compress = a.compress or 300.0
     cycle = bench_cycle(a.jobs or 10_000) if a.what in ("cycle", "both") else None
     if a.cycle_json:
         cycle = json.loads(Path(a.cycle_json).read_text())["cycle"]
     if cycle:
         print(json.dumps(cycle, indent=1))
-    only = a.runs.split(",") if a.runs else None
-    live = bench_live(a.jobs or 120, a.first, a.compress, a.limit_compress, only) if a.what in ("live", "both") else None
+    live = bench_live(a.jobs or 120, first, compress, a.limit_compress, only) if a.what in ("live", "both") else None
     if a.what == "analyse":
-        live = analyse(Path(a.work), a.jobs or 120, a.first, a.compress, a.limit_compress)
+        live = analyse(Path(a.work), a.jobs or 120, first, compress, a.limit_compress)
     if a.json:
         Path(a.json).write_text(json.dumps({"cycle": cycle, "live": live}, default=float, indent=1))
     text = section(cycle, live, a.note)
