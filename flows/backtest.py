@@ -47,14 +47,17 @@ def plan_origins(db: str | None, cluster: str | None, every_weeks: int, warmup_w
     return cluster, first, busy, origins, span_end
 
 
-def past_windows_of(db: str | None, cluster: str, origins: list[datetime], current: str) -> list:
+def past_windows_of(db: str | None, cluster: str, origins: list[datetime], current: str,
+                    current_conf: str | None = None) -> list:
     """The jobs before each origin (`backtest.past_windows`), read before any fold opens the warehouse."""
     from metapilot.models.evaluation.backtest import past_windows
+    from metapilot.models.simulator.slurm import read_slurm_conf
     from metapilot.warehouse.db import connect
 
+    conf = read_slurm_conf(current_conf) if current_conf else None
     con = connect(db, read_only=True)
     try:
-        return past_windows(con, cluster, origins, current)
+        return past_windows(con, cluster, origins, current, conf)
     finally:
         con.close()
 
@@ -237,7 +240,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     runner = fold_runner(dask, db, cluster, origins, steps, relearn)
     # what the past says at each origin depends on no fold: replayed here while the folds learn
     # (their workers leave a core part idle: Prefect's calls, the warehouses' I/O, uneven folds)
-    pasts = past_windows_of(db, cluster, [*origins, span_end], current)  # and at the end: the next decision
+    pasts = past_windows_of(db, cluster, [*origins, span_end], current, current_conf)  # and at the end: the next decision
     with ThreadPoolExecutor(1, thread_name_prefix="past-replays") as ex:
         past = ex.submit(past_choices, pasts, log.info)
         del pasts

@@ -216,3 +216,11 @@ def test_segments_change_the_order_rule_over_time():
     jobs = frame([(0, 100, 100, 8), (1, 100, 100, 8), (2, 50, 300, 8), (3, 50, 60, 8)])
     assert starts(jobs, ONE_NODE_8, segments=[(0.0, "FCFS", None), (150.0, "SJF", None)]) == [0, 100, 250, 200]
     assert starts(jobs, ONE_NODE_8, segments=[(0.0, "FCFS", None)]) == [0, 100, 200, 250]
+
+
+def test_the_tail_guard_orders_oldest_first_once_it_fires():
+    """SJF with a 0.05 h (180 s) guard: at 200 s the long job 2 has waited past it, so when the node
+    frees at 300 it goes first although job 3 is shorter; without the guard SJF takes job 3."""
+    jobs = frame([(0, 300, 300, 8), (1, 100, 1000, 8), (250, 50, 60, 8)])
+    assert starts(jobs, ONE_NODE_8, rule="SJF") == [0, 350, 300]
+    assert starts(jobs, ONE_NODE_8, rule="SJF", guard_h=0.05) == [0, 300, 400]

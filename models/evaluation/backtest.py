@@ -114,20 +114,33 @@ class PastChoice:
 
 
 def past_choice(workload: Workload, capacity: Capacity, current: str, span_s: float | None = None,
-                asrun: pl.DataFrame | None = None) -> PastChoice:
+                asrun: pl.DataFrame | None = None, conf: Any = None) -> PastChoice:
     """Replay the past (every job submitted before the origin, from an empty machine; `span_s`: the
     origin, in seconds since the past's start) under the 21 fixed rules and the guarded ones, check
     the current rule's replay against the as-run history (`asrun`: its job frame), and choose as
-    follow-the-leader and the guarded leader do (`choice.choose_guarded`)."""
+    follow-the-leader and the guarded leader do (`choice.choose_guarded`). With the site's slurm.conf
+    (`conf`, issue 51) the past is replayed on its Slurm: the current rule is its multifactor (keeping
+    it is `current`, by name), the rules are their seven orders ('X+EASY') under Slurm's backfill, each
+    guard the kernel's own."""
     if len(workload) == 0:
         return PastChoice(current, current, None, "keep: no job in the past")
     span_s = float(span_s if span_s is not None else np.nanmax(workload.submit) + 1.0)
     frames: dict[str, pl.DataFrame] = {}
-    for r in RULES:
-        pol, bf = parse_rule(r)
-        frames[r] = jobs_between(simulate(workload, capacity, pol, bf), -np.inf, np.inf)
+    if conf is None:
+        for r in RULES:
+            pol, bf = parse_rule(r)
+            frames[r] = jobs_between(simulate(workload, capacity, pol, bf), -np.inf, np.inf)
+    else:
+        from metapilot.models.simulator.slurm import simulate_slurm
+
+        for r in RULES:
+            pol, bf = parse_rule(r)
+            if bf == "easy":
+                frames[r] = jobs_between(simulate_slurm(workload, conf, pol), -np.inf, np.inf)
     figs = {r: Figures.of(f) for r, f in frames.items()}
     leader = choose_leader(figs)
+    if conf is not None:  # the site's own configuration is what keeping means there
+        frames[current] = jobs_between(simulate_slurm(workload, conf, "multifactor"), -np.inf, np.inf)
     thresholds = guard_thresholds_h(recent_tail(frames[current], span_s))
     fid = fidelity(frames[current], asrun) if asrun is not None else None
     fid_d = fid.to_dict() if fid is not None else None
@@ -143,10 +156,16 @@ def past_choice(workload: Workload, capacity: Capacity, current: str, span_s: fl
                 unguarded = unguarded or Past.of(frames[r], span_s, fired=0)
                 candidates[(r, h)] = unguarded
                 continue
+            if conf is not None:  # the guard in Slurm's replay (how often it fired is not counted there)
+                res = simulate_slurm(workload, conf, parse_rule(r)[0], guard_h=h)
+                candidates[(r, h)] = Past.of(jobs_between(res, -np.inf, np.inf), span_s)
+                continue
             guarded = RuleDecider(r, h)
             res = follow(workload, capacity, [(0.0, guarded)], epoch_s=EPOCH_S)
             candidates[(r, h)] = Past.of(jobs_between(res, -np.inf, np.inf), span_s, fired=guarded.fired)
     c: Choice = choose_guarded(candidates, now, current)
+    if conf is not None:  # keeping, on a Slurm site, is keeping its own configuration
+        c = replace(c, why=c.why.replace(current, SITE_WORDS))
     return PastChoice(leader, c.rule, c.guard_h, c.why, c.fired, thresholds[-1], fid_d, (candidates, now))
 
 
@@ -196,10 +215,10 @@ def _past_choice_task(args: tuple) -> PastChoice:
     return past_choice(*args)
 
 
-def past_windows(con, cluster: str, origins: Sequence[datetime], current: str) -> list[tuple]:
+def past_windows(con, cluster: str, origins: Sequence[datetime], current: str, conf: Any = None) -> list[tuple]:
     """Every job submitted before each origin, with the cluster's capacity at the first, the origin
     in seconds since the past's start and the as-run history of those jobs: what `past_choices`
-    replays (read here, so the replays need no warehouse)."""
+    replays (read here, so the replays need no warehouse). `conf`: the site's slurm.conf, passed on."""
     from metapilot.models.evaluation.heldout import asrun_result
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.sim_store import load_capacity, load_window
@@ -211,10 +230,10 @@ def past_windows(con, cluster: str, origins: Sequence[datetime], current: str) -
         jobs = load_window(con, cluster, None, t)
         w = normalise(jobs)
         if len(w) == 0:
-            out.append((w, capacity, current, 0.0, None))
+            out.append((w, capacity, current, 0.0, None, conf))
             continue
         asrun = job_frame(asrun_result(w, capacity, jobs)).select("job_id", "wait", "bsld", "start")
-        out.append((w, capacity, current, (t - w.window_start).total_seconds(), asrun))
+        out.append((w, capacity, current, (t - w.window_start).total_seconds(), asrun, conf))
     return out
 
 
@@ -315,7 +334,7 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     # what the past says at each origin and at the span's end (the decision for the next period),
     # computed while the folds learned when the flow could
     if choices is None:
-        choices = past_choices(past_windows(con, cluster, [*origins, span_end], current), log=say)
+        choices = past_choices(past_windows(con, cluster, [*origins, span_end], current, current_conf), log=say)
     choices = hold_course(choices, current)
     ahead = choices[len(folds)] if len(choices) > len(folds) else None
     choices = choices[:len(folds)]
@@ -374,6 +393,16 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     deciders: list[Any] = []
     frames = {c.name: job_frame(c.result) for c in (cur, planned) if c is not None}
     frames.update({f"{r} {h}": job_frame(res) for (r, h), res in present_runs.items()})
+    if current_conf is not None:  # the record, too, on the site's Slurm: its multifactor is the current rule
+        from metapilot.models.simulator.policies import POLICIES
+        from metapilot.models.simulator.slurm import simulate_slurm
+
+        frames[cur.name] = job_frame(simulate_slurm(workload, current_conf, "multifactor"))
+        if planned is not None:
+            frames[planned.name] = job_frame(simulate_slurm(workload, current_conf, segments=[
+                (t, POLICIES[code], None) for t, code in planned.result.applied]))
+        frames.update({f"{r} {h}": job_frame(simulate_slurm(workload, current_conf, parse_rule(r)[0], guard_h=h))
+                       for (r, h) in present_runs})
     for k, (fold, choice, (loaded, card, why), cfg) in enumerate(zip(folds, choices, arts, planners, strict=True)):
         reason = why if fold.gate == "controller" else (fold.note or f"the fold's gate: {fold.gate}")
         kept = (fold.policy_id, loaded) if (fold.gate == "controller" and loaded is not None
@@ -382,6 +411,10 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
                              planned.name if planned else None, cfg, kept)
         decisions.append(d)
         deciders.append(decider)
+    if current_conf is not None:  # a keep leaves the site's own configuration as it is
+        decisions = [replace(d, source=f"keep {SITE_WORDS}: {d.source}") if k else d
+                     for d, k in zip(decisions, [d.kind == "rule" and d.rule == current and d.guard_h is None
+                                                 for d in decisions], strict=True)]
     recheck = Recheck(frames[cur.name])
     contenders.insert(0, Contender("MetaPilot", "metapilot", follow(workload, capacity, list(zip(starts, deciders)),
                                                                      epoch_s=EPOCH_S, name="MetaPilot",
@@ -392,7 +425,12 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
     site_fidelity = None
     if current_conf is not None:
         tick = time.perf_counter()
-        contenders, judged_by = on_slurm(contenders, workload, current_conf)
+        keep = [d.kind == "rule" and d.rule == current and d.guard_h is None for d in decisions]
+        plans = {"MetaPilot": _slurm_segments(starts, decisions, keep),
+                 "leader": [(s, c.leader, None) for s, c in zip(starts, choices, strict=True)],
+                 "guarded leader": [(s, "multifactor" if c.guarded == current and c.guard_h is None else c.guarded,
+                                     c.guard_h) for s, c in zip(starts, choices, strict=True)]}
+        contenders, judged_by = on_slurm(contenders, workload, current_conf, plans)
         site = next(c for c in contenders if c.kind == "current")
         if asrun is not None and not np.isnan(asrun.start).all():
             f = fidelity(job_frame(site.result), job_frame(asrun))
@@ -430,16 +468,27 @@ def run_backtest(con, cluster: str, folds: Sequence[Fold], span_end: datetime, *
 
 
 SITE_SLURM = "the site's Slurm (current)"
+SITE_WORDS = "the site's own Slurm configuration (its multifactor)"
 
 
-def on_slurm(contenders: Sequence[Contender], workload: Workload, conf: Any) -> tuple[list[Contender], str]:
+def _slurm_segments(starts: Sequence[float], decisions: Sequence[Decision], keep: Sequence[bool]) -> list:
+    """MetaPilot's periods as the order rules of Slurm's replay: a keep is the site's multifactor, a rule
+    its order with its guard; a planner or controller period is followed by the orders it applied on
+    the engine's replay (filled in by `on_slurm` from `SimResult.applied`: None here)."""
+    return [(s, "multifactor" if k else d.rule if d.kind == "rule" else None, None if k else d.guard_h)
+            for s, d, k in zip(starts, decisions, keep, strict=True)]
+
+
+def on_slurm(contenders: Sequence[Contender], workload: Workload, conf: Any,
+             plans: dict[str, list] | None = None) -> tuple[list[Contender], str]:
     """The contenders judged as the site's Slurm would run them (issue 51): its nodes, partitions and
     main and backfill schedulers (`simulate_slurm` on `conf`), the current contender being its
     multifactor priority. A fixed rule is its priority order under Slurm's backfill (what `steer`
-    sets through the site factor: the 21 rules are seven orders there); MetaPilot, the leaders and the
-    planner apply, hour by hour, the orders they chose on the engine's replay (`SimResult.applied`).
-    The as-run history stays as it is: the check of the site's replay. Returns (contenders, the name
-    of the current one)."""
+    sets through the site factor: the 21 rules are seven orders there). A contender named in `plans`
+    follows its periods' (start, rule, guard h) there, a keep being the site's multifactor and a
+    period without a rule (the planner, the controller) the orders it applied on the engine's replay
+    (`SimResult.applied`); the planner and the oracle follow those orders throughout. The as-run
+    history stays as it is: the check of the site's replay. Returns (contenders, the current one's name)."""
     from metapilot.models.simulator.policies import POLICIES
     from metapilot.models.simulator.slurm import simulate_slurm
 
@@ -457,12 +506,29 @@ def on_slurm(contenders: Sequence[Contender], workload: Workload, conf: Any) -> 
                                  note="the site's slurm.conf: its multifactor priority under its Slurm's backfill, on "
                                       "its nodes"))
         elif c.result is not None and c.result.applied:
-            segs = [(t, POLICIES[code], None) for t, code in c.result.applied]
+            applied = [(t, POLICIES[code], None) for t, code in c.result.applied]
+            plan = (plans or {}).get(c.name)
+            segs = applied if plan is None else _fill_plan(plan, applied)
             out.append(replace(c, result=simulate_slurm(workload, conf, segments=segs),
-                               note=(c.note + "; " if c.note else "") + "its orders hour by hour on the site's Slurm"))
+                               note=(c.note + "; " if c.note else "") + "on the site's Slurm"))
         else:
             out.append(c)
     return out, SITE_SLURM
+
+
+def _fill_plan(plan: list, applied: list) -> list:
+    """The plan's periods, a period without a rule taking the applied orders that fall in it (and the
+    one in force at its start)."""
+    out = []
+    bounds = [s for s, _, _ in plan[1:]] + [np.inf]
+    for (start, rule, guard), end in zip(plan, bounds, strict=True):
+        if rule is not None:
+            out.append((start, rule, guard))
+            continue
+        before = [a for a in applied if a[0] <= start]
+        out.append((start, before[-1][1] if before else applied[0][1], None))
+        out.extend(a for a in applied if start < a[0] < end)
+    return out
 
 
 def _period_rows(periods: Sequence[Period], choices: Sequence[PastChoice], folds: Sequence[Fold],

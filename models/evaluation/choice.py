@@ -271,8 +271,9 @@ def record_prefers(challenger: Figures, incumbent: Figures, current: Figures) ->
 
 def choose_leader(past: Mapping[str, Figures]) -> str:
     """Follow-the-leader: the fixed rule with the lowest mean bounded slowdown over the past (ties:
-    lower mean wait, then the catalogue's order)."""
-    return min(RULES, key=lambda r: (nan_last(past[r].bsld_mean), nan_last(past[r].wait_mean_s), RULES.index(r)))
+    lower mean wait, then the catalogue's order), among those replayed (on a site's Slurm, seven)."""
+    return min((r for r in RULES if r in past),
+               key=lambda r: (nan_last(past[r].bsld_mean), nan_last(past[r].wait_mean_s), RULES.index(r)))
 
 
 # --- fidelity: does the replay reproduce the cluster? ----------------------------------------------

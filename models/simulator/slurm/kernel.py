@@ -8,7 +8,9 @@ falls due, the jobs submitted are queued (each with its priority), then
   partition's nodes; the first that does not fit closes its partition and takes that partition's
   nodes away from every later job of the pass (job_scheduler.c: "Do not schedule more jobs in this
   partition or on nodes in this partition");
-- every `bf_interval`, if anything changed since the last pass, the backfill scheduler: jobs in queue
+- every `bf_interval`, if any job changed since the last pass began (a submission, a start, an end,
+  a priority recalculation, a tail guard that fires: backfill.c's `_more_work`; a pass that moves
+  nothing and sees nothing new would start nothing), the backfill scheduler: jobs in queue
   order, at most `bf_max_job_test` of them tested (and `bf_max_job_user` per user); a job starts now if
   it fits on nodes no earlier job of the pass has reserved over its time limit; else it gets a
   reservation of the nodes Slurm's will-run test picks, at its earliest start (whole nodes,
@@ -139,11 +141,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     w_part, w_qos, max_age = fparams[F_W_PART], fparams[F_W_QOS], fparams[F_MAX_AGE]
     half_life, calc_period = fparams[F_HALF_LIFE], fparams[F_CALC]
     multifactor = False
-    dynamic = False  # an order that moves with time alone: WFP3, UNICEF, a tail guard
+    dynamic = False  # an order that moves with time alone: WFP3, UNICEF (a tail guard moves it only when it fires)
     for k in range(seg_rule.shape[0]):
         if seg_rule[k] == MULTIFACTOR:
             multifactor = True
-        elif seg_rule[k] == 4 or seg_rule[k] == 5 or seg_guard[k] > 0:
+        elif seg_rule[k] == 4 or seg_rule[k] == 5:
             dynamic = True
     seg = 0
     rule = seg_rule[0]
@@ -210,6 +212,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     last_calc = t0
     bf_dirty = False
     sched_dirty = False
+    blocked = False
     clock = t0
     while True:
         while i_sub < n and status[i_sub] == EXCLUDED:
@@ -222,13 +225,21 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             next_sched = _next_tick(clock, sched_interval)
         if next_calc < clock:
             next_calc = _next_tick(clock, calc_period)
-        t_bf = next_bf if (backfill_on and n_pend > 0 and (bf_dirty or dynamic)) else np.inf
-        t_sched = next_sched if (n_pend > 0 and (sched_dirty or dynamic)) else np.inf
+        # no pass is due while no queued job fits its partition's free CPUs (`blocked`): until an event
+        t_bf = next_bf if (backfill_on and n_pend > 0 and (bf_dirty or dynamic) and not blocked) else np.inf
+        t_sched = next_sched if (n_pend > 0 and (sched_dirty or dynamic) and not blocked) else np.inf
         t_calc = next_calc if (recalc and (n_pend > 0 or n_running > 0 or n_ended > 0)) else np.inf
-        t = min(min(t_sub, t_rel), min(min(t_bf, t_sched), t_calc))
+        # the tail guard fires when the oldest queued job's wait passes it: the order changes then
+        t_guard = np.inf
+        if guard_s > 0 and n_pend > 0 and submit[pend[0]] + guard_s >= clock:
+            t_guard = math.floor(submit[pend[0]] + guard_s) + 1.0  # the first second its wait is past the guard
+        t = min(min(min(t_sub, t_rel), min(t_bf, t_sched)), min(t_calc, t_guard))
         if t == np.inf:
             break
         clock = t
+        if t == t_guard:
+            bf_dirty = True
+            sched_dirty = True
         while seg + 1 < seg_t.shape[0] and seg_t[seg + 1] <= t:  # the order rule of this time
             seg += 1
             rule = seg_rule[seg]
@@ -285,6 +296,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
         if event:
             bf_dirty = True
             sched_dirty = True
+        if bf_dirty or sched_dirty:
+            blocked = not _any_fits(pend, n_pend, cpus, part, part_free)
         passes = 0
         if event and n_pend > 0:
             passes = 1
@@ -292,10 +305,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             next_sched = t + sched_interval
             if n_pend > 0 and (sched_dirty or dynamic):
                 passes = 2
-        # 4. the main scheduler
-        if passes > 0:
+        # 4. the main scheduler (a pass where no queued job fits its partition's free CPUs starts nothing)
+        if passes > 0 and not blocked:
             depth = queue_depth if passes == 1 else -1
-            sched_dirty = False
+            if depth < 0:  # only a pass over the whole queue settles what the periodic one would do
+                sched_dirty = False
             order = _queue_order(pend, n_pend, t, prio, rule, submit, limit, cpus, part, part_tier, guard_s, t0)
             avail_main = all_nodes.copy()
             failed = np.zeros(n_parts, np.bool_)
@@ -330,7 +344,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
         # 5. the backfill scheduler
         if backfill_on and t == next_bf:
             next_bf = t + bf_interval
-            if n_pend > 0 and (bf_dirty or dynamic):
+            if n_pend > 0 and (bf_dirty or dynamic) and not blocked:
                 bf_dirty = False
                 order = _queue_order(pend, n_pend, t, prio, rule, submit, limit, cpus, part, part_tier, guard_s, t0)
                 last = -1
@@ -396,7 +410,9 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                                 running[n_running] = j
                                 n_running += 1
                                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
+                                # a start is a job update: Slurm's next pass runs (`_more_work`)
                                 sched_dirty = True
+                                bf_dirty = True
                                 if part_excl[p]:
                                     n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k,
                                                             0.0, math.floor(planned_end[j] / res) * res, res)
@@ -454,6 +470,14 @@ def _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running):
         alloc_ptr[j] = top
         top += alloc_cnt[j]
     return top
+
+
+@jit_nrt
+def _any_fits(pend, n_pend, cpus, part, part_free):
+    for k in range(n_pend):
+        if cpus[pend[k]] <= part_free[part[pend[k]]]:
+            return True
+    return False
 
 
 @jit_nrt
