@@ -44,9 +44,9 @@ def _sub(text: str, pattern: str, repl: str, count: int = 0) -> str:
     return new
 
 
-def variant(kind: str) -> str:
+def variant(kind: str, src: Path = SRC) -> str:
     """kernel.py's text for one variant."""
-    text = (SRC / "kernel.py").read_text()
+    text = (src / "kernel.py").read_text()
     if kind == "count":
         text, n = re.subn(r"^(def run_slurm\([^)]*?out_start, out_end)\):", r"\1, cnt):", text, count=1, flags=re.M | re.S)
         if n != 1:
@@ -66,8 +66,8 @@ def variant(kind: str) -> str:
                     1)
         text = _sub(text, r"^(\s+)n_slots = space_reserve\((.*)\n(\s+)res\)\n(\s+)break\n",
                     r"\1cnt[12] += 1\n\1n_slots = space_reserve(\2\n\3res)\n\4break\n", 1)
-        text = _sub(text, r"^(\s+)sched_dirty = True\n(\s+)if part_excl\[p\]:",
-                    r"\1sched_dirty = True\n\1cnt[13] += 1\n\2if part_excl[p]:", 1)
+        text = _sub(text, r"^(\s+)if part_excl\[p\]:\n(\s+)n_slots = space_reserve",
+                    r"\1cnt[13] += 1\n\1if part_excl[p]:\n\2n_slots = space_reserve", 1)
         text = _sub(text, r"^(\s+)bf_dirty = True\n(\s+)n_pend = _drop_started",
                     r"\1bf_dirty = True\n\1cnt[14] += 1\n\2n_pend = _drop_started", 1)
     elif kind == "x2 will_run":
@@ -92,15 +92,15 @@ def variant(kind: str) -> str:
     return text
 
 
-def build(kind: str, root: Path):
+def build(kind: str, root: Path, src: Path = SRC):
     """Compile one variant as its own package (plain numba, no cache) and return its kernel module."""
     pkg = root / f"v_{re.sub(r'[^a-z0-9]+', '_', kind)}"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     head = "import numba as _nb\njit_nrt = _nb.njit\n"
     for name in ("nodes.py", "node_space.py", "priority.py"):
-        (pkg / name).write_text((SRC / name).read_text().replace(JIT_IMPORT, head))
-    text = variant(kind).replace(JIT_IMPORT, head)
+        (pkg / name).write_text((src / name).read_text().replace(JIT_IMPORT, head))
+    text = variant(kind, src).replace(JIT_IMPORT, head)
     for mod in ("nodes", "node_space", "priority"):
         text = text.replace(f"metapilot.models.simulator.slurm.{mod}", f"{pkg.name}.{mod}")
     (pkg / "kernel.py").write_text(text)
@@ -120,6 +120,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--curie", type=int, default=20_000, help="CEA-Curie's first N jobs (0: skip)")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--src", default=str(SRC), help="the folder of the kernel's files (default: the repository's)")
     ap.add_argument("--save", help="keep the counts and extra times (JSON) here, for bench_slurm_replay.py --counts")
     args = ap.parse_args()
     saved = []
@@ -133,7 +134,7 @@ def main() -> None:
     sys.path.insert(0, str(root))
     kinds = ("copy", "count", "x2 will_run", "x2 space_allowed", "x2 queue sort", "x2 main-pass pick",
              "x2 space_reserve")
-    mods = {k: build(k, root) for k in kinds}
+    mods = {k: build(k, root, Path(args.src)) for k in kinds}
     for name, frame, conf in cases:
         replay.run_slurm = real
         ref = slurm_schedule(frame, conf)
