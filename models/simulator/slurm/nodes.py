@@ -95,9 +95,14 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, node_cpus, running, n_ru
              alloc_cnt, alloc_node, alloc_cpus, now, out_node, out_cpus):
     """(start, nodes chosen) for the job on the allowed nodes: now if it fits the free CPUs, else the
     planned end of the running job whose end first lets it fit; (inf, -1) if it never fits them."""
-    k = pick(cpus, min_nodes, exclusive, allowed, free, node_cpus, out_node, out_cpus)
-    if k >= 0:
-        return now, k
+    total = 0  # free CPUs on the allowed nodes: below the job's CPUs, no choice of nodes can fit it
+    for i in range(free.shape[0]):
+        if allowed[i]:
+            total += free[i]
+    if total >= cpus:
+        k = pick(cpus, min_nodes, exclusive, allowed, free, node_cpus, out_node, out_cpus)
+        if k >= 0:
+            return now, k
     ends = np.empty(n_running)
     for r in range(n_running):
         ends[r] = planned_end[running[r]]
@@ -110,7 +115,8 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, node_cpus, running, n_ru
             tmp[alloc_node[a]] += alloc_cpus[a]
             if allowed[alloc_node[a]]:
                 touched = True
-        if not touched:
+                total += alloc_cpus[a]
+        if not touched or total < cpus:
             continue
         k = pick(cpus, min_nodes, exclusive, allowed, tmp, node_cpus, out_node, out_cpus)
         if k >= 0:
