@@ -257,11 +257,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                         part_free[p] += alloc_cpus[a]
             alloc_cnt[j] = 0
             status[j] = DONE
-            for r in range(n_running):
-                if running[r] == j:
-                    running[r] = running[n_running - 1]
-                    n_running -= 1
-                    break
+            n_running = _run_remove(running, n_running, j)
             ended[n_ended] = j
             n_ended += 1
             event = True
@@ -336,8 +332,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top,
                              free, part_free, part_nodes, status, out_start, out_end, run, limit, planned_end,
                              charged)
-                running[n_running] = j
-                n_running += 1
+                n_running = _run_insert(running, n_running, planned_end, j)
                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
                 bf_dirty = True
             n_pend = _drop_started(pend, n_pend, status)
@@ -407,8 +402,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node,
                                              alloc_cpus, top, free, part_free, part_nodes, status, out_start, out_end,
                                              run, limit, planned_end, charged)
-                                running[n_running] = j
-                                n_running += 1
+                                n_running = _run_insert(running, n_running, planned_end, j)
                                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
                                 # a start is a job update: Slurm's next pass runs (`_more_work`)
                                 sched_dirty = True
@@ -470,6 +464,29 @@ def _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running):
         alloc_ptr[j] = top
         top += alloc_cnt[j]
     return top
+
+
+@jit_nrt
+def _run_insert(running, n_running, planned_end, j):
+    """Keep the running jobs in the order of their planned ends (ties: the lower job id first, Slurm's
+    job list order), as the will-run test releases them."""
+    k = n_running
+    while k > 0 and (planned_end[running[k - 1]] > planned_end[j]
+                     or (planned_end[running[k - 1]] == planned_end[j] and running[k - 1] > j)):
+        running[k] = running[k - 1]
+        k -= 1
+    running[k] = j
+    return n_running + 1
+
+
+@jit_nrt
+def _run_remove(running, n_running, j):
+    for r in range(n_running):
+        if running[r] == j:
+            for q in range(r, n_running - 1):
+                running[q] = running[q + 1]
+            return n_running - 1
+    return n_running
 
 
 @jit_nrt

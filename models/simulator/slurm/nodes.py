@@ -9,7 +9,7 @@ count. `pick` writes the choice (node, CPUs) into `out_node`/`out_cpus` and retu
 -1 when the job does not fit the free CPUs of the allowed nodes.
 
 `will_run` is Slurm's will-run test: the earliest time the job could start on the allowed nodes if
-the running jobs ended at their planned ends (start + time limit), in that order.
+the running jobs ended at their planned ends (start + time limit), in that order (`running` is kept so).
 """
 
 from __future__ import annotations
@@ -103,13 +103,9 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, node_cpus, running, n_ru
         k = pick(cpus, min_nodes, exclusive, allowed, free, node_cpus, out_node, out_cpus)
         if k >= 0:
             return now, k
-    ends = np.empty(n_running)
-    for r in range(n_running):
-        ends[r] = planned_end[running[r]]
-    order = np.argsort(ends, kind="mergesort")
     tmp = free.copy()
-    for o in order:
-        j = running[o]
+    for r in range(n_running):  # `running` is in the order of the planned ends (kernel._run_insert)
+        j = running[r]
         touched = False
         for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
             tmp[alloc_node[a]] += alloc_cpus[a]
@@ -120,5 +116,5 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, node_cpus, running, n_ru
             continue
         k = pick(cpus, min_nodes, exclusive, allowed, tmp, node_cpus, out_node, out_cpus)
         if k >= 0:
-            return max(ends[o], now), k
+            return max(planned_end[j], now), k
     return np.inf, -1
