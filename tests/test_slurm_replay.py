@@ -224,3 +224,47 @@ def test_the_tail_guard_orders_oldest_first_once_it_fires():
     jobs = frame([(0, 300, 300, 8), (1, 100, 1000, 8), (250, 50, 60, 8)])
     assert starts(jobs, ONE_NODE_8, rule="SJF") == [0, 350, 300]
     assert starts(jobs, ONE_NODE_8, rule="SJF", guard_h=0.05) == [0, 300, 400]
+
+
+def test_multifactor_with_its_weights_as_a_rule():
+    """MULTIFACTOR(<weights>) replays like the slurm.conf that sets them (the age test's schedule)."""
+    conf = parse_slurm_conf("NodeName=n1 CPUs=4\nPartitionName=a Nodes=n1 Default=YES PriorityJobFactor=1\n"
+                            "PartitionName=b Nodes=n1 PriorityJobFactor=2\nSchedulerParameters=bf_interval=1\n")
+    jobs = frame([(0, 400, 400, 4, "a"), (1, 50, 50, 4, "a"), (200, 50, 50, 4, "b")])
+    rule = "MULTIFACTOR(age=2000,partition=1000,maxage=10,calc=5)"
+    assert starts(jobs, conf, rule=rule) == [0, 400, 450]
+    assert starts(jobs, conf, rule="multifactor") == [0, 400, 450]  # priority/basic: submission order
+    with pytest.raises(ValueError, match="unknown setting 'speed'"):
+        starts(jobs, conf, rule="MULTIFACTOR(speed=1)")
+
+
+def test_simulate_cli_replays_slurm_and_refuses_what_it_cannot(tmp_path):
+    from typer.testing import CliRunner
+
+    from metapilot.cli import app
+    from conftest import SHARED_DATA
+
+    swf = SHARED_DATA / "swf" / "HPC2N-subset-3170jobs.swf"
+    if not swf.exists():
+        pytest.skip("../shared/data is not beside the repository")
+    db = str(tmp_path / "w.duckdb")
+    assert CliRunner().invoke(app, ["ingest", str(swf), "--db", db]).exit_code == 0
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("NodeName=n[001-120] CPUs=2\nPartitionName=batch Nodes=n[001-120] Default=YES\n"
+                    "PriorityType=priority/multifactor\nPriorityWeightAge=1000\n")
+    out = tmp_path / "jobs.csv"
+    r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", "--policy", "multifactor",
+                                 "--backfill", "slurm", "--slurm-conf", str(conf), "--jobs-out", str(out), "--db", db])
+    assert r.exit_code == 0, r.output
+    assert "MULTIFACTOR" in r.output and "slurm" in r.output
+    rows = pl.read_csv(out)
+    assert rows.height > 3000 and {"job_id", "wait"} <= set(rows.columns) and rows["wait"].min() >= 0
+    r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", "--policy",
+                                 "MULTIFACTOR(age=1000,fairshare=5000)", "--backfill", "slurm", "--db", db])
+    assert r.exit_code == 0, r.output
+    for args, words in ((["--policy", "multifactor"], "replay it with --backfill slurm"),
+                        (["--slurm-conf", str(conf)], "add --backfill slurm"),
+                        (["--backfill", "slurm", "--slurm-conf", str(tmp_path / "none.conf")], "no slurm.conf at"),
+                        (["--backfill", "slurm", "--policy", "MULTIFACTOR(speed=1)"], "unknown setting")):
+        r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", *args, "--db", db])
+        assert r.exit_code == 2 and words in r.output, (args, r.output)

@@ -13,7 +13,9 @@ from metapilot.cli.options import OptionError, out_file_option, window_options
 def simulate_cmd(
     cluster: Annotated[str, typer.Option(help="Cluster whose jobs to replay.")],
     policy: Annotated[str, typer.Option(help="Priority rule: FCFS, SJF, SAF, LAF, WFP3, UNICEF, F1; or multifactor "
-                                              "(Slurm's priority/multifactor, with --backfill slurm).")] = "FCFS",
+                                              "(Slurm's priority/multifactor as the slurm.conf sets it, with --backfill "
+                                              "slurm), or MULTIFACTOR(age=1000,fairshare=10000,jobsize=0,partition=0,"
+                                              "qos=0,maxage=7-0,favorsmall=no) with those weights.")] = "FCFS",
     backfill: Annotated[str, typer.Option(help="none, easy, conservative, or slurm (Slurm's own main and backfill "
                                                 "schedulers on nodes and partitions).")] = "easy",
     slurm_conf: Annotated[Optional[str], typer.Option("--slurm-conf", help="The site's slurm.conf for --backfill slurm: "
@@ -84,6 +86,7 @@ def simulate_cmd(
         t_call = time.perf_counter()
         try:
             if bf == "slurm":
+                pol = policy if policy.strip().lower().startswith("multifactor") else pol
                 from metapilot.models.simulator.slurm import simulate_slurm
 
                 result = simulate_slurm(workload, conf, pol)
@@ -135,7 +138,7 @@ def _slurm_conf_option(policy: str, backfill: str, path: str | None, all_baselin
     if bf not in ("none", "easy", "conservative", "slurm"):
         raise OptionError(f"unknown backfilling mode {backfill!r}: none, easy, conservative or slurm",
                           param_hint="--backfill")
-    if pol == "multifactor" and bf != "slurm":
+    if pol.startswith("multifactor") and bf != "slurm":
         raise OptionError("multifactor is Slurm's priority: replay it with --backfill slurm (and the site's "
                           "--slurm-conf)", param_hint="--policy")
     if path is not None and bf != "slurm":

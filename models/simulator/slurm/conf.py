@@ -300,3 +300,38 @@ def conf_from_capacity(rows) -> SlurmConf:
     # priority/multifactor with Slurm's default weights (all 0): every job's priority is equal
     return SlurmConf(nodes=tuple(nodes), partitions=tuple(parts), priority=PriorityParams(multifactor=True),
                      notes=tuple(notes))
+
+
+_MF_KEYS = {"age": "weight_age", "fairshare": "weight_fairshare", "jobsize": "weight_job_size",
+            "partition": "weight_partition", "qos": "weight_qos", "assoc": "weight_assoc"}
+
+
+def multifactor_rule(rule: str, conf: SlurmConf) -> SlurmConf | None:
+    """`MULTIFACTOR(age=1000,fairshare=10000,maxage=7-0,favorsmall=yes,decay=7-0,calc=5)` -> the conf with
+    priority/multifactor and those settings (the rest from the conf); plain `multifactor` -> the conf as
+    it is; None for any other rule. Weights are Slurm's PriorityWeight* names without the prefix."""
+    m = re.fullmatch(r"\s*multifactor\s*(?:\((.*)\))?\s*", rule, re.IGNORECASE)
+    if not m:
+        return None
+    if m.group(1) is None:
+        return conf
+    kw: dict = {"multifactor": True}
+    for item in filter(None, (x.strip() for x in m.group(1).split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip().lower()
+        if not sep:
+            raise ValueError(f"MULTIFACTOR({m.group(1)}): {item!r} is not name=value")
+        if key in _MF_KEYS:
+            kw[_MF_KEYS[key]] = int(value)
+        elif key == "maxage":
+            kw["max_age_s"] = parse_time_s(value)
+        elif key == "decay":
+            kw["decay_half_life_s"] = parse_time_s(value)
+        elif key == "calc":
+            kw["calc_period_s"] = parse_time_s(value)
+        elif key == "favorsmall":
+            kw["favor_small"] = value.strip().lower() in ("yes", "1", "true")
+        else:
+            raise ValueError(f"MULTIFACTOR: unknown setting {key!r}: one of "
+                             f"{', '.join([*_MF_KEYS, 'maxage', 'decay', 'calc', 'favorsmall'])}")
+    return conf.with_priority(**kw)

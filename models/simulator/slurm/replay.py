@@ -20,7 +20,7 @@ import polars as pl
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.result import SimResult
-from metapilot.models.simulator.slurm.conf import SlurmConf
+from metapilot.models.simulator.slurm.conf import SlurmConf, multifactor_rule
 from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
 from metapilot.models.simulator.slurm.nodes import pick
 from metapilot.transforms.workload import Workload
@@ -54,6 +54,12 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     multifactor priority (`rule='multifactor'`) or by a fixed rule's score (FCFS, SJF, ...: what a
     Slurm steered by `steer` follows), with the tail guard `guard_h` (hours) for a rule. `segments`
     ((start s, rule, guard h) in time order, the first from the start) change the rule over time."""
+    custom = [multifactor_rule(r, conf) for _, r, _ in (segments or [(0.0, rule, None)])]
+    custom = [c for c in custom if c is not None and c is not conf]
+    if len(custom) > 1:
+        raise ValueError("one MULTIFACTOR(<weights>) a replay: its weights are the site's")
+    if custom:  # MULTIFACTOR(<weights>): the conf's multifactor with those weights
+        conf = custom[0]
     missing = [c for c in COLUMNS if c not in jobs.columns]
     if missing:
         raise ValueError(f"replay_slurm needs the columns {', '.join(COLUMNS)}; missing {', '.join(missing)}")
@@ -101,7 +107,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     qos_f = np.array([qp.get(q, 0.0) / qmax if qmax > 0 and q is not None else 0.0
                       for q in jobs["qos"].cast(pl.Utf8).to_list()])
     segments = list(segments) if segments else [(-np.inf, rule, guard_h)]
-    codes = [MULTIFACTOR if r.lower() == "multifactor" else policy_code(r.split("+")[0]) for _, r, _ in segments]
+    codes = [MULTIFACTOR if r.strip().lower().startswith("multifactor") else policy_code(r.split("+")[0])
+             for _, r, _ in segments]
     if MULTIFACTOR in codes and not pr.multifactor:
         notes.append("PriorityType is not priority/multifactor: every job's priority is equal (order by submission)")
     seg_t = np.array([t for t, _, _ in segments], np.float64)
