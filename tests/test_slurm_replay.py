@@ -268,3 +268,19 @@ def test_simulate_cli_replays_slurm_and_refuses_what_it_cannot(tmp_path):
                         (["--backfill", "slurm", "--policy", "MULTIFACTOR(speed=1)"], "unknown setting")):
         r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", *args, "--db", db])
         assert r.exit_code == 2 and words in r.output, (args, r.output)
+
+
+def test_will_run_takes_running_jobs_away_in_groups_by_planned_end():
+    """select/cons_tres's will-run test (issue 51, on the real Slurm: a reservation "to start at" the end of
+    a later job than the first whose end lets the job fit): running jobs leave in groups by planned end,
+    the first up to 30 s past the next 30-s barrier after the first end (on the replay's clock, Slurm's
+    epoch seconds), and the job is planned at the end of the last job of the group after which it fits.
+    Job 3 (6 CPUs) fits once job 1 ends at 100, but job 1's group reaches to 150 and takes job 2 (ends
+    140) with it: job 3 is reserved from 140, so job 4 (1 CPU, ends 132) backfills at once, and job 3
+    starts when job 4 ends. Shifted by 19 s, job 1 ends at 119, just before the barrier at 120: its group
+    ends at 150, without job 2 (159); job 3 is reserved from 119 and job 4 (ends 151) waits."""
+    conf = ONE_NODE_8.with_sched(bf_resolution=1)
+    jobs = frame([(0, 100, 100, 5), (0, 140, 140, 2), (1, 50, 50, 6), (2, 130, 130, 1)])
+    assert starts(jobs, conf) == [0, 0, 132, 2]
+    jobs = frame([(19, 100, 100, 5), (19, 140, 140, 2), (20, 50, 50, 6), (21, 130, 130, 1)])
+    assert starts(jobs, conf) == [19, 19, 119, 159]

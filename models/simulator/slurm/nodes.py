@@ -8,8 +8,10 @@ packs); a wider job takes nodes with the most free CPUs first until it has its C
 count. `pick` writes the choice (node, CPUs) into `out_node`/`out_cpus` and returns how many nodes, or
 -1 when the job does not fit the free CPUs of the allowed nodes.
 
-`will_run` is Slurm's will-run test: the earliest time the job could start on the allowed nodes if
-the running jobs ended at their planned ends (start + time limit), in that order (`running` is kept so).
+`will_run` is Slurm's will-run test: when the job could start on the allowed nodes if the running jobs
+ended at their planned ends (start + time limit), taken away in that order (`running` is kept so) in
+groups of close ends as cons_tres does: the job is planned at the end of the last job of its group, up
+to a minute after the first end that lets it fit (what leaves room to backfill short jobs).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from metapilot.models.simulator.jit import jit_nrt
+
+WILL_RUN_WINDOW = 30.0  # s: cons_tres's first will-run window (`time_window = 30`), doubled after each group
 
 
 @jit_nrt
@@ -93,8 +97,12 @@ def pick(cpus, min_nodes, exclusive, allowed, free, node_cpus, out_node, out_cpu
 @jit_nrt
 def will_run(cpus, min_nodes, exclusive, allowed, free, node_cpus, running, n_running, planned_end, alloc_ptr,
              alloc_cnt, alloc_node, alloc_cpus, now, out_node, out_cpus):
-    """(start, nodes chosen) for the job on the allowed nodes: now if it fits the free CPUs, else the
-    planned end of the running job whose end first lets it fit; (inf, -1) if it never fits them."""
+    """(start, nodes chosen) for the job on the allowed nodes: now if it fits the free CPUs; else, as
+    select/cons_tres's will-run test does (`_will_run_test` in Slurm 22.05), the running jobs on the
+    allowed nodes are taken away in groups by planned end: the first group reaches `WILL_RUN_WINDOW` s
+    past the first planned end's next `WILL_RUN_WINDOW`-s barrier (on the replay's clock; Slurm's is
+    epoch seconds), each later group a window twice as long; the job is planned at the end of the last
+    job of the first group after which it fits. (inf, -1) if it never fits them."""
     total = 0  # free CPUs on the allowed nodes: below the job's CPUs, no choice of nodes can fit it
     for i in range(free.shape[0]):
         if allowed[i]:
@@ -104,17 +112,34 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, node_cpus, running, n_ru
         if k >= 0:
             return now, k
     tmp = free.copy()
-    for r in range(n_running):  # `running` is in the order of the planned ends (kernel._run_insert)
-        j = running[r]
-        touched = False
-        for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
-            tmp[alloc_node[a]] += alloc_cpus[a]
-            if allowed[alloc_node[a]]:
-                touched = True
-                total += alloc_cpus[a]
-        if not touched or total < cpus:
-            continue
-        k = pick(cpus, min_nodes, exclusive, allowed, tmp, node_cpus, out_node, out_cpus)
-        if k >= 0:
-            return max(planned_end[j], now), k
+    window = WILL_RUN_WINDOW
+    barrier = -1.0  # the first planned end's next barrier: a group reaches `window` past it
+    r = 0
+    while r < n_running:  # `running` is in the order of the planned ends (kernel._run_insert)
+        last = -1.0  # the planned end of the last job this group took away
+        while r < n_running:
+            j = running[r]
+            r += 1
+            touched = False
+            for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
+                tmp[alloc_node[a]] += alloc_cpus[a]
+                if allowed[alloc_node[a]]:
+                    touched = True
+                    total += alloc_cpus[a]
+            if not touched:  # Slurm skips a job on none of the allowed nodes
+                continue
+            if barrier < 0:
+                barrier = planned_end[j] + (WILL_RUN_WINDOW - planned_end[j] % WILL_RUN_WINDOW)
+            last = planned_end[j]
+            if r < n_running and planned_end[running[r]] > barrier + window:
+                break
+        if last < 0:
+            break
+        if total >= cpus:
+            k = pick(cpus, min_nodes, exclusive, allowed, tmp, node_cpus, out_node, out_cpus)
+            if k >= 0:
+                return max(last, now), k
+        window *= 2
+        while r < n_running and planned_end[running[r]] > barrier + window:
+            window *= 2
     return np.inf, -1
