@@ -284,3 +284,14 @@ def test_will_run_takes_running_jobs_away_in_groups_by_planned_end():
     assert starts(jobs, conf) == [0, 0, 132, 2]
     jobs = frame([(19, 100, 100, 5), (19, 140, 140, 2), (20, 50, 50, 6), (21, 130, 130, 1)])
     assert starts(jobs, conf) == [19, 19, 119, 159]
+
+
+def test_reservations_are_rounded_on_slurms_epoch_clock():
+    """Slurm rounds a reservation to bf_resolution on epoch seconds. The jobs of
+    test_reservations_are_rounded_down_to_bf_resolution, their time 0 at epoch second 30: job 2's
+    reservation from 100 (epoch 130) is rounded down to epoch 120, time 90; job 4 now ends at 83 (epoch
+    113), before it, and is backfilled at once. Times 0-based with origin 0 or epoch-based are the same."""
+    jobs = frame([(0, 100, 100, 4), (1, 100, 100, 8), (2, 50, 50, 2), (3, 80, 80, 2)])
+    assert starts(jobs, ONE_NODE_8, origin_s=30) == [0, 100, 2, 3]
+    assert starts(jobs.with_columns(pl.col("submit") + 30), ONE_NODE_8) == [30, 130, 32, 33]
+    assert starts(jobs, ONE_NODE_8) == [0, 100, 2, 200]

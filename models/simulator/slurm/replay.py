@@ -49,11 +49,15 @@ def _order(jobs: pl.DataFrame) -> pl.DataFrame:
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
                    complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
-                   segments: Sequence[tuple[float, str, float | None]] | None = None) -> SlurmSchedule:
+                   segments: Sequence[tuple[float, str, float | None]] | None = None,
+                   origin_s: float = 0.0) -> SlurmSchedule:
     """Replay `jobs` on `conf`'s nodes and partitions with its scheduler settings, ordering the queue by
     multifactor priority (`rule='multifactor'`) or by a fixed rule's score (FCFS, SJF, ...: what a
     Slurm steered by `steer` follows), with the tail guard `guard_h` (hours) for a rule. `segments`
-    ((start s, rule, guard h) in time order, the first from the start) change the rule over time."""
+    ((start s, rule, guard h) in time order, the first from the start) change the rule over time.
+    `origin_s`: the epoch second at time 0 of the jobs' clock (0: their times are epoch seconds). Slurm
+    rounds its reservations to bf_resolution, and its will-run test aligns its windows, on epoch
+    seconds; the replay does so on `submit + origin_s`, so that its grid falls where Slurm's did."""
     custom = [multifactor_rule(r, conf) for _, r, _ in (segments or [(0.0, rule, None)])]
     custom = [c for c in custom if c is not None and c is not conf]
     if len(custom) > 1:
@@ -129,7 +133,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     fparams = np.array([complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
                         pr.weight_job_size if mf else 0, pr.weight_partition if mf else 0, pr.weight_qos if mf else 0,
                         pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s], np.float64)
-    submit = jobs["submit"].cast(pl.Float64).to_numpy().copy()
+    submit = jobs["submit"].cast(pl.Float64).to_numpy() + float(origin_s)  # on Slurm's clock (epoch seconds)
+    seg_t[1:] += float(origin_s)
     start = np.empty(n)
     end = np.empty(n)
     t_call = time.perf_counter()
@@ -137,6 +142,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
               part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t, np.array(codes, np.int64),
               seg_guard, iparams, fparams, start, end)
     engine_s = time.perf_counter() - t_call
+    start -= float(origin_s)
+    end -= float(origin_s)
     if never.any():
         notes.append(f"{int(never.sum())} jobs can never fit their partition's nodes: not replayed")
     out = jobs.with_columns(pl.Series("start", start).fill_nan(None), pl.Series("end", end).fill_nan(None)) \
@@ -146,10 +153,11 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
 
 def replay_slurm(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
                  complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
-                 segments: Sequence[tuple[float, str, float | None]] | None = None) -> pl.DataFrame:
+                 segments: Sequence[tuple[float, str, float | None]] | None = None,
+                 origin_s: float = 0.0) -> pl.DataFrame:
     """The replayed jobs (`slurm_schedule(...).jobs`): the input rows with `start`, `end` and `wait`."""
     return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, complete_s=complete_s, qos_priority=qos_priority,
-                          segments=segments).jobs
+                          segments=segments, origin_s=origin_s).jobs
 
 
 def workload_frame(w: Workload) -> pl.DataFrame:
