@@ -295,3 +295,17 @@ def test_reservations_are_rounded_on_slurms_epoch_clock():
     assert starts(jobs, ONE_NODE_8, origin_s=30) == [0, 100, 2, 3]
     assert starts(jobs.with_columns(pl.col("submit") + 30), ONE_NODE_8) == [30, 130, 32, 33]
     assert starts(jobs, ONE_NODE_8) == [0, 100, 2, 200]
+
+
+def test_simulate_slurm_replays_on_the_workloads_epoch_clock():
+    """A workload's time 0 is its window start: 30 s past an epoch minute, job 4 is backfilled as in
+    test_reservations_are_rounded_on_slurms_epoch_clock."""
+    from datetime import timedelta
+
+    from metapilot.transforms.workload import EPOCH
+
+    def w(origin):
+        return Workload.from_arrays(submit=[0, 1, 2, 3], run=[100, 100, 50, 80], req_time=[100, 100, 50, 80],
+                                    cores=[4, 8, 2, 2], window_start=EPOCH + timedelta(seconds=origin))
+    assert list(simulate_slurm(w(1_800_000_030), ONE_NODE_8, "FCFS").start) == [0, 100, 2, 3]
+    assert list(simulate_slurm(w(1_800_000_000), ONE_NODE_8, "FCFS").start) == [0, 100, 2, 200]

@@ -23,7 +23,7 @@ from metapilot.models.simulator.result import SimResult
 from metapilot.models.simulator.slurm.conf import SlurmConf, multifactor_rule
 from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
 from metapilot.models.simulator.slurm.nodes import pick
-from metapilot.transforms.workload import Workload
+from metapilot.transforms.workload import EPOCH, Workload
 
 YEAR_S = 365 * 86400.0
 COLUMNS = ("job_id", "submit", "run", "time_limit", "cpus", "nodes", "partition", "user", "qos")
@@ -187,10 +187,12 @@ def conf_capacity(conf: SlurmConf) -> Capacity:
 def simulate_slurm(w: Workload, conf: SlurmConf, rule: str = "multifactor", *, guard_h: float | None = None,
                    complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
                    segments: Sequence[tuple[float, str, float | None]] | None = None) -> SimResult:
-    """`simulate`'s result for the `slurm` backfilling mode: the workload replayed by `slurm_schedule`."""
+    """`simulate`'s result for the `slurm` backfilling mode: the workload replayed by `slurm_schedule`, on
+    Slurm's clock (its time 0 is `w.window_start`)."""
     t0 = time.perf_counter()
     sched = slurm_schedule(workload_frame(w), conf, rule=rule, guard_h=guard_h, complete_s=complete_s,
-                           qos_priority=qos_priority, segments=segments)
+                           qos_priority=qos_priority, segments=segments,
+                           origin_s=(w.window_start - EPOCH).total_seconds())
     ids = sched.jobs["job_id"].to_list()
     if ids != list(w.job_ids.astype(str)):  # the same order by construction; a mismatch is a bug, not data
         raise AssertionError("slurm replay reordered the workload")
