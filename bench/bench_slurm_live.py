@@ -510,14 +510,14 @@ REPLAY_ORIGIN = "epoch"  # the replay's clock: "epoch" (Slurm's own) or "first" 
 
 def replay_run(jobs: list[dict], conf_path: Path, rule: str, complete_s: float) -> dict[str, float]:
     """trace id -> start (s after the first real submit) in `replay_slurm`, replayed on Slurm's own clock
-    (epoch seconds: backfill rounds reservations to bf_resolution on that clock, so its grid falls where
-    Slurm's did) unless REPLAY_ORIGIN says otherwise."""
+    (`origin_s` = the first submit's epoch second: backfill rounds reservations to bf_resolution on that
+    clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says otherwise."""
     from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
 
     first = min(j["submit"] for j in jobs if j.get("start") is not None and j.get("end") is not None)
-    base = 0.0 if REPLAY_ORIGIN == "epoch" else first
-    out = replay_slurm(fidelity_frame(jobs, base), read_slurm_conf(conf_path), rule=rule, complete_s=complete_s)
-    return {str(i): float(s) + base - first for i, s in zip(out["job_id"], out["start"])}
+    out = replay_slurm(fidelity_frame(jobs, first), read_slurm_conf(conf_path), rule=rule, complete_s=complete_s,
+                       origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
+    return {str(i): float(s) for i, s in zip(out["job_id"], out["start"])}
 
 
 def slurmctld_log(path: Path) -> Path | None:
