@@ -65,19 +65,37 @@ def pick(cpus, min_nodes, exclusive, allowed, free, node_cpus, out_node, out_cpu
             count += 1
     if total < cpus or count < min_nodes or cpus < min_nodes:
         return -1
-    cand = np.empty(count, np.int64)
-    key = np.empty(count, np.int64)
-    c = 0
+    # the candidates by free CPUs, most first, lowest index on ties: a counting sort on the free CPUs where
+    # they take few values (nodes hold tens of CPUs), else a sort on the same key
+    top_free = 0
     for i in range(n_nodes):
-        if allowed[i] and free[i] > 0:
-            cand[c] = i
-            key[c] = -free[i] * (n_nodes + 1) + i
-            c += 1
-    order = np.argsort(key)
+        if allowed[i] and free[i] > top_free:
+            top_free = free[i]
+    cand = np.empty(count, np.int64)
+    if top_free <= 4 * count + 64:
+        start = np.zeros(top_free + 2, np.int64)
+        for i in range(n_nodes):
+            if allowed[i] and free[i] > 0:
+                start[top_free - free[i] + 1] += 1
+        for v in range(1, top_free + 2):
+            start[v] += start[v - 1]
+        for i in range(n_nodes):
+            if allowed[i] and free[i] > 0:
+                b = top_free - free[i]
+                cand[start[b]] = i
+                start[b] += 1
+    else:
+        key = np.empty(count, np.int64)
+        c = 0
+        for i in range(n_nodes):
+            if allowed[i] and free[i] > 0:
+                cand[c] = i
+                key[c] = -free[i] * (n_nodes + 1) + i
+                c += 1
+        cand = cand[np.argsort(key)]
     left = cpus
     k = 0
-    for o in order:
-        i = cand[o]
+    for i in cand:
         if left <= 0 and k >= min_nodes:
             break
         # leave at least one CPU for each node still needed to reach min_nodes
