@@ -33,7 +33,13 @@ import numpy as np
 
 from metapilot.models.simulator.jit import jit_nrt
 from metapilot.models.simulator.policies import score
-from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
+from metapilot.models.simulator.slurm.node_space import (
+    node_bits,
+    space_allowed,
+    space_init,
+    space_overlaps,
+    space_reserve,
+)
 from metapilot.models.simulator.slurm.nodes import pick, will_run
 from metapilot.models.simulator.slurm.priority import charge_usage, fairshare_factors, job_priority
 
@@ -199,7 +205,12 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     s_begin = np.zeros(max_slots)
     s_end = np.zeros(max_slots)
     s_next = np.zeros(max_slots, np.int64)
-    s_avail = np.zeros((max_slots, n_nodes), np.bool_)
+    n_words = max(1, (n_nodes + 63) // 64)  # the map's slots hold their nodes as bit words
+    s_avail = np.zeros((max_slots, n_words), np.uint64)
+    s_bits = np.zeros(n_words, np.uint64)
+    part_bits = np.zeros((n_parts, n_words), np.uint64)
+    for p in range(n_parts):
+        node_bits(part_nodes[p], part_bits[p])
     allowed = np.zeros(n_nodes, np.bool_)
     all_nodes = np.ones(n_nodes, np.bool_)
     users_tested = np.zeros(max(n_users, 1), np.int64)
@@ -372,8 +383,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                         while tries < 1000:
                             tries += 1
                             finish = start_res + lim
-                            later = space_allowed(s_begin, s_end, s_next, s_avail, part_nodes[p], start_res, finish,
-                                                  allowed)
+                            later = space_allowed(s_begin, s_end, s_next, s_avail, part_bits[p], start_res, finish,
+                                                  s_bits, allowed)
                             n_allowed = 0
                             for i in range(n_nodes):
                                 if allowed[i]:

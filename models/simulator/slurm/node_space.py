@@ -5,6 +5,10 @@ from now (rounded down to `bf_resolution`) to the end of `bf_window`, every node
 the pass cannot start now takes its chosen nodes, whole, out of the slots its reservation covers, and
 a job the pass starts on whole nodes (an exclusive partition) does the same until its planned end.
 Later jobs in the pass may use only nodes available in every slot their run would touch.
+
+A slot's nodes are bit words (`avail[slot, i >> 6]`, bit `i & 63` for node i; (nodes + 63) // 64 words
+a slot), so a slot is narrowed, copied and compared 64 nodes at a time; `node_bits` turns a partition's
+nodes into words.
 """
 
 from __future__ import annotations
@@ -13,6 +17,17 @@ import numpy as np
 
 from metapilot.models.simulator.jit import jit_nrt
 
+ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@jit_nrt
+def node_bits(nodes, out):
+    """`out` (words) = the nodes where the bool array `nodes` is set."""
+    out[:] = 0
+    for i in range(nodes.shape[0]):
+        if nodes[i]:
+            out[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+
 
 @jit_nrt
 def space_init(begin, end, nxt, avail, t0, t_end):
@@ -20,37 +35,39 @@ def space_init(begin, end, nxt, avail, t0, t_end):
     begin[0] = t0
     end[0] = t_end
     nxt[0] = 0
-    avail[0, :] = True
+    avail[0, :] = ALL
     return 1
 
 
 @jit_nrt
-def space_allowed(begin, end, nxt, avail, allowed, start, finish, out):
-    """`out` = allowed nodes available in every slot overlapping [start, finish] (Slurm tests
-    `begin_time <= end_time`: a slot starting exactly at the job's end counts). Returns the end of the
-    first slot ending after `start` whose successor frees a node it holds (Slurm's `later_start`:
-    where to try again), else 0."""
-    out[:] = allowed
+def space_allowed(begin, end, nxt, avail, allowed, start, finish, bits, out):
+    """`out` (one bool a node) = allowed nodes (`allowed`: words) available in every slot overlapping
+    [start, finish] (Slurm tests `begin_time <= end_time`: a slot starting exactly at the job's end
+    counts); `bits` is scratch (words). Returns the end of the first slot ending after `start` whose
+    successor frees a node it holds (Slurm's `later_start`: where to try again), else 0."""
+    n_words = bits.shape[0]
+    bits[:] = allowed
     later = 0.0
     j = 0
     while True:
         k = nxt[j]
         if end[j] > start and k != 0 and later == 0.0:
-            for i in range(out.shape[0]):
-                if allowed[i] and avail[k, i] and not (out[i] and avail[j, i]):
+            for w in range(n_words):
+                if allowed[w] & avail[k, w] & ~(bits[w] & avail[j, w]) != 0:
                     later = end[j]
                     break
         if end[j] <= start:
             pass
         elif begin[j] <= finish:
-            for i in range(out.shape[0]):
-                if not avail[j, i]:
-                    out[i] = False
+            for w in range(n_words):
+                bits[w] &= avail[j, w]
         else:
             break
         j = nxt[j]
         if j == 0:
             break
+    for i in range(out.shape[0]):
+        out[i] = (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
     return later
 
 
@@ -61,7 +78,8 @@ def space_overlaps(begin, end, nxt, avail, nodes, n_nodes, start, finish):
     while True:
         if end[j] > start and begin[j] < finish:
             for a in range(n_nodes):
-                if not avail[j, nodes[a]]:
+                i = nodes[a]
+                if (avail[j, i >> 6] >> np.uint64(i & 63)) & np.uint64(1) == 0:
                     return True
         j = nxt[j]
         if j == 0:
@@ -111,7 +129,8 @@ def space_reserve(begin, end, nxt, avail, n_slots, nodes, n_nodes, start, finish
             nxt[i] = nxt[j]
             nxt[j] = i
         for a in range(n_nodes):
-            avail[j, nodes[a]] = False
+            x = nodes[a]
+            avail[j, x >> 6] &= ~(np.uint64(1) << np.uint64(x & 63))
         if finish == end[j]:
             if nxt[j] != 0:
                 one_after = nxt[j]
