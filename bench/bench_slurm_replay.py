@@ -436,7 +436,9 @@ def render(results: list[dict], speed: list[dict], prof: list[dict], meta: dict,
         lines.append("")
     if prof:
         lines += ["**Where the time goes** (`--profile`: the Slurm replay with one part of the work changed at a "
-                  "time; engine seconds, best of the runs):", "",
+                  "time; engine seconds, best of the runs; `slurm_schedule` on the jobs' own clock, without the epoch "
+                  "origin `simulate_slurm` gives it, so Slurm's minute grid falls elsewhere and the waits differ a "
+                  "little from the table above):", "",
                   "| log | variant | engine (s) | x Slurm's defaults | mean wait (s) | same schedule |",
                   "|---|---|---:|---:|---:|:-:|"]
         for p in prof:
@@ -461,44 +463,50 @@ def render(results: list[dict], speed: list[dict], prof: list[dict], meta: dict,
 
 
 FINDINGS = """
-**What the figures show** (the run of 2026-12-05, above). On every log with as-run waits where the replays differ,
-the Slurm replay on nodes comes closer to the logged mean wait than the pooled textbook replay: KTH-SP2 -55% -> -47%,
-CEA-Curie's first 50,000 jobs -90% -> -82%, RICC's first 20,000 -64% -> -46%, the pozidriv sacct sample -67% -> -46%,
-the HPC2N subset -80% -> -79%; the distance between the wait distributions (W1) falls on all of them but RICC. Bounded
-slowdown and the share of jobs that waited over a minute come closer on KTH-SP2, CEA-Curie and HPC2N (on pozidriv the
-bsld does, the share does not: 34% -> 30% against 74%); on RICC they move away (bsld 72 -> 163 against 8.4 as run): there the long jobs did the waiting (a mean wait of 27,138 s with a bsld of
-8.4) and a replay in submission order makes the short ones wait too. But every replay is still 46-94% short of the
-logged mean wait. Why, log by log:
-- where a node is one core (KTH-SP2, the HPC2N header, NASA-iPSC, Lublin-256) nodes change nothing that fits: the
-  gain comes from Slurm's passes (a job starts at the next pass, not at the event) and its backfill, which reserves
-  for every job it tests (up to 500), not only for the head as EASY does;
+**What the figures show** (the run above). The Slurm replay on nodes comes closer to the logged mean wait than the
+pooled textbook replay on KTH-SP2 (-55% -> -49%), RICC's first 20,000 jobs (-64% -> -47%) and the pozidriv sacct
+sample (-67% -> -46%), barely on CEA-Curie's first 50,000 jobs (-90% -> -89%), and not on the HPC2N subset (-80%
+both; 3,531 -> 3,498 s, or 3,727 s with 120 nodes of 2 CPUs given whole); the hpc-cost sample is the same schedule.
+The distance between the wait distributions (W1) falls on KTH-SP2, CEA-Curie and pozidriv. Bounded slowdown and the
+share of jobs that waited over a minute come closer on KTH-SP2, CEA-Curie and HPC2N (on pozidriv the bsld does, the
+share does not: 34% -> 30% against 74%); on RICC they move away (bsld 72 -> 160 against 8.4 as run): there the long
+jobs did the waiting (a mean wait of 27,138 s with a bsld of 8.4) and a replay in submission order makes the short
+ones wait too. Every replay is still 46-94% short of the logged mean wait. Why, log by log:
+- where a node is one core (KTH-SP2, the HPC2N header, NASA-iPSC, Lublin-256) nodes change nothing that fits: what
+  moves the waits is Slurm's passes (a job starts at a pass, not at the event) and its backfill, which reserves for
+  every job it tests (up to 500), not only for the head as EASY does;
 - HPC2N's file is a 3,170-job subset of a 527,371-job log: the load of the jobs it leaves out is not there to wait
-  behind (inferring 120 nodes of 2 CPUs given whole, from the 94% of jobs that ask an even count, adds 100 s);
-- CEA-Curie's 17 partitions are not tied to node kinds in its header, so every job may use every node; the site's
-  multifactor weights (fair-share, age, QOS) are not in the log: with Slurm's default weights (all 0) the queue is
-  submission order, and the FCFS rows give the same schedule job for job, as they should;
+  behind, whatever the nodes;
+- CEA-Curie's 17 partitions are not tied to node kinds in its header, so every job may use every node of 16, 32 or
+  8 cores, and most jobs fit somewhere; the site's multifactor weights (fair-share, age, QOS) are not in the log:
+  with Slurm's default weights (all 0) the queue is submission order, and the FCFS rows give the same schedule job
+  for job, as they should;
 - waits that no replay of the queue produces: nodes down or drained, maintenance reservations, held jobs and
   dependencies, per-user or per-account limits; on the hpc-cost sample (374 one-core jobs that never fill their 83
   cores) the jobs waited 156 s on average as run and 9 s in every replay: that is start latency, not queueing.
 Kendall's tau of the start order is 0.92-0.998 on every log and hardly moves between replays: over months, start
 order is mostly submission order, so it does not tell the replays apart (the live benchmark's short slices do).
 
-**Speed.** The Slurm replay tests every queued job at every backfill pass (every 30 s after a change) and gives each
-one it cannot start a reservation: on KTH-SP2, 24,703 passes tested 386,786 jobs with 1,351,788 will-run tests and
-1,503,859 walks of the node map, where EASY looks at the queue once per event with a pooled profile. The doubling
-experiments put 65-68% of the time in `will_run` and 16-21% in `space_allowed` (the node map), 2-7% in
-`space_reserve`, under 1% in sorting the queue (`_queue_order`) and up to 5% in the main passes' `pick`. Parameters
-say the same: backfill off leaves 22% (KTH-SP2) and 7% (CEA-Curie) of the time; the periodic main pass and the
-queue depth change nothing. On CEA-Curie the node count (5,544) multiplies the cost of every test, and the time
-grows faster than the jobs (the first 20,000 jobs 11 s, 50,000 jobs 219 s): the whole log would take hours.
+**Speed.** The Slurm replay tests the queued jobs at every backfill pass (every 30 s after a change) and gives each
+one it cannot start a reservation on the node map, where EASY looks at the queue once per event with a pooled
+profile: on KTH-SP2, 27,220 backfill passes tested 416,940 jobs with 1,432,367 will-run tests and 1,602,296 walks
+of the node map (the counts below). After this session's changes (the running jobs kept in the order of
+their ends, the will-run test calling the node choice only where the free CPUs could hold the job, a counting sort
+in the node choice, the map's nodes as bit words; schedules identical job for job) the replay is 81x EASY's time on
+KTH-SP2 (1.21 s against 0.015 s; it was 2.0 s, 136x, at the start of the session) and CEA-Curie's first 50,000 jobs
+take 58 s (219 s at the start of the session, with the kernel of then). The doubling experiments below say where the time is now: `will_run` 58% (KTH-SP2) and 73%
+(CEA-Curie), the node map 31% and 14% (`space_allowed` 18% / 11%, `space_reserve` 13% / 3%), sorting the queue
+(`_queue_order`) 3% / 1%, the main passes' node choice 1% / 8%. Backfill off leaves 59% (KTH-SP2) and 12% (CEA-Curie) of
+the time, but it is another schedule: without backfill KTH-SP2's queue grows thousands long for the main passes.
 
-**What is left.** The 2x target is not met and cannot be met by tuning this design: even at 0.1 us per will-run test,
-KTH-SP2's 1.35 million tests alone take 9x EASY's whole replay. Getting there needs work that is not repeated pass
-after pass: the reservations of the jobs whose nodes and running jobs did not change since the last pass kept
-rather than recomputed (Slurm itself recomputes them, so this must be proved to give the same schedule), node maps
-as bit words instead of one byte a node, and a sorted list of the running jobs' ends kept across a pass. The whole
-CEA-Curie and RICC logs are not replayed (caps above); Curie's partitions on their node kinds need the site's
-slurm.conf; the pozidriv nodes' CPUs are a lower bound (the most a job held).
+**What is left.** The 2x target is not met and cannot be met by tuning this design: even at 0.1 us a will-run test,
+KTH-SP2's million tests alone take several times EASY's whole replay. Getting there needs work not repeated pass
+after pass: the reservations of the jobs whose nodes and running jobs did not change since the last pass kept rather
+than recomputed (Slurm itself recomputes them, so this must be proved to give the same schedule), and the node
+choice and will-run test reading the partition's free CPUs from counts kept as jobs start and end instead of a pass
+over every node. The whole CEA-Curie and RICC logs are not replayed (caps above: the time still grows faster than
+the jobs); Curie's partitions on their node kinds need the site's slurm.conf; the pozidriv nodes' CPUs are a lower
+bound (the most a job held).
 """
 
 SHOWN = {"mean_wait": 0, "bsld": 2, "waited": 3, "tau": 3, "w1": 0}
