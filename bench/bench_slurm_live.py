@@ -224,16 +224,22 @@ def compare(real: dict, pred: dict) -> dict:
             "tau": kendall_tau(rs, ps)}
 
 
-def bench_live(n: int, first: int, compress: float, limit_compress: float, only: list[str] | None = None) -> dict:
+def start_slurm() -> dict[str, str]:
+    """A real one-node Slurm of 100 CPUs (scripts/slurm.sh) and the environment its commands need."""
     from slurm_fixtures import parse_exports
 
-    plan = workload_plan(kth_slice(n, first), compress, limit_compress)
     env = {**os.environ, "METAPILOT_SLURM_CPUS": "100", "METAPILOT_SLURM_NO_INSTALL": "1"}
     start = subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "start"], env=env, capture_output=True, text=True)
     if start.returncode:
         raise SystemExit(start.stderr)
     env.update(parse_exports(start.stdout))
     env["PATH"] = os.environ["PATH"] + ":/usr/sbin"
+    return env
+
+
+def bench_live(n: int, first: int, compress: float, limit_compress: float, only: list[str] | None = None) -> dict:
+    plan = workload_plan(kth_slice(n, first), compress, limit_compress)
+    env = start_slurm()
     cluster = env["METAPILOT_SLURM_CLUSTER"]
     work = Path(tempfile.mkdtemp(prefix="slurm-live-"))
     results = {}
@@ -430,8 +436,6 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
     """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
     results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf)
     and slurmctld's log. Returns the JSON's path."""
-    from slurm_fixtures import parse_exports
-
     out.mkdir(parents=True, exist_ok=True)
     plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed)
     doc = {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_cap_min": limit_cap_min,
@@ -440,12 +444,7 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
                     "high_jobs": sum(j["partition"] == "high" for j in plan)},
            "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
     path = out / "fidelity.json"
-    env = {**os.environ, "METAPILOT_SLURM_CPUS": "100", "METAPILOT_SLURM_NO_INSTALL": "1"}
-    start = subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "start"], env=env, capture_output=True, text=True)
-    if start.returncode:
-        raise SystemExit(start.stderr)
-    env.update(parse_exports(start.stdout))
-    env["PATH"] = os.environ["PATH"] + ":/usr/sbin"
+    env = start_slurm()
     cluster = env["METAPILOT_SLURM_CLUSTER"]
     sdir = Path(env["METAPILOT_SLURM_DIR"])
     import shutil

@@ -60,6 +60,16 @@ def alive(pid: int) -> bool:
     return True
 
 
+def wait_until(pred, timeout_s: float = 60.0, what: str = "") -> None:
+    """Poll `pred` every 0.3 s until it holds; fail naming `what` after `timeout_s`."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def parse_exports(text: str) -> dict[str, str]:
     """The `export NAME=VALUE` lines the start prints (and nothing else is allowed on stdout)."""
     out = {}

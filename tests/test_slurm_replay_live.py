@@ -24,7 +24,7 @@ import time
 
 import polars as pl
 import pytest
-from slurm_fixtures import slurm, slurm_session  # noqa: F401
+from slurm_fixtures import slurm, slurm_session, wait_until  # noqa: F401
 
 from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
 
@@ -46,15 +46,6 @@ TIE_S = 2.0  # jobs the replay starts together really start within this many sec
 def _node_cpus(conf) -> int:
     assert len(conf.nodes) == 1, "scripts/slurm.sh starts a one-node cluster"
     return conf.nodes[0].cpus
-
-
-def _wait(pred, timeout_s: float, what: str) -> None:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _state(slurm, job: str) -> str:
@@ -90,14 +81,14 @@ def test_start_order_matches_the_replay(slurm):
                             wrap=f"sleep {sleep}")
 
     ids = {"B": submit("B")}
-    _wait(lambda: _state(slurm, ids["B"]) == "R", 60, "the blocker to run")
+    wait_until(lambda: _state(slurm, ids["B"]) == "R", 60, "the blocker to run")
     time.sleep(1.5)  # the burst in a later second than the blocker's start (the replay sees whole seconds)
     for name, *_ in BURST:
         ids[name] = submit(name)
     blocker_left = _state(slurm, ids["B"]) == "R"
-    _wait(lambda: not slurm.run("squeue", "-h", "-o", "%i", check=False).stdout.strip(), 100, "every job to end")
+    wait_until(lambda: not slurm.run("squeue", "-h", "-o", "%i", check=False).stdout.strip(), 100, "every job to end")
     name_of = {v: k for k, v in ids.items()}
-    _wait(lambda: len(_accounting(slurm, list(ids.values()))) == len(ids), 30, "sacct to record every job")
+    wait_until(lambda: len(_accounting(slurm, list(ids.values()))) == len(ids), 30, "sacct to record every job")
     acct = _accounting(slurm, list(ids.values()))
     assert all(r["state"] == "COMPLETED" for r in acct.values()), acct
     assert blocker_left, "the burst took longer to submit than the blocker ran: the machine is too slow for this test"

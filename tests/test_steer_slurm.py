@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from slurm_fixtures import slurm, slurm_session  # noqa: F401
+from slurm_fixtures import slurm, slurm_session, wait_until  # noqa: F401
 from steer_standin import band_factor
 
 SJF_ORDER_LIMITS = (9, 3, 7, 5)  # minutes, in submission order; SJF starts them 3, 5, 7, 9
@@ -46,26 +46,17 @@ def _reasons(slurm) -> dict[str, str]:
             if j["job_state"] in ("PENDING", "RUNNING", "COMPLETING")}  # --json also lists ended jobs
 
 
-def _wait(pred, timeout_s: float = 60.0, what: str = "") -> None:
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if pred():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 @pytest.fixture
 def queue(slurm):
     """A running blocker holding the whole node, four whole-node jobs queued behind it (none can
     backfill), a held job, and a job alone in the higher-tier partition."""
     blocker = slurm.sbatch("-n", "64", "-t", "10", wrap="sleep 600")
-    _wait(lambda: _reasons(slurm).get(blocker) == "None" and slurm.run("squeue", "-h", "-j", blocker, "-o", "%t").stdout.strip() == "R",
+    wait_until(lambda: _reasons(slurm).get(blocker) == "None" and slurm.run("squeue", "-h", "-j", blocker, "-o", "%t").stdout.strip() == "R",
           what="the blocker to run")
     queued = [slurm.sbatch("-n", "64", "-t", str(m), wrap="sleep 1") for m in SJF_ORDER_LIMITS]
     held = slurm.sbatch("-H", "-n", "64", "-t", "1", wrap="sleep 1")
     high = slurm.sbatch("-p", "high", "-n", "64", "-t", "2", wrap="sleep 1")
-    _wait(lambda: all(_reasons(slurm).get(j) in ("Priority", "Resources") for j in [*queued, high]),
+    wait_until(lambda: all(_reasons(slurm).get(j) in ("Priority", "Resources") for j in [*queued, high]),
           what="Slurm to evaluate the queue")
     return {"blocker": blocker, "queued": queued, "held": held, "high": high}
 
@@ -105,8 +96,8 @@ def test_once_applies_sjf_exactly_and_release_clears(tmp_path, slurm, queue):
     _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once",
                "--step", str(STEP))
     slurm.run("scancel", queue["blocker"])
-    _wait(lambda: not [j for j in q if j in _reasons(slurm)], timeout_s=90, what="the queued jobs to run")
-    _wait(lambda: len(_starts(slurm, q)) == 4, what="sacct to record the starts")
+    wait_until(lambda: not [j for j in q if j in _reasons(slurm)], timeout_s=90, what="the queued jobs to run")
+    wait_until(lambda: len(_starts(slurm, q)) == 4, what="sacct to record the starts")
     assert _starts(slurm, q) == [q[1], q[3], q[2], q[0]]  # exactly SJF's order, not submission order
 
 
@@ -164,7 +155,7 @@ def test_sigkill_then_next_start_releases_and_sigterm_releases(tmp_path, slurm, 
             "SJF+EASY", "--every", "1s", "--step", str(STEP), "--db", db]
     loop = subprocess.Popen(args, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _wait(lambda: any(v["site"] > 0 for v in _sprio(slurm).values()), what="the loop to set factors")
+        wait_until(lambda: any(v["site"] > 0 for v in _sprio(slurm).values()), what="the loop to set factors")
     finally:
         os.kill(loop.pid, signal.SIGKILL)
         loop.wait(timeout=30)
@@ -195,7 +186,7 @@ def test_a_job_named_with_bytes_that_are_not_utf8_does_not_stop_steering(tmp_pat
     db = str(tmp_path / "w.duckdb")
     bad = os.fsdecode(b"bad\xff\xfe")  # sbatch gets the raw bytes
     named = slurm.sbatch("-J", bad, f"--comment={bad}", "-n", "64", "-t", "4", wrap="sleep 1")
-    _wait(lambda: _reasons(slurm).get(named) in ("Priority", "Resources"), what="Slurm to evaluate the job")
+    wait_until(lambda: _reasons(slurm).get(named) in ("Priority", "Resources"), what="Slurm to evaluate the job")
     assert b"\xff\xfe" in subprocess.run(["squeue", "--json"], env=slurm.env, capture_output=True).stdout
     res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--dry-run",
                      "--once")
@@ -227,7 +218,7 @@ def test_a_held_job_released_after_the_guard_limit_does_not_trip_it(tmp_path, sl
     time.sleep(40)  # held for longer than the guard's limit below (36 s)
     queued = [slurm.sbatch("-n", "64", "-t", str(m), wrap="sleep 1") for m in (5, 3)]
     slurm.run("scontrol", "release", held)
-    _wait(lambda: all(_reasons(slurm).get(j) in ("Priority", "Resources", "None") for j in [held, *queued])
+    wait_until(lambda: all(_reasons(slurm).get(j) in ("Priority", "Resources", "None") for j in [held, *queued])
           and _reasons(slurm).get(blocker) == "None", what="Slurm to evaluate the queue")
     res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once",
                      "--step", str(STEP), "--guard-h", "0.01", check=False)
@@ -262,7 +253,7 @@ def test_a_second_loop_on_the_cluster_is_refused_naming_the_first(tmp_path, slur
                               "--policy", "SJF+EASY", "--every", "1s", "--step", str(STEP), "--db", db], env=slurm.env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        _wait(lambda: any(v["site"] > 0 for v in _sprio(slurm).values()), what="the first loop to set factors")
+        wait_until(lambda: any(v["site"] > 0 for v in _sprio(slurm).values()), what="the first loop to set factors")
         sjf = {j: v["site"] for j, v in _sprio(slurm).items()}
         res = _metapilot(slurm, db, "steer", "--cluster", slurm.cluster, "--slurm", "--policy", "LAF+EASY", "--once",
                          "--step", str(STEP), check=False)
@@ -289,7 +280,7 @@ def test_an_array_with_a_task_running_keeps_the_middle(tmp_path, slurm):
     blocker = slurm.sbatch("-n", "32", "-t", "10", wrap="sleep 600")
     array = slurm.sbatch("-n", "32", "-t", "5", "--array=1-3", wrap="sleep 600")
     short, long_ = (slurm.sbatch("-n", "64", "-t", str(m), wrap="sleep 1") for m in (2, 9))
-    _wait(lambda: f"{array}_1" in slurm.run("squeue", "-h", "-t", "R", "-o", "%i").stdout.split()
+    wait_until(lambda: f"{array}_1" in slurm.run("squeue", "-h", "-t", "R", "-o", "%i").stdout.split()
           and _reasons(slurm).get(blocker) == "None"
           and all(_reasons(slurm).get(j) in ("Priority", "Resources") for j in (short, long_, array)),
           what="the array's first task to run and Slurm to evaluate the queue")
@@ -341,14 +332,14 @@ def test_a_user_moving_a_steered_job_to_another_partition_is_named_and_placed_af
                   str(m), "--wrap", "sleep 1")
         assert res.returncode == 0, res.stderr
         mine.append(res.stdout.strip().split(";")[0])
-    _wait(lambda: _reasons(slurm).get(blocker) == "None"
+    wait_until(lambda: _reasons(slurm).get(blocker) == "None"
           and all(_reasons(slurm).get(j) in ("Priority", "Resources") for j in mine), what="Slurm to evaluate the queue")
     args = ("steer", "--cluster", slurm.cluster, "--slurm", "--policy", "SJF+EASY", "--once", "--step", str(STEP))
     _metapilot(slurm, db, *args)
     assert _sprio(slurm)[mine[0]]["site"] == band_factor(STEP, 0, 4)
     res = _as(slurm, cluster_user, "scontrol", "update", f"jobid={mine[0]}", "partition=high")
     assert res.returncode == 0, res.stderr
-    _wait(lambda: slurm.run("squeue", "-h", "-j", mine[0], "-o", "%P").stdout.strip() == "high",
+    wait_until(lambda: slurm.run("squeue", "-h", "-j", mine[0], "-o", "%P").stdout.strip() == "high",
           what="the job to move")
     res = _metapilot(slurm, db, *args)
     assert f"moved to another partition while carrying a site factor ({mine[0]}: debug|tier 1 -> high|tier 2)" \
