@@ -87,6 +87,19 @@ def space_overlaps(begin, end, nxt, avail, nodes, n_nodes, start, finish):
 
 
 @jit_nrt
+def _split(begin, end, nxt, avail, n_slots, j, t):
+    """Cut slot j at t: a new slot [t, its end) with its nodes follows it; returns the new slot count."""
+    i = n_slots
+    begin[i] = t
+    end[i] = end[j]
+    end[j] = t
+    avail[i, :] = avail[j, :]
+    nxt[i] = nxt[j]
+    nxt[j] = i
+    return n_slots + 1
+
+
+@jit_nrt
 def space_reserve(begin, end, nxt, avail, n_slots, nodes, n_nodes, start, finish, resolution):
     """Take `nodes` out of [start, finish) (Slurm's `_add_reservation`); returns the new slot count."""
     start = max(start, begin[0])
@@ -97,14 +110,7 @@ def space_reserve(begin, end, nxt, avail, n_slots, nodes, n_nodes, start, finish
     one_before = 0
     while True:
         if end[j] > start:
-            i = n_slots
-            n_slots += 1
-            begin[i] = start
-            end[i] = end[j]
-            end[j] = start
-            avail[i, :] = avail[j, :]
-            nxt[i] = nxt[j]
-            nxt[j] = i
+            n_slots = _split(begin, end, nxt, avail, n_slots, j, start)
             placed = True
             break
         if end[j] == start:
@@ -120,14 +126,7 @@ def space_reserve(begin, end, nxt, avail, n_slots, nodes, n_nodes, start, finish
         if j == 0:
             break
         if finish < end[j]:
-            i = n_slots
-            n_slots += 1
-            begin[i] = finish
-            end[i] = end[j]
-            end[j] = finish
-            avail[i, :] = avail[j, :]
-            nxt[i] = nxt[j]
-            nxt[j] = i
+            n_slots = _split(begin, end, nxt, avail, n_slots, j, finish)
         for a in range(n_nodes):
             x = nodes[a]
             avail[j, x >> 6] &= ~(np.uint64(1) << np.uint64(x & 63))
