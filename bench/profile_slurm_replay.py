@@ -1,7 +1,7 @@
 """Where the Slurm replay's time goes (issue 51 item 5): counts and doubling experiments on a copy of its kernel.
 
 The kernel is compiled (numba), so no profiler sees inside it. This script copies the text of
-models/simulator/slurm/{kernel,nodes,node_space,priority}.py into a temporary package and compiles variants:
+models/simulator/slurm/{kernel,bits,nodes,node_space,priority}.py into a temporary package and compiles variants:
 - `count`: the same loop with counters (events, main and backfill passes, jobs each tests, will_run and
   space_allowed calls with the running jobs / map slots they walk, queue sorts and their lengths);
 - `x2 <part>`: one part of the work done twice (the second call overwrites the first's outputs, so the
@@ -56,8 +56,8 @@ def variant(kind: str, src: Path = SRC) -> str:
                     r"\1order = _queue_order(\2)\n\1cnt[10] += 1\n\1cnt[11] += n_pend\n")
         text = _sub(text, r"^(\s+)depth = queue_depth if passes == 1 else -1\n",
                     r"\1depth = queue_depth if passes == 1 else -1\n\1cnt[1] += 1\n", 1)
-        text = _sub(text, r"^(\s+)tested \+= 1\n(\s+)for i in range\(n_nodes\):\n(\s+)allowed\[i\] = part_nodes",
-                    r"\1tested += 1\n\1cnt[2] += 1\n\2for i in range(n_nodes):\n\3allowed[i] = part_nodes", 1)
+        text = _sub(text, r"^(\s+)tested \+= 1\n(\s+)for w in range\(n_words\):\n(\s+)allowed\[w\] = part_bits",
+                    r"\1tested += 1\n\1cnt[2] += 1\n\2for w in range(n_words):\n\3allowed[w] = part_bits", 1)
         text = _sub(text, r"^(\s+)if last >= 0:\n", r"\1if last < 0:\n\1    cnt[4] += 1\n\1if last >= 0:\n\1    cnt[3] += 1\n", 1)
         text = _sub(text, r"^(\s+)j = order\[pos\]\n(\s+)if status\[j\] != PENDING:",
                     r"\1j = order[pos]\n\1cnt[5] += 1\n\2if status[j] != PENDING:", 1)
@@ -71,7 +71,7 @@ def variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(\s+)bf_dirty = True\n(\s+)n_pend = _drop_started",
                     r"\1bf_dirty = True\n\1cnt[14] += 1\n\2n_pend = _drop_started", 1)
     elif kind == "x2 will_run":
-        text = _sub(text, r"^(\s+)ts, k = will_run\(((?:.*\n){2}.*pick_node, pick_cpus\))\n",
+        text = _sub(text, r"^(\s+)ts, k = will_run\(((?:.*\n){2}.*pick_node, pick_cpus, live_then\))\n",
                     r"\1ts, k = will_run(\2\n\1ts, k = will_run(\2\n", 1)
     elif kind == "x2 space_allowed":
         text = _sub(text, r"^(\s+)later = space_allowed\(((?:.*\n).*allowed\))\n",
@@ -98,10 +98,10 @@ def build(kind: str, root: Path, src: Path = SRC):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     head = "import numba as _nb\njit_nrt = _nb.njit\n"
-    for name in ("nodes.py", "node_space.py", "priority.py"):
+    for name in ("bits.py", "nodes.py", "node_space.py", "priority.py"):
         (pkg / name).write_text((src / name).read_text().replace(JIT_IMPORT, head))
     text = variant(kind, src).replace(JIT_IMPORT, head)
-    for mod in ("nodes", "node_space", "priority"):
+    for mod in ("bits", "nodes", "node_space", "priority"):
         text = text.replace(f"metapilot.models.simulator.slurm.{mod}", f"{pkg.name}.{mod}")
     (pkg / "kernel.py").write_text(text)
     return importlib.import_module(f"{pkg.name}.kernel")

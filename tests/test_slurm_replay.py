@@ -9,6 +9,7 @@ import pytest
 
 from metapilot.models.simulator import Capacity, simulate
 from metapilot.models.simulator.slurm import SlurmConf, parse_slurm_conf, replay_slurm, simulate_slurm
+from metapilot.models.simulator.slurm.bits import count, has, lowest, node_bits, put
 from metapilot.models.simulator.slurm.conf import conf_from_capacity, expand_hostlist, parse_time_s
 from metapilot.models.simulator.slurm.priority import fairshare_factors, job_priority
 from metapilot.transforms.workload import Workload
@@ -309,3 +310,25 @@ def test_simulate_slurm_replays_on_the_workloads_epoch_clock():
                                     cores=[4, 8, 2, 2], window_start=EPOCH + timedelta(seconds=origin))
     assert list(simulate_slurm(w(1_800_000_030), ONE_NODE_8, "FCFS").start) == [0, 100, 2, 3]
     assert list(simulate_slurm(w(1_800_000_000), ONE_NODE_8, "FCFS").start) == [0, 100, 2, 200]
+
+
+def test_node_sets_as_bit_words_hold_what_the_bool_arrays_hold():
+    """The node choice walks sets of nodes as bit words (bits.py): each node in the set once, in index
+    order, and counts and membership as a bool array says, across word edges (63, 64, 127, ...)."""
+    rng = np.random.default_rng(7)
+    for n in (1, 63, 64, 65, 130, 5544):
+        nodes = rng.random(n) < 0.3
+        nodes[[0, n - 1]] = True
+        words = np.zeros((n + 63) // 64, np.uint64)
+        node_bits(nodes, words)
+        walked = []
+        for w, x in enumerate(words):
+            while x:
+                walked.append(w * 64 + int(lowest(np.uint64(x))))
+                x = np.uint64(x) & np.uint64(x - np.uint64(1))
+        assert walked == list(np.flatnonzero(nodes))
+        assert count(words) == nodes.sum()
+        assert [has(words, i) for i in range(n)] == list(nodes)
+        put(words, n - 1, False)
+        put(words, 0, False)
+        assert count(words) == nodes.sum() - len({0, n - 1}) and not has(words, 0) and not has(words, n - 1)

@@ -33,13 +33,8 @@ import numpy as np
 
 from metapilot.models.simulator.jit import jit_nrt
 from metapilot.models.simulator.policies import score
-from metapilot.models.simulator.slurm.node_space import (
-    node_bits,
-    space_allowed,
-    space_init,
-    space_overlaps,
-    space_reserve,
-)
+from metapilot.models.simulator.slurm.bits import ALL, count, node_bits, put
+from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
 from metapilot.models.simulator.slurm.nodes import pick, will_run
 from metapilot.models.simulator.slurm.priority import charge_usage, fairshare_factors, job_priority
 
@@ -205,14 +200,16 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     s_begin = np.zeros(max_slots)
     s_end = np.zeros(max_slots)
     s_next = np.zeros(max_slots, np.int64)
-    n_words = max(1, (n_nodes + 63) // 64)  # the map's slots hold their nodes as bit words
+    n_words = max(1, (n_nodes + 63) // 64)  # sets of nodes are bit words (`bits`)
     s_avail = np.zeros((max_slots, n_words), np.uint64)
-    s_bits = np.zeros(n_words, np.uint64)
+    allowed = np.zeros(n_words, np.uint64)  # the nodes a job may use
     part_bits = np.zeros((n_parts, n_words), np.uint64)
     for p in range(n_parts):
         node_bits(part_nodes[p], part_bits[p])
-    allowed = np.zeros(n_nodes, np.bool_)
-    all_nodes = np.ones(n_nodes, np.bool_)
+    live = np.zeros(n_words, np.uint64)  # the nodes with free CPUs
+    node_bits(free > 0, live)
+    live_then = np.zeros(n_words, np.uint64)  # will_run's scratch
+    avail_main = np.zeros(n_words, np.uint64)
     users_tested = np.zeros(max(n_users, 1), np.int64)
 
     t0 = submit[0] if n > 0 else 0.0
@@ -263,6 +260,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             j, n_heap = _heap_pop(heap_t, heap_j, n_heap)
             for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
                 free[alloc_node[a]] += alloc_cpus[a]
+                put(live, alloc_node[a], free[alloc_node[a]] > 0)
                 for p in range(n_parts):
                     if part_nodes[p, alloc_node[a]]:
                         part_free[p] += alloc_cpus[a]
@@ -318,7 +316,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             if depth < 0:  # only a pass over the whole queue settles what the periodic one would do
                 sched_dirty = False
             order = _queue_order(pend, n_pend, t, prio, rule, submit, limit, cpus, part, part_tier, guard_s, t0)
-            avail_main = all_nodes.copy()
+            avail_main[:] = ALL
             failed = np.zeros(n_parts, np.bool_)
             tested = 0
             for j in order:
@@ -328,20 +326,19 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                 if depth >= 0 and tested > depth:
                     break
                 tested += 1
-                for i in range(n_nodes):
-                    allowed[i] = part_nodes[p, i] and avail_main[i]
-                k = pick(cpus[j], min_nodes[j], part_excl[p], allowed, free, node_cpus, pick_node, pick_cpus)
+                for w in range(n_words):
+                    allowed[w] = part_bits[p, w] & avail_main[w]
+                k = pick(cpus[j], min_nodes[j], part_excl[p], allowed, live, free, node_cpus, pick_node, pick_cpus)
                 if k < 0:
                     failed[p] = True
-                    for i in range(n_nodes):
-                        if part_nodes[p, i]:
-                            avail_main[i] = False
+                    for w in range(n_words):
+                        avail_main[w] &= ~part_bits[p, w]
                     continue
                 # start j
                 if top + k > pool_size:
                     top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top,
-                             free, part_free, part_nodes, status, out_start, out_end, run, limit, planned_end,
+                             free, live, part_free, part_nodes, status, out_start, out_end, run, limit, planned_end,
                              charged)
                 n_running = _run_insert(running, n_running, planned_end, j)
                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
@@ -384,12 +381,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                             tries += 1
                             finish = start_res + lim
                             later = space_allowed(s_begin, s_end, s_next, s_avail, part_bits[p], start_res, finish,
-                                                  s_bits, allowed)
-                            n_allowed = 0
-                            for i in range(n_nodes):
-                                if allowed[i]:
-                                    n_allowed += 1
-                            if n_allowed < max(min_nodes[j], 1):
+                                                  allowed)
+                            if count(allowed) < max(min_nodes[j], 1):
                                 if later > 0:
                                     start_res = later
                                     continue
@@ -397,9 +390,9 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                             if not counted:
                                 counted = True
                                 tested += 1
-                            ts, k = will_run(cpus[j], min_nodes[j], part_excl[p], allowed, free, node_cpus, running,
-                                             n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, t,
-                                             pick_node, pick_cpus)
+                            ts, k = will_run(cpus[j], min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
+                                             running, n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node,
+                                             alloc_cpus, t, pick_node, pick_cpus, live_then)
                             if k < 0:
                                 if later > 0:
                                     start_res = later
@@ -411,8 +404,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                                 if top + k > pool_size:
                                     top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
                                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node,
-                                             alloc_cpus, top, free, part_free, part_nodes, status, out_start, out_end,
-                                             run, limit, planned_end, charged)
+                                             alloc_cpus, top, free, live, part_free, part_nodes, status, out_start,
+                                             out_end, run, limit, planned_end, charged)
                                 n_running = _run_insert(running, n_running, planned_end, j)
                                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
                                 # a start is a job update: Slurm's next pass runs (`_more_work`)
@@ -440,7 +433,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
 
 
 @jit_nrt
-def _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top, free, part_free,
+def _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top, free, live, part_free,
            part_nodes, status, out_start, out_end, run, limit, planned_end, charged):
     alloc_ptr[j] = top
     alloc_cnt[j] = k
@@ -450,6 +443,7 @@ def _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, allo
         alloc_node[top + a] = i
         alloc_cpus[top + a] = c
         free[i] -= c
+        put(live, i, free[i] > 0)
         for p in range(part_nodes.shape[0]):
             if part_nodes[p, i]:
                 part_free[p] -= c

@@ -7,8 +7,7 @@ a job the pass starts on whole nodes (an exclusive partition) does the same unti
 Later jobs in the pass may use only nodes available in every slot their run would touch.
 
 A slot's nodes are bit words (`avail[slot, i >> 6]`, bit `i & 63` for node i; (nodes + 63) // 64 words
-a slot), so a slot is narrowed, copied and compared 64 nodes at a time; `node_bits` turns a partition's
-nodes into words.
+a slot; `bits`), so a slot is narrowed, copied and compared 64 nodes at a time.
 """
 
 from __future__ import annotations
@@ -16,17 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from metapilot.models.simulator.jit import jit_nrt
-
-ALL = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-@jit_nrt
-def node_bits(nodes, out):
-    """`out` (words) = the nodes where the bool array `nodes` is set."""
-    out[:] = 0
-    for i in range(nodes.shape[0]):
-        if nodes[i]:
-            out[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+from metapilot.models.simulator.slurm.bits import ALL
 
 
 @jit_nrt
@@ -40,10 +29,9 @@ def space_init(begin, end, nxt, avail, t0, t_end):
 
 
 @jit_nrt
-def space_allowed(begin, end, nxt, avail, allowed, start, finish, bits, out):
-    """`out` (one bool a node) = allowed nodes (`allowed`: words) available in every slot overlapping
-    [start, finish] (Slurm tests `begin_time <= end_time`: a slot starting exactly at the job's end
-    counts); `bits` is scratch (words). Returns the end of the first slot ending after `start` whose
+def space_allowed(begin, end, nxt, avail, allowed, start, finish, bits):
+    """`bits` = the allowed nodes (`allowed`) available in every slot overlapping [start, finish] (Slurm
+    tests `begin_time <= end_time`: a slot starting exactly at the job's end counts). Returns the end of the first slot ending after `start` whose
     successor frees a node it holds (Slurm's `later_start`: where to try again), else 0."""
     n_words = bits.shape[0]
     bits[:] = allowed
@@ -66,8 +54,6 @@ def space_allowed(begin, end, nxt, avail, allowed, start, finish, bits, out):
         j = nxt[j]
         if j == 0:
             break
-    for i in range(out.shape[0]):
-        out[i] = (bits[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
     return later
 
 

@@ -22,6 +22,7 @@ from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.result import SimResult
 from metapilot.models.simulator.slurm.conf import SlurmConf, multifactor_rule
 from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
+from metapilot.models.simulator.slurm.bits import node_bits
 from metapilot.models.simulator.slurm.nodes import pick
 from metapilot.transforms.workload import EPOCH, Workload
 
@@ -121,9 +122,14 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     excl = np.array([pt.exclusive for pt in parts], np.bool_)
     never = np.zeros(n, np.bool_)
     buf_n, buf_c = np.zeros(len(node_names), np.int64), np.zeros(len(node_names), np.int64)
+    words = (len(node_names) + 63) // 64
+    every, part_w = np.zeros(words, np.uint64), np.zeros((len(parts), words), np.uint64)
+    node_bits(node_cpus > 0, every)
+    for p in range(len(parts)):
+        node_bits(part_nodes[p], part_w[p])
     for key in {(int(c), int(m), int(p)) for c, m, p in zip(cpus, min_nodes, part)}:
         c, m, p = key
-        if pick(c, m, excl[p], part_nodes[p], node_cpus.copy(), node_cpus, buf_n, buf_c) < 0:
+        if pick(c, m, excl[p], part_w[p], every, node_cpus.copy(), node_cpus, buf_n, buf_c) < 0:
             never |= (cpus == c) & (min_nodes == m) & (part == p)
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
