@@ -145,7 +145,10 @@ def test_place_keeps_what_is_in_order_and_fills_gaps():
 
 def test_place_random_arrivals_and_starts_change_about_one_job_each():
     """Issue 49 (3): 10,000 pending, a start and an arrival anywhere per cycle: about one factor each,
-    never out of order, within the band; a group drifting to the band's edge is laid out again rarely."""
+    never out of order, within the band; a group drifting to the band's edge is laid out again rarely:
+    a group whose every arrival ranks last drifts GAP_STEPS steps an arrival, so the band's lower half
+    (BAND_SLOTS steps) holds about 16,000 arrivals before the group is laid out again, whatever its size
+    (a group of 200 here, so that 17,000 arrivals take seconds, not minutes)."""
     rng = random.Random(7)
     b = band_for(10_001)
     cur = place([None] * 10_000, b)
@@ -158,13 +161,14 @@ def test_place_random_arrivals_and_starts_change_about_one_job_each():
         n = sum(1 for x, y in zip(new, got) if x != y)
         total, worst, cur = total + n, max(worst, n), got
     assert total <= 440 and worst <= 50, (total, worst)
-    fcfs = place([None] * 10_000, b)
+    b = band_for(201)
+    fcfs = place([None] * 200, b)
     changed = []
-    for _ in range(12_000):  # every arrival ranks last: the group drifts down and is laid out again once
+    for _ in range(17_000):  # every arrival ranks last: the group drifts down and is laid out again once
         new = fcfs[1:] + [None]
         fcfs = place(new, b)
         changed.append(sum(1 for x, y in zip(new, fcfs) if x != y))
-    assert sum(1 for c in changed if c > 1) <= 2 and sum(changed) <= 12_000 + 2 * 10_000
+    assert sum(1 for c in changed if c > 1) == 1 and sum(changed) <= 17_000 + 2 * 200
 
 
 def test_a_job_moved_to_another_partition_is_placed_afresh_and_named():
