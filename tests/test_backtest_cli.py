@@ -211,3 +211,7 @@ def test_current_conf_judges_every_contender_on_the_sites_slurm(walked, tmp_path
     assert "The site's Slurm (its slurm.conf) replayed against what it lived over the span" in md
     bad = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), "--current-conf", str(tmp_path / "no.conf")])
     assert bad.exit_code == 2 and "no slurm.conf at" in bad.output
+    for args, words in ((["--qos-priority", "normal=0"], "add --current-conf"),  # QOS priorities weigh in its multifactor
+                        (["--current-conf", str(conf), "--qos-priority", "normal"], "name|priority")):
+        bad = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), *args])
+        assert bad.exit_code == 2 and words in bad.output, (args, bad.output)

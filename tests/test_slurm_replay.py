@@ -8,9 +8,15 @@ import polars as pl
 import pytest
 
 from metapilot.models.simulator import Capacity, simulate
-from metapilot.models.simulator.slurm import SlurmConf, parse_slurm_conf, replay_slurm, simulate_slurm
+from metapilot.models.simulator.slurm import SlurmConf, parse_slurm_conf, replay_slurm, simulate_slurm, slurm_schedule
 from metapilot.models.simulator.slurm.bits import count, has, lowest, node_bits, put
-from metapilot.models.simulator.slurm.conf import conf_from_capacity, expand_hostlist, parse_time_s
+from metapilot.models.simulator.slurm.conf import (
+    conf_from_capacity,
+    expand_hostlist,
+    parse_qos_priorities,
+    parse_time_s,
+    read_slurm_conf,
+)
 from metapilot.models.simulator.slurm.priority import fairshare_factors, job_priority
 from metapilot.transforms.workload import Workload
 
@@ -95,6 +101,30 @@ def test_multifactor_age_moves_only_at_the_recalculation():
     # ended before the recalculation: job 3 first
     jobs = frame([(0, 250, 250, 4, "a"), (1, 50, 50, 4, "a"), (200, 50, 50, 4, "b")])
     assert starts(jobs, conf, rule="multifactor") == [0, 300, 250]
+
+
+def test_qos_priorities_order_the_queue_and_a_weight_without_them_is_said(tmp_path):
+    """PriorityWeightQOS orders by each QOS's Priority, which slurmdbd keeps (given as `sacctmgr -nP show
+    qos format=name,priority` prints them): job 3 (QOS high) passes job 2 (normal) though submitted
+    later. Without the priorities every QOS factor is 0, the queue is submission order, and the replay
+    says why; a QOS the priorities do not name is said too."""
+    text = "NodeName=n1 CPUs=4\nPartitionName=a Nodes=n1 Default=YES\nPriorityType=priority/multifactor\n" \
+           "PriorityWeightQOS=1000\nSchedulerParameters=bf_interval=1\n"
+    conf = parse_slurm_conf(text)
+    jobs = frame([(0, 100, 100, 4), (1, 50, 50, 4), (2, 50, 50, 4)], qos=["normal", "normal", "high"])
+    qos = parse_qos_priorities("Name|Priority\nnormal|0\nhigh|100\n")
+    assert qos == (("high", 100), ("normal", 0)) == parse_qos_priorities("normal=0,high=100")
+    assert starts(jobs, conf.with_qos(qos), rule="multifactor") == [0, 150, 100]
+    (tmp_path / "slurm.conf").write_text(text)
+    assert starts(jobs, read_slurm_conf(tmp_path / "slurm.conf", dict(qos)), rule="multifactor") == [0, 150, 100]
+    plain = slurm_schedule(jobs, conf, rule="multifactor")
+    assert plain.jobs["start"].to_list() == [0, 100, 150]
+    assert any("PriorityWeightQOS is 1000" in n and "--qos-priority" in n for n in plain.notes)
+    odd = slurm_schedule(jobs.with_columns(pl.Series("qos", ["normal", "normal", "debug"])), conf.with_qos(qos),
+                         rule="multifactor")
+    assert any(n.startswith("1 job ran in a QOS") and "(debug)" in n for n in odd.notes)
+    with pytest.raises(ValueError, match="sacctmgr"):
+        parse_qos_priorities("normal|high")
 
 
 def test_fair_tree_and_classic_fairshare_factors():
@@ -263,10 +293,18 @@ def test_simulate_cli_replays_slurm_and_refuses_what_it_cannot(tmp_path):
     r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", "--policy",
                                  "MULTIFACTOR(age=1000,fairshare=5000)", "--backfill", "slurm", "--db", db])
     assert r.exit_code == 0, r.output
+    qos = tmp_path / "qos.txt"
+    qos.write_text("normal|0\nhigh|100\n")  # as `sacctmgr -nP show qos format=name,priority` prints them
+    for given in ([], ["--qos-priority", str(qos)]):  # without the QOS priorities the replay says what it assumed
+        r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", "--policy",
+                                     "MULTIFACTOR(qos=1000)", "--backfill", "slurm", *given, "--db", db])
+        assert r.exit_code == 0 and ("PriorityWeightQOS is 1000" in r.output) == (not given), r.output
     for args, words in ((["--policy", "multifactor"], "replay it with --backfill slurm"),
                         (["--slurm-conf", str(conf)], "add --backfill slurm"),
                         (["--backfill", "slurm", "--slurm-conf", str(tmp_path / "none.conf")], "no slurm.conf at"),
-                        (["--backfill", "slurm", "--policy", "MULTIFACTOR(speed=1)"], "unknown setting")):
+                        (["--backfill", "slurm", "--policy", "MULTIFACTOR(speed=1)"], "unknown setting"),
+                        (["--qos-priority", "normal=0"], "add --backfill slurm"),
+                        (["--backfill", "slurm", "--qos-priority", "normal"], "--qos-priority")):
         r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", *args, "--db", db])
         assert r.exit_code == 2 and words in r.output, (args, r.output)
 

@@ -62,3 +62,19 @@ def timezone_option(tz: str) -> str:
         raise OptionError(f"{tz!r} is not a time zone: give an IANA name such as Europe/Stockholm or "
                                  "America/New_York (the zone sacct or PBS printed local times in)", param_hint="--timezone") from None
     return tz
+
+
+QOS_PRIORITY_HELP = ("The site's QOS priorities, which slurmdbd keeps (slurm.conf cannot give them): a file of "
+                     "`sacctmgr -nP show qos format=name,priority` output, or name=priority,... (e.g. normal=0,high=100).")
+
+
+def qos_priority_option(value: str | None) -> dict[str, int] | None:
+    """`--qos-priority` read (a file or name=priority,...), refused with what it accepts."""
+    if value is None:
+        return None
+    from metapilot.models.simulator.slurm.conf import read_qos_priorities
+
+    try:
+        return dict(read_qos_priorities(value))
+    except (ValueError, OSError) as e:
+        raise OptionError(str(e), param_hint="--qos-priority") from None

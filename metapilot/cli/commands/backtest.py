@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from metapilot.cli.options import QOS_PRIORITY_HELP, OptionError, qos_priority_option
+
 if TYPE_CHECKING:
     from metapilot.models.evaluation.walk_forward_result import WalkForwardResult
 
@@ -37,6 +39,7 @@ def backtest_cmd(
     end: Annotated[Optional[str], typer.Option("--to", help="... up to this date (exclusive).")] = None,
     current: Annotated[str, typer.Option(help="The rule the site runs today, e.g. FCFS+EASY: the reference for gains and for 'starves no one more'.")] = "FCFS+EASY",
     current_conf: Annotated[Optional[str], typer.Option("--current-conf", help="The site's slurm.conf: the current contender is its multifactor priority under Slurm's own backfill on its nodes, and every contender is judged as that Slurm would run it (the replay's distance from the as-run history is reported).")] = None,
+    qos_priority: Annotated[Optional[str], typer.Option("--qos-priority", help=QOS_PRIORITY_HELP + " With --current-conf.")] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per fold's training run.")] = 2000,
     dask: Annotated[Optional[str], typer.Option(help="Where the folds learn: a Dask scheduler address, local:N, or slurm[:N] (pbs, sge, lsf: N worker jobs; README, On the site's own cluster) (default: side by side on a local Dask cluster, one process per usable core, when more than one fold is new; METAPILOT_WORKERS=1: one after another).")] = None,
     planner: Annotated[bool, typer.Option("--planner/--no-planner", help="Also follow the lookahead planner and its oracle bound (slower).")] = True,
@@ -62,16 +65,24 @@ def backtest_cmd(
     if t_from and t_to and t_to <= t_from:
         raise typer.BadParameter(f"--to ({end}) must come after --from ({start})")
     _check_dask(dask)
+    qos = qos_priority_option(qos_priority)
+    if qos is not None and current_conf is None:
+        raise OptionError("QOS priorities weigh in the site's multifactor: add --current-conf slurm.conf",
+                          param_hint="--qos-priority")
     if current_conf is not None:
         from metapilot.models.simulator.slurm import read_slurm_conf
 
         if not Path(current_conf).is_file():
             raise typer.BadParameter(f"no slurm.conf at {current_conf}", param_hint="--current-conf")
         try:
-            read_slurm_conf(current_conf)
+            site = read_slurm_conf(current_conf)
         except (ValueError, OSError) as e:
             raise typer.BadParameter(f"{current_conf}: {e}", param_hint="--current-conf") from None
         current_conf = str(Path(current_conf).resolve())
+        if site.priority.multifactor and site.priority.weight_qos > 0 and not qos:
+            console.print(f"[yellow]note:[/yellow] PriorityWeightQOS is {site.priority.weight_qos}, but QOS priorities "
+                          "live in slurmdbd, not slurm.conf: the replay gives every job a QOS factor of 0; give them "
+                          "with --qos-priority (`sacctmgr -nP show qos format=name,priority`)", highlight=False)
     if not db_path(db).exists():
         console.print(f"[red]error:[/red] no warehouse at {db_path(db)}: ingest logs first (metapilot ingest PATH...) or pass --db")
         raise typer.Exit(2)
@@ -93,7 +104,7 @@ def backtest_cmd(
 
         out = backtest_flow(db=db, cluster=name, every_weeks=every_w, warmup_weeks=warmup_w, start=t_from, end=t_to,
                             current=current, steps=steps, dask=dask, planner=planner, relearn=relearn,
-                            current_conf=current_conf)
+                            current_conf=current_conf, current_qos=qos)
     print_backtest(out)
     console.print(f"[dim]each fold's own warehouse (its past, policy and replays): {out.folds}; the next walk forward "
                   "reuses the folds whose past has not changed (--relearn: learn them all again)[/dim]")

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from metapilot.cli.options import OptionError, out_file_option, window_options
+from metapilot.cli.options import QOS_PRIORITY_HELP, OptionError, out_file_option, qos_priority_option, window_options
 
 
 def simulate_cmd(
@@ -21,6 +21,7 @@ def simulate_cmd(
     slurm_conf: Annotated[Optional[str], typer.Option("--slurm-conf", help="The site's slurm.conf for --backfill slurm: "
                                                       "nodes, partitions, SchedulerParameters and Priority* weights "
                                                       "(default: Slurm's defaults on the warehouse's capacity).")] = None,
+    qos_priority: Annotated[Optional[str], typer.Option("--qos-priority", help=QOS_PRIORITY_HELP + " With --backfill slurm.")] = None,
     start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO date/time, UTC), by submit time.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="Replay one partition only.")] = None,
@@ -41,6 +42,9 @@ def simulate_cmd(
     w_from, w_to = window_options(start, end)  # checked before any work
     jobs_out = out_file_option(jobs_out, "--jobs-out")
     conf = _slurm_conf_option(policy, backfill, slurm_conf, all_baselines)
+    qos = qos_priority_option(qos_priority)
+    if qos is not None and backfill.lower() != "slurm":
+        raise OptionError("QOS priorities weigh in Slurm's multifactor: add --backfill slurm", param_hint="--qos-priority")
     require_warehouse(db)  # a mistyped --db must not create an empty warehouse
     con = connect(db)
     if partition is not None:
@@ -80,6 +84,8 @@ def simulate_cmd(
         from metapilot.models.simulator.slurm import conf_from_capacity
 
         conf = conf_from_capacity(cap_rows)
+    if conf is not None and qos:
+        conf = conf.with_qos(tuple(sorted(qos.items())))
     runs = list(RULE_PAIRS) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:

@@ -10,6 +10,7 @@ replay does not model (licences, features, reservations, preemption, QOS limits)
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -67,6 +68,8 @@ class PriorityParams:
     decay_half_life_s: float = 7 * 86400.0
     calc_period_s: float = 300.0
     fair_tree: bool = True  # Slurm's default since 19.05; PriorityFlags=NO_FAIR_TREE gives classic fair-share
+    # each QOS's Priority (name, value): slurmdbd's, not slurm.conf's (`sacctmgr show qos`; `parse_qos_priorities`)
+    qos: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,10 @@ class SlurmConf:
 
     def with_priority(self, **kw) -> SlurmConf:
         return replace(self, priority=replace(self.priority, **kw))
+
+    def with_qos(self, qos: tuple[tuple[str, int], ...]) -> SlurmConf:
+        """The conf with the site's QOS priorities (`parse_qos_priorities`)."""
+        return self.with_priority(qos=tuple(qos))
 
 
 # --- parsing ---------------------------------------------------------------------------------------------
@@ -170,9 +177,11 @@ def _lines(path: Path, seen: set[Path]) -> list[str]:
     return out
 
 
-def read_slurm_conf(path: str | Path) -> SlurmConf:
-    """Read a slurm.conf (and the files it includes)."""
-    return parse_slurm_conf_lines(_lines(Path(path), set()))
+def read_slurm_conf(path: str | Path, qos: Mapping[str, int] | None = None) -> SlurmConf:
+    """Read a slurm.conf (and the files it includes); `qos`: the site's QOS priorities, which slurmdbd
+    keeps, not slurm.conf (`read_qos_priorities`)."""
+    conf = parse_slurm_conf_lines(_lines(Path(path), set()))
+    return conf.with_qos(tuple(sorted(qos.items()))) if qos else conf
 
 
 def parse_slurm_conf(text: str) -> SlurmConf:
@@ -300,6 +309,33 @@ def conf_from_capacity(rows) -> SlurmConf:
     # priority/multifactor with Slurm's default weights (all 0): every job's priority is equal
     return SlurmConf(nodes=tuple(nodes), partitions=tuple(parts), priority=PriorityParams(multifactor=True),
                      notes=tuple(notes))
+
+
+def parse_qos_priorities(text: str) -> tuple[tuple[str, int], ...]:
+    """Each QOS's Priority, from what `sacctmgr -nP show qos format=name,priority` prints (`name|priority`
+    lines; a `Name|Priority` header and blank lines are passed over) or from `name=priority,...`. QOS
+    priorities live in slurmdbd, so slurm.conf cannot give them."""
+    text = text.strip()
+    if not text:
+        raise ValueError("no QOS priorities given: `sacctmgr -nP show qos format=name,priority` prints them")
+    items = text.splitlines() if "|" in text else text.replace("\n", ",").split(",")
+    out: dict[str, int] = {}
+    for item in filter(None, (x.strip() for x in items)):
+        name, sep, value = item.partition("|" if "|" in item else "=")
+        name, value = name.strip(), value.strip().rstrip("|")
+        if name.lower() == "name" and value.lower() == "priority":
+            continue  # sacctmgr's header (without -n)
+        if not sep or not name or not re.fullmatch(r"\d+", value):
+            raise ValueError(f"QOS priorities: {item!r} is not name|priority or name=priority (a whole number); "
+                             "`sacctmgr -nP show qos format=name,priority` prints them")
+        out[name] = int(value)
+    return tuple(sorted(out.items()))
+
+
+def read_qos_priorities(arg: str) -> tuple[tuple[str, int], ...]:
+    """`parse_qos_priorities` of the file `arg` names, or of `arg` itself (`normal=0,high=100`)."""
+    path = Path(arg)
+    return parse_qos_priorities(path.read_text() if "=" not in arg and path.is_file() else arg)
 
 
 _MF_KEYS = {"age": "weight_age", "fairshare": "weight_fairshare", "jobsize": "weight_job_size",

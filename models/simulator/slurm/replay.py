@@ -49,8 +49,7 @@ def _order(jobs: pl.DataFrame) -> pl.DataFrame:
 
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
-                   complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
-                   segments: Sequence[tuple[float, str, float | None]] | None = None,
+                   complete_s: float = 0.0, segments: Sequence[tuple[float, str, float | None]] | None = None,
                    origin_s: float = 0.0) -> SlurmSchedule:
     """Replay `jobs` on `conf`'s nodes and partitions with its scheduler settings, ordering the queue by
     multifactor priority (`rule='multifactor'`) or by a fixed rule's score (FCFS, SJF, ...: what a
@@ -107,10 +106,21 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     size_f = 1.0 - size if pr.favor_small else size
     job_factor = np.array([pt.priority_job_factor for pt in parts], np.float64)
     part_f = (job_factor / job_factor.max())[part] if job_factor.max() > 0 else np.zeros(n)
-    qp = qos_priority or {}
-    qmax = max(qp.values(), default=0.0)
-    qos_f = np.array([qp.get(q, 0.0) / qmax if qmax > 0 and q is not None else 0.0
-                      for q in jobs["qos"].cast(pl.Utf8).to_list()])
+    qp = dict(pr.qos)
+    qmax = max(qp.values(), default=0)
+    qos_names = jobs["qos"].cast(pl.Utf8).to_list()
+    qos_f = np.array([qp.get(q, 0) / qmax if qmax > 0 and q is not None else 0.0 for q in qos_names])
+    if pr.multifactor and pr.weight_qos > 0:
+        if not qp:
+            notes.append(f"PriorityWeightQOS is {pr.weight_qos}, but QOS priorities live in slurmdbd, not slurm.conf: "
+                         "every job's QOS factor is 0; give them with --qos-priority "
+                         "(`sacctmgr -nP show qos format=name,priority`)")
+        else:
+            unknown = sorted({q for q in qos_names if q is not None and q not in qp})
+            if unknown:
+                k = sum(q in unknown for q in qos_names)
+                notes.append(f"{k:,} job{'s' if k != 1 else ''} ran in a QOS the priorities given do not name "
+                             f"({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}): QOS factor 0")
     segments = list(segments) if segments else [(-np.inf, rule, guard_h)]
     codes = [MULTIFACTOR if r.strip().lower().startswith("multifactor") else policy_code(r.split("+")[0])
              for _, r, _ in segments]
@@ -158,12 +168,11 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
 
 
 def replay_slurm(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
-                 complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
-                 segments: Sequence[tuple[float, str, float | None]] | None = None,
+                 complete_s: float = 0.0, segments: Sequence[tuple[float, str, float | None]] | None = None,
                  origin_s: float = 0.0) -> pl.DataFrame:
     """The replayed jobs (`slurm_schedule(...).jobs`): the input rows with `start`, `end` and `wait`."""
-    return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, complete_s=complete_s, qos_priority=qos_priority,
-                          segments=segments, origin_s=origin_s).jobs
+    return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, complete_s=complete_s, segments=segments,
+                          origin_s=origin_s).jobs
 
 
 def workload_frame(w: Workload) -> pl.DataFrame:
@@ -191,14 +200,13 @@ def conf_capacity(conf: SlurmConf) -> Capacity:
 
 
 def simulate_slurm(w: Workload, conf: SlurmConf, rule: str = "multifactor", *, guard_h: float | None = None,
-                   complete_s: float = 0.0, qos_priority: dict[str, float] | None = None,
+                   complete_s: float = 0.0,
                    segments: Sequence[tuple[float, str, float | None]] | None = None) -> SimResult:
     """`simulate`'s result for the `slurm` backfilling mode: the workload replayed by `slurm_schedule`, on
     Slurm's clock (its time 0 is `w.window_start`)."""
     t0 = time.perf_counter()
     sched = slurm_schedule(workload_frame(w), conf, rule=rule, guard_h=guard_h, complete_s=complete_s,
-                           qos_priority=qos_priority, segments=segments,
-                           origin_s=(w.window_start - EPOCH).total_seconds())
+                           segments=segments, origin_s=(w.window_start - EPOCH).total_seconds())
     ids = sched.jobs["job_id"].to_list()
     if ids != list(w.job_ids.astype(str)):  # the same order by construction; a mismatch is a bug, not data
         raise AssertionError("slurm replay reordered the workload")
