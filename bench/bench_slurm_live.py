@@ -659,13 +659,69 @@ def diagnose(path: Path, label: str, complete_s: float = 0.0, top: int = 15) -> 
     return "\n".join(lines)
 
 
+def plan_tag(plan: dict, first: dict) -> str:
+    """What a later file's workload changes from the first's, in words ('' where nothing does)."""
+    words = []
+    if (plan["jobs"], plan["compress"]) != (first["jobs"], first["compress"]):
+        words.append(f"{plan['jobs']} jobs, times / {plan['compress']:g}")
+    if plan["limit_cap_min"] != first["limit_cap_min"]:
+        words.append(f"limits at most {plan['limit_cap_min']} min")
+    if plan["seed"] != first["seed"]:
+        words.append(f"partitions drawn with seed {plan['seed']}")
+    return "".join(", " + w for w in words)
+
+
+def sensitivity(path: Path) -> list[dict]:
+    """What moves each run's replay (the experiments behind "what the replay still lacks"): the replay as
+    the bar reads it (sacct's seconds, complete_s = the run's start latency), with every submission seen
+    0.3 or 0.5 s late, and with slurmctld's millisecond submit and run times instead of sacct's seconds
+    (complete_s 0, 0.05, 0.1: the completion handled 0.02-0.04 s after the sleep)."""
+    import polars as pl
+
+    from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
+    from metapilot.models.steering.rank import kendall_tau
+
+    doc = json.loads(path.read_text())
+    conf = read_slurm_conf(path.parent / doc["conf"])
+    log = slurmctld_log(path)
+    ev = log_events(log) if log else {}
+    rows = []
+    for label, run in doc["runs"].items():
+        jobs = [j for j in run["jobs"] if j.get("start") is not None and j.get("end") is not None]
+        lat = start_latency(path, label)
+        lat = round(lat, 1) if lat is not None else 0.0
+        real = {j["trace_id"]: (j["submit"], j["start"], j["end"]) for j in jobs}
+        first = min(j["submit"] for j in jobs)
+        for late in (0.0, 0.3, 0.5):
+            frame = fidelity_frame(jobs, first).with_columns(pl.col("submit") + late)
+            out = replay_slurm(frame, conf, rule=run["rule"], complete_s=lat, origin_s=first)
+            c = compare(real, {str(i): float(t) for i, t in zip(out["job_id"], out["start"])})
+            rows.append({"run": label, "inputs": "sacct's seconds" + (f", submissions seen {late:g} s late" if late
+                                                                      else ""), "complete_s": lat, **c})
+        timed = [j for j in jobs if all(k in ev.get(j["slurm_id"], {}) for k in ("submit", "start", "done"))]
+        if len(timed) < len(jobs):
+            continue
+        e = [ev[j["slurm_id"]] for j in timed]
+        base = min(x["submit"] for x in e)
+        frame = fidelity_frame(timed, 0.0).with_columns(pl.Series("submit", [x["submit"] - base for x in e]),
+                                                         pl.Series("run", [x["done"] - x["start"] for x in e]))
+        rs = np.array([x["start"] - base for x in e])
+        sub = np.array([x["submit"] - base for x in e])
+        for cs in (0.0, 0.05, 0.1):
+            ps = replay_slurm(frame, conf, rule=run["rule"], complete_s=cs, origin_s=base)["start"].to_numpy()
+            rw, pw = rs - sub, ps - sub
+            rows.append({"run": label, "inputs": "slurmctld's milliseconds", "complete_s": cs,
+                         "mean_dev": (pw.mean() - rw.mean()) / rw.mean(), "tau": kendall_tau(rs, ps)})
+    return rows
+
+
 def merge_fidelity(results: list[dict]) -> dict:
-    """Several fidelity analyses (one a JSON) as one table: a run of a later file whose workload differs
-    from the first's only by the partition draw is labelled with its seed."""
+    """Several fidelity analyses (one a JSON) as one table: a run of a later file is labelled with what its
+    workload changes from the first's (`plan_tag`)."""
     first = results[0]["plan"]
     rows = []
     for r in results:
-        tag = "" if r["plan"]["seed"] == first["seed"] else f", partitions drawn with seed {r['plan']['seed']}"
+        tag = plan_tag(r["plan"], first)
         rows += [{**row, "run": row["run"] + tag} for row in r["rows"]]
     return {"plan": first, "plans": [r["plan"] for r in results], "started": ", ".join(
         str(r.get("started")) for r in results), "rows": rows, "conf": results[0].get("conf")}
@@ -817,6 +873,9 @@ def main() -> None:
     ap.add_argument("--work", default=None, help="analyse: the slurm-live-* folder of a finished live run")
     ap.add_argument("--analyse", default=None, metavar="FILE", nargs="+",
                     help="the fidelity table again from fidelity runs' JSON files (no Slurm needed)")
+    ap.add_argument("--sensitivity", action="store_true",
+                    help="with --analyse: each run replayed with submissions seen late and with slurmctld's millisecond "
+                         "times (what moves the replay)")
     ap.add_argument("--diagnose", action="store_true",
                     help="fidelity: where each run's replay misses, job by job, with what slurmctld's log says")
     ap.add_argument("--out", default=None, help="fidelity: the folder for the raw results (default bench/out/fidelity-<time>)")
@@ -848,6 +907,12 @@ def main() -> None:
         conf = paths[0].parent / json.loads(paths[0].read_text())["conf"]
         text = fidelity_section(result, a.note, conf)
         print(text)
+        if a.sensitivity:
+            print("| run | inputs | complete_s | mean wait deviation | Kendall tau |\n|---|---|---:|---:|---:|")
+            for path in paths:
+                for r in sensitivity(path):
+                    print(f"| {r['run']}{plan_tag(json.loads(path.read_text())['plan'], result['plan'])} | "
+                          f"{r['inputs']} | {r['complete_s']:g} | {100 * r['mean_dev']:+.1f}% | {r['tau']:.3f} |")
         if a.diagnose:
             for path in paths:
                 for label in json.loads(path.read_text())["runs"]:
