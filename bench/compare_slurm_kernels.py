@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import subprocess
 import sys
 import tempfile
@@ -44,7 +45,8 @@ def sources(rev: str | None, out: Path) -> Path:
 
 
 def build(src: Path, root: Path, name: str):
-    """Compile one version as package `name` under `root` (on sys.path); returns its kernel module."""
+    """Compile one version as package `name` under `root` (on sys.path); returns its kernel's entry point
+    as the replay calls it (a kernel from before the `stop` flag called without it)."""
     pkg = root / name
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -56,7 +58,10 @@ def build(src: Path, root: Path, name: str):
         for other in MODULES:
             text = text.replace(f"metapilot.models.simulator.slurm.{other}", f"{name}.{other}")
         (pkg / f"{m}.py").write_text(text)
-    return importlib.import_module(f"{name}.kernel")
+    run = importlib.import_module(f"{name}.kernel").run_slurm
+    if "stop" in inspect.signature(run.py_func).parameters:
+        return run
+    return lambda *args: run(*args[:-1])
 
 
 def main() -> None:
@@ -85,14 +90,14 @@ def main() -> None:
     real = replay.run_slurm
     try:
         for name, frame, conf in cases:
-            for mod in versions.values():  # compile outside the timing
-                replay.run_slurm = mod.run_slurm
+            for run in versions.values():  # compile outside the timing
+                replay.run_slurm = run
                 slurm_schedule(frame.head(200), conf)
             best = dict.fromkeys(versions, np.inf)
             starts = {}
             for _ in range(args.repeat):
-                for label, mod in versions.items():
-                    replay.run_slurm = mod.run_slurm
+                for label, run in versions.items():
+                    replay.run_slurm = run
                     r = slurm_schedule(frame, conf)
                     best[label] = min(best[label], r.engine_s)
                     starts[label] = np.nan_to_num(r.jobs["start"].to_numpy(), nan=-1.0)

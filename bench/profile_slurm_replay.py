@@ -48,7 +48,8 @@ def variant(kind: str, src: Path = SRC) -> str:
     """kernel.py's text for one variant."""
     text = (src / "kernel.py").read_text()
     if kind == "count":
-        text, n = re.subn(r"^(def run_slurm\([^)]*?out_start, out_end)\):", r"\1, cnt):", text, count=1, flags=re.M | re.S)
+        text, n = re.subn(r"^(def run_slurm\([^)]*?out_start, out_end, stop)\):", r"\1, cnt):", text, count=1,
+                          flags=re.M | re.S)
         if n != 1:
             raise SystemExit("anchor not found: run_slurm's signature")
         text = _sub(text, r"^(\s+)clock = t\n", r"\1clock = t\n\1cnt[0] += 1\n", 1)

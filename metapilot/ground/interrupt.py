@@ -16,6 +16,9 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
+
+T = TypeVar("T")
 
 INTERRUPTED = threading.Event()
 GRACE_S = 5.0
@@ -131,3 +134,34 @@ def stop_on_interrupt(grace_s: float = GRACE_S) -> Iterator[None]:
         if INTERRUPTED.is_set():
             end_children(keep=keep)  # what the clean-up left running
             INTERRUPTED.clear()
+
+
+def stoppable(call: Callable[[object], T], stop) -> T:
+    """`call(stop)` in a thread of its own, this thread waiting: a compiled loop that releases the GIL and
+    returns soon after `stop[0]` is set (a one-element array) cannot see Ctrl-C, and while it runs in
+    the main thread no signal handler runs either. Here the main thread takes the KeyboardInterrupt
+    at once, sets `stop[0]`, waits for the loop to leave, and raises it. (It waits on an event, not on
+    `Thread.join`: a join that Ctrl-C interrupts marks a thread still running as ended, CPython's
+    bpo-45274 fix, and the next join returns at once.)"""
+    out: dict[str, object] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            out["value"] = call(stop)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
+            out["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="stoppable", daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except BaseException:
+        stop[0] = 1
+        done.wait()
+        raise
+    if "error" in out:
+        raise out["error"]  # type: ignore[misc]
+    return out["value"]  # type: ignore[return-value]

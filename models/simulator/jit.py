@@ -58,7 +58,7 @@ def _stamp(dispatcher):
 
 
 _njit = nb.njit(cache=True, _nrt=False)
-_njit_nrt = nb.njit(cache=True)
+_njit_nrt = nb.njit(cache=True, nogil=True)
 _njit_inline = nb.njit(cache=True, _nrt=False, inline="always")
 
 
@@ -68,7 +68,9 @@ def jit(func):
 
 
 def jit_nrt(func):
-    """As `jit`, with numba's reference counting: for kernels that allocate (the Slurm replay's passes)."""
+    """As `jit`, with numba's reference counting, for kernels that allocate (the Slurm replay's passes),
+    and without the GIL: a replay of hours runs in a thread of its own, so that Ctrl-C stops it
+    (`ground.interrupt.stoppable`)."""
     return _stamp(_njit_nrt(func))
 
 

@@ -120,10 +120,11 @@ def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_
 
 @jit_nrt
 def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, qos_f, excluded, node_cpus, part_nodes,
-              part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams, fparams, out_start, out_end):
+              part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams, fparams, out_start, out_end, stop):
     """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run).
     The queue's order rule goes by segments of time: from `seg_t[k]` on, `seg_rule[k]` (MULTIFACTOR or
-    a rule's code) with the tail guard `seg_guard[k]` seconds (0: none)."""
+    a rule's code) with the tail guard `seg_guard[k]` seconds (0: none). Returns 0, or 1 when it
+    stopped early because `stop[0]` was set (by another thread: Ctrl-C)."""
     n = submit.shape[0]
     n_nodes = node_cpus.shape[0]
     n_parts = part_nodes.shape[0]
@@ -222,7 +223,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     sched_dirty = False
     blocked = False
     clock = t0
+    steps = 0
     while True:
+        steps += 1
+        if steps & 63 == 0 and stop[0] != 0:
+            return 1
         while i_sub < n and status[i_sub] == EXCLUDED:
             i_sub += 1
         t_sub = submit[i_sub] if i_sub < n else np.inf

@@ -17,12 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from metapilot.ground.interrupt import stoppable
 from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.result import SimResult
+from metapilot.models.simulator.slurm.bits import node_bits
 from metapilot.models.simulator.slurm.conf import SlurmConf, multifactor_rule
 from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
-from metapilot.models.simulator.slurm.bits import node_bits
 from metapilot.models.simulator.slurm.nodes import pick
 from metapilot.transforms.workload import EPOCH, Workload
 
@@ -153,10 +154,11 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     seg_t[1:] += float(origin_s)
     start = np.empty(n)
     end = np.empty(n)
+    args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), size_f, part_f, qos_f, never, node_cpus,
+            part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t, np.array(codes, np.int64),
+            seg_guard, iparams, fparams, start, end)
     t_call = time.perf_counter()
-    run_slurm(submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), size_f, part_f, qos_f, never, node_cpus,
-              part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t, np.array(codes, np.int64),
-              seg_guard, iparams, fparams, start, end)
+    stoppable(lambda stop: run_slurm(*args, stop), np.zeros(1, np.uint8))  # Ctrl-C stops a replay of hours
     engine_s = time.perf_counter() - t_call
     start -= float(origin_s)
     end -= float(origin_s)
