@@ -5,7 +5,7 @@ Both versions of models/simulator/slurm/{kernel,bits,nodes,node_space,priority}.
 each schedule is checked against the first version's start times, job for job (a speed change must not move
 a job).
 
-    .venv/bin/python bench/compare_slurm_kernels.py --old 3ea462b [--curie 20000] [--repeat 3]
+    .venv/bin/python bench/compare_slurm_kernels.py --old 3ea462b [--curie 20000] [--overloaded 800] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -76,6 +76,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--old", required=True, help="the commit of the kernel to compare against")
     ap.add_argument("--curie", type=int, default=20_000, help="CEA-Curie's first N jobs (0: skip)")
+    ap.add_argument("--overloaded", type=int, default=0,
+                    help="also N jobs of an overloaded queue (one a second, 100-2,000 s, 1-32 CPUs, seeded) on 64 "
+                         "one-CPU nodes: thousands queued, every backfill pass at bf_max_job_test (0: skip)")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="slurmkernels-"))
@@ -87,6 +90,19 @@ def main() -> None:
     if args.curie:
         cw = normalise(parse_jobs(LOGS[1].path, ParseOptions(fmt="swf"))).head(args.curie)
         cases.append((f"CEA-Curie first {args.curie:,}", workload_frame(cw), swf_clusters(LOGS[1], cw)[2][0][1]))
+    if args.overloaded:
+        import polars as pl
+
+        from metapilot.models.simulator.slurm import SlurmConf
+
+        rng = np.random.default_rng(1)
+        n = args.overloaded
+        run = rng.integers(100, 2000, n).astype(float)
+        cases.append((f"overloaded queue, {n:,} jobs on 64 nodes", pl.DataFrame({
+            "job_id": [str(i + 1) for i in range(n)], "submit": np.arange(n, dtype=float), "run": run,
+            "time_limit": run, "cpus": rng.integers(1, 33, n), "nodes": [None] * n, "partition": [None] * n,
+            "user": ["u"] * n, "qos": [None] * n}, schema_overrides={"nodes": pl.Int64, "partition": pl.Utf8,
+                                                                      "qos": pl.Utf8}), SlurmConf.single(1, 64)))
     real = replay.run_slurm
     try:
         for name, frame, conf in cases:

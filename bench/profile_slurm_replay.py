@@ -63,8 +63,8 @@ def variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(\s+)j = order\[pos\]\n(\s+)if status\[j\] != PENDING:",
                     r"\1j = order[pos]\n\1cnt[5] += 1\n\2if status[j] != PENDING:", 1)
         text = _sub(text, r"^(\s+)ts, k = will_run\(", r"\1cnt[6] += 1\n\1cnt[8] += n_running\n\1ts, k = will_run(", 1)
-        text = _sub(text, r"^(\s+)later = space_allowed\(", r"\1cnt[7] += 1\n\1cnt[9] += n_slots\n\1later = space_allowed(",
-                    1)
+        text = _sub(text, r"^(\s+)later, cursor = space_allowed\(",
+                    r"\1cnt[7] += 1\n\1cnt[9] += n_slots\n\1later, cursor = space_allowed(", 1)
         text = _sub(text, r"^(\s+)n_slots = space_reserve\((.*)\n(\s+)res\)\n(\s+)break\n",
                     r"\1cnt[12] += 1\n\1n_slots = space_reserve(\2\n\3res)\n\4break\n", 1)
         text = _sub(text, r"^(\s+)if part_excl\[p\]:\n(\s+)n_slots = space_reserve",
@@ -75,8 +75,8 @@ def variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(\s+)ts, k = will_run\(((?:.*\n){2}.*pick_node, pick_cpus, live_then\))\n",
                     r"\1ts, k = will_run(\2\n\1ts, k = will_run(\2\n", 1)
     elif kind == "x2 space_allowed":
-        text = _sub(text, r"^(\s+)later = space_allowed\(((?:.*\n).*allowed\))\n",
-                    r"\1later = space_allowed(\2\n\1later = space_allowed(\2\n", 1)
+        text = _sub(text, r"^(\s+)later, cursor = space_allowed\(((?:.*\n).*allowed, cursor\))\n",
+                    r"\1later, _c = space_allowed(\2\n\1later, cursor = space_allowed(\2\n", 1)
     elif kind == "x2 queue sort":
         text = _sub(text, r"^(\s+)order = _queue_order\((.*)\)\n",
                     r"\1order = _queue_order(\2)\n\1order = _queue_order(\2)\n")

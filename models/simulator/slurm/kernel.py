@@ -382,11 +382,12 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                         start_res = t
                         counted = False
                         tries = 0
+                        cursor = 0  # the map's first slot that counts for this job's tries (space_allowed)
                         while tries < 1000:
                             tries += 1
                             finish = start_res + lim
-                            later = space_allowed(s_begin, s_end, s_next, s_avail, part_bits[p], start_res, finish,
-                                                  allowed)
+                            later, cursor = space_allowed(s_begin, s_end, s_next, s_avail, part_bits[p], start_res,
+                                                          finish, allowed, cursor)
                             if count(allowed) < max(min_nodes[j], 1):
                                 if later > 0:
                                     start_res = later

@@ -29,32 +29,37 @@ def space_init(begin, end, nxt, avail, t0, t_end):
 
 
 @jit_nrt
-def space_allowed(begin, end, nxt, avail, allowed, start, finish, bits):
+def space_allowed(begin, end, nxt, avail, allowed, start, finish, bits, first):
     """`bits` = the allowed nodes (`allowed`) available in every slot overlapping [start, finish] (Slurm
-    tests `begin_time <= end_time`: a slot starting exactly at the job's end counts). Returns the end of the first slot ending after `start` whose
-    successor frees a node it holds (Slurm's `later_start`: where to try again), else 0."""
+    tests `begin_time <= end_time`: a slot starting exactly at the job's end counts). Returns (the end of
+    the first slot ending after `start` whose successor frees a node it holds, Slurm's `later_start`:
+    where to try again, else 0; the first slot ending after `start`). The walk begins at slot `first`
+    (0: the map's start): a job's later tries start no earlier than its first, and the map does not
+    change between them, so each try begins where the one before found the first slot that counts."""
     n_words = bits.shape[0]
     bits[:] = allowed
     later = 0.0
-    j = 0
+    found = -1
+    j = first
     while True:
         k = nxt[j]
-        if end[j] > start and k != 0 and later == 0.0:
-            for w in range(n_words):
-                if allowed[w] & avail[k, w] & ~(bits[w] & avail[j, w]) != 0:
-                    later = end[j]
-                    break
-        if end[j] <= start:
-            pass
-        elif begin[j] <= finish:
-            for w in range(n_words):
-                bits[w] &= avail[j, w]
-        else:
-            break
-        j = nxt[j]
+        if end[j] > start:
+            if found < 0:
+                found = j
+            if k != 0 and later == 0.0:
+                for w in range(n_words):
+                    if allowed[w] & avail[k, w] & ~(bits[w] & avail[j, w]) != 0:
+                        later = end[j]
+                        break
+            if begin[j] <= finish:
+                for w in range(n_words):
+                    bits[w] &= avail[j, w]
+            else:
+                break
+        j = k
         if j == 0:
             break
-    return later
+    return later, (found if found >= 0 else first)
 
 
 @jit_nrt
