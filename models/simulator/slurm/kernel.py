@@ -210,6 +210,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     live = np.zeros(n_words, np.uint64)  # the nodes with free CPUs
     node_bits(free > 0, live)
     live_then = np.zeros(n_words, np.uint64)  # will_run's scratch
+    tried = np.zeros(n_words, np.uint64)  # the allowed nodes of a job's last will-run test
     avail_main = np.zeros(n_words, np.uint64)
     users_tested = np.zeros(max(n_users, 1), np.int64)
 
@@ -383,6 +384,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                         counted = False
                         tries = 0
                         cursor = 0  # the map's first slot that counts for this job's tries (space_allowed)
+                        have_tried = False  # a will-run test on `tried` gave (ts_tried, k_tried), still in pick_*
+                        ts_tried, k_tried = 0.0, -1
                         while tries < 1000:
                             tries += 1
                             finish = start_res + lim
@@ -396,9 +399,15 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                             if not counted:
                                 counted = True
                                 tested += 1
-                            ts, k = will_run(cpus[j], min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
-                                             running, n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node,
-                                             alloc_cpus, t, pick_node, pick_cpus, live_then)
+                            if have_tried and _same_words(allowed, tried):  # a later try on the same nodes:
+                                ts, k = ts_tried, k_tried  # the same answer (nothing else it reads has moved)
+                            else:
+                                ts, k = will_run(cpus[j], min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
+                                                 running, n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node,
+                                                 alloc_cpus, t, pick_node, pick_cpus, live_then)
+                                tried[:] = allowed
+                                have_tried = True
+                                ts_tried, k_tried = ts, k
                             if k < 0:
                                 if later > 0:
                                     start_res = later
@@ -498,6 +507,14 @@ def _run_remove(running, n_running, j):
                 running[q] = running[q + 1]
             return n_running - 1
     return n_running
+
+
+@jit_nrt
+def _same_words(a, b):
+    for w in range(a.shape[0]):
+        if a[w] != b[w]:
+            return False
+    return True
 
 
 @jit_nrt
