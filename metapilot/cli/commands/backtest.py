@@ -79,10 +79,9 @@ def backtest_cmd(
         except (ValueError, OSError) as e:
             raise typer.BadParameter(f"{current_conf}: {e}", param_hint="--current-conf") from None
         current_conf = str(Path(current_conf).resolve())
-        if site.priority.multifactor and site.priority.weight_qos > 0 and not qos:
-            console.print(f"[yellow]note:[/yellow] PriorityWeightQOS is {site.priority.weight_qos}, but QOS priorities "
-                          "live in slurmdbd, not slurm.conf: the replay gives every job a QOS factor of 0; give them "
-                          "with --qos-priority (`sacctmgr -nP show qos format=name,priority`)", highlight=False)
+        unweighed = (site.with_qos(qos) if qos else site).qos_unweighed()
+        if unweighed:
+            console.print(f"[yellow]note:[/yellow] {unweighed}", highlight=False)
     if not db_path(db).exists():
         console.print(f"[red]error:[/red] no warehouse at {db_path(db)}: ingest logs first (metapilot ingest PATH...) or pass --db")
         raise typer.Exit(2)

@@ -85,7 +85,7 @@ def simulate_cmd(
 
         conf = conf_from_capacity(cap_rows)
     if conf is not None and qos:
-        conf = conf.with_qos(tuple(sorted(qos.items())))
+        conf = conf.with_qos(qos)
     runs = list(RULE_PAIRS) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:

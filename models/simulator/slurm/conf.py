@@ -101,9 +101,18 @@ class SlurmConf:
     def with_priority(self, **kw) -> SlurmConf:
         return replace(self, priority=replace(self.priority, **kw))
 
-    def with_qos(self, qos: tuple[tuple[str, int], ...]) -> SlurmConf:
-        """The conf with the site's QOS priorities (`parse_qos_priorities`)."""
-        return self.with_priority(qos=tuple(qos))
+    def with_qos(self, qos: Mapping[str, int] | tuple[tuple[str, int], ...]) -> SlurmConf:
+        """The conf with the site's QOS priorities (name -> priority; `parse_qos_priorities`)."""
+        return self.with_priority(qos=tuple(sorted(dict(qos).items())))
+
+    def qos_unweighed(self) -> str | None:
+        """What the replay assumes where PriorityWeightQOS weighs and no QOS priorities were given, in
+        words (None: nothing)."""
+        pr = self.priority
+        if not (pr.multifactor and pr.weight_qos > 0) or pr.qos:
+            return None
+        return (f"PriorityWeightQOS is {pr.weight_qos}, but QOS priorities live in slurmdbd, not slurm.conf: every "
+                "job's QOS factor is 0; give them with --qos-priority (`sacctmgr -nP show qos format=name,priority`)")
 
 
 # --- parsing ---------------------------------------------------------------------------------------------
@@ -181,7 +190,7 @@ def read_slurm_conf(path: str | Path, qos: Mapping[str, int] | None = None) -> S
     """Read a slurm.conf (and the files it includes); `qos`: the site's QOS priorities, which slurmdbd
     keeps, not slurm.conf (`read_qos_priorities`)."""
     conf = parse_slurm_conf_lines(_lines(Path(path), set()))
-    return conf.with_qos(tuple(sorted(qos.items()))) if qos else conf
+    return conf.with_qos(qos) if qos else conf
 
 
 def parse_slurm_conf(text: str) -> SlurmConf:

@@ -111,17 +111,14 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     qmax = max(qp.values(), default=0)
     qos_names = jobs["qos"].cast(pl.Utf8).to_list()
     qos_f = np.array([qp.get(q, 0) / qmax if qmax > 0 and q is not None else 0.0 for q in qos_names])
-    if pr.multifactor and pr.weight_qos > 0:
-        if not qp:
-            notes.append(f"PriorityWeightQOS is {pr.weight_qos}, but QOS priorities live in slurmdbd, not slurm.conf: "
-                         "every job's QOS factor is 0; give them with --qos-priority "
-                         "(`sacctmgr -nP show qos format=name,priority`)")
-        else:
-            unknown = sorted({q for q in qos_names if q is not None and q not in qp})
-            if unknown:
-                k = sum(q in unknown for q in qos_names)
-                notes.append(f"{k:,} job{'s' if k != 1 else ''} ran in a QOS the priorities given do not name "
-                             f"({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}): QOS factor 0")
+    unweighed = conf.qos_unweighed()
+    unknown = sorted({q for q in qos_names if q is not None and q not in qp}) if qp and pr.weight_qos > 0 else []
+    if unweighed:
+        notes.append(unweighed)
+    elif pr.multifactor and unknown:
+        k = sum(q in unknown for q in qos_names)
+        notes.append(f"{k:,} job{'s' if k != 1 else ''} ran in a QOS the priorities given do not name "
+                     f"({', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}): QOS factor 0")
     segments = list(segments) if segments else [(-np.inf, rule, guard_h)]
     codes = [MULTIFACTOR if r.strip().lower().startswith("multifactor") else policy_code(r.split("+")[0])
              for _, r, _ in segments]
