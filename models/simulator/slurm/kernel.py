@@ -510,7 +510,7 @@ def _run_remove(running, n_running, j):
 
 
 @jit_nrt
-def _same_words(a, b):
+def _same_words(a, b):  # not np.array_equal: compiled, it builds a temporary array, and this runs every try
     for w in range(a.shape[0]):
         if a[w] != b[w]:
             return False
