@@ -514,8 +514,8 @@ def replay_run(jobs: list[dict], conf_path: Path, rule: str, complete_s: float) 
     from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
 
     first = min(j["submit"] for j in jobs if j.get("start") is not None and j.get("end") is not None)
-    out = replay_slurm(fidelity_frame(jobs, first), read_slurm_conf(conf_path), rule=rule, complete_s=complete_s,
-                       origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
+    conf = read_slurm_conf(conf_path).with_sched(complete_s=complete_s)  # what `--complete-s` gives the commands
+    out = replay_slurm(fidelity_frame(jobs, first), conf, rule=rule, origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
     return {str(i): float(s) for i, s in zip(out["job_id"], out["start"])}
 
 
@@ -694,7 +694,7 @@ def sensitivity(path: Path) -> list[dict]:
         first = min(j["submit"] for j in jobs)
         for late in (0.0, 0.3, 0.5):
             frame = fidelity_frame(jobs, first).with_columns(pl.col("submit") + late)
-            out = replay_slurm(frame, conf, rule=run["rule"], complete_s=lat, origin_s=first)
+            out = replay_slurm(frame, conf.with_sched(complete_s=lat), rule=run["rule"], origin_s=first)
             c = compare(real, {str(i): float(t) for i, t in zip(out["job_id"], out["start"])})
             rows.append({"run": label, "inputs": "sacct's seconds" + (f", submissions seen {late:g} s late" if late
                                                                       else ""), "complete_s": lat, **c})
@@ -708,7 +708,7 @@ def sensitivity(path: Path) -> list[dict]:
         rs = np.array([x["start"] - base for x in e])
         sub = np.array([x["submit"] - base for x in e])
         for cs in (0.0, 0.05, 0.1):
-            ps = replay_slurm(frame, conf, rule=run["rule"], complete_s=cs, origin_s=base)["start"].to_numpy()
+            ps = replay_slurm(frame, conf.with_sched(complete_s=cs), rule=run["rule"], origin_s=base)["start"].to_numpy()
             rw, pw = rs - sub, ps - sub
             rows.append({"run": label, "inputs": "slurmctld's milliseconds", "complete_s": cs,
                          "mean_dev": (pw.mean() - rw.mean()) / rw.mean(), "tau": kendall_tau(rs, ps)})

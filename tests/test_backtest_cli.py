@@ -180,7 +180,8 @@ def test_the_next_walk_forward_reuses_the_folds_whose_past_has_not_changed(walke
 def test_current_conf_judges_every_contender_on_the_sites_slurm(walked, tmp_path):
     """`--current-conf` (issue 51): the current contender is the site's multifactor under its Slurm's
     backfill on its nodes, every contender is judged on that Slurm (the 21 rules are 7 orders there),
-    and the replay's distance from the as-run history is said in the output, the JSON and the report."""
+    and the replay's distance from the as-run history is said in the output, the JSON and the report;
+    `--complete-s` gives the site's completing time to those replays (`site_conf`)."""
     d, doc, _ = walked
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=hpc2n\nPriorityType=priority/multifactor\nPriorityWeightAge=1000\n"
@@ -188,7 +189,7 @@ def test_current_conf_judges_every_contender_on_the_sites_slurm(walked, tmp_path
                     "PartitionName=batch Nodes=n[001-120] Default=YES MaxTime=INFINITE\n")
     out = d / "site.json"
     r = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), "--steps", "50", "--no-planner",
-                                 "--current-conf", str(conf), "--json", str(out)])
+                                 "--current-conf", str(conf), "--complete-s", "0.5", "--json", str(out)])
     assert r.exit_code == 0, r.output
     site = json.loads(out.read_text())
     assert site["current"] == "the site's Slurm (current)"
@@ -212,6 +213,21 @@ def test_current_conf_judges_every_contender_on_the_sites_slurm(walked, tmp_path
     bad = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), "--current-conf", str(tmp_path / "no.conf")])
     assert bad.exit_code == 2 and "no slurm.conf at" in bad.output
     for args, words in ((["--qos-priority", "normal=0"], "add --current-conf"),  # QOS priorities weigh in its multifactor
-                        (["--current-conf", str(conf), "--qos-priority", "normal"], "name|priority")):
+                        (["--current-conf", str(conf), "--qos-priority", "normal"], "name|priority"),
+                        (["--complete-s", "1"], "add --current-conf"),  # the completing time is its Slurm's
+                        (["--current-conf", str(conf), "--complete-s", "-1"], "0 or more")):
         bad = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), *args])
         assert bad.exit_code == 2 and words in bad.output, (args, bad.output)
+
+
+def test_site_conf_is_the_slurm_conf_with_the_qos_and_the_completing_time(tmp_path):
+    """What every replay of the walk forward's site Slurm reads: the slurm.conf's settings, the QOS
+    priorities given and the completing time given; nothing without `--current-conf`."""
+    from metapilot.flows.backtest import site_conf
+
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("NodeName=n[1-4] CPUs=8\nPartitionName=batch Nodes=n[1-4] Default=YES\n"
+                    "SchedulerParameters=bf_interval=5\n")
+    site = site_conf(str(conf), {"high": 100}, 0.4)
+    assert (site.sched.complete_s, site.sched.bf_interval, dict(site.priority.qos)) == (0.4, 5, {"high": 100})
+    assert site_conf(str(conf)).sched.complete_s == 0.0 and site_conf(None) is None

@@ -175,7 +175,7 @@ def test_a_job_that_never_fits_is_left_out_and_counted():
 def test_completing_time_holds_the_cpus():
     jobs = frame([(0, 100, 100, 8), (1, 10, 10, 8)])
     assert starts(jobs, ONE_NODE_8) == [0, 100]
-    assert starts(jobs, ONE_NODE_8, complete_s=2) == [0, 102]
+    assert starts(jobs, ONE_NODE_8.with_sched(complete_s=2)) == [0, 102]
 
 
 def test_rules_order_the_queue_as_steer_sets_it():
@@ -299,12 +299,21 @@ def test_simulate_cli_replays_slurm_and_refuses_what_it_cannot(tmp_path):
         r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", "--policy",
                                      "MULTIFACTOR(qos=1000)", "--backfill", "slurm", *given, "--db", db])
         assert r.exit_code == 0 and ("PriorityWeightQOS is 1000" in r.output) == (not given), r.output
+    waits = {}
+    for cs in ("0", "30"):  # cores held 30 s after every end: every later start moves
+        r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", "--backfill", "slurm",
+                                     "--slurm-conf", str(conf), "--complete-s", cs, "--jobs-out", str(out), "--db", db])
+        assert r.exit_code == 0, r.output
+        waits[cs] = pl.read_csv(out)["wait"].mean()
+    assert waits["30"] > waits["0"], waits
     for args, words in ((["--policy", "multifactor"], "replay it with --backfill slurm"),
                         (["--slurm-conf", str(conf)], "add --backfill slurm"),
                         (["--backfill", "slurm", "--slurm-conf", str(tmp_path / "none.conf")], "no slurm.conf at"),
                         (["--backfill", "slurm", "--policy", "MULTIFACTOR(speed=1)"], "unknown setting"),
                         (["--qos-priority", "normal=0"], "add --backfill slurm"),
-                        (["--backfill", "slurm", "--qos-priority", "normal"], "--qos-priority")):
+                        (["--backfill", "slurm", "--qos-priority", "normal"], "--qos-priority"),
+                        (["--complete-s", "1"], "add --backfill slurm"),
+                        (["--backfill", "slurm", "--complete-s", "nan"], "0 or more")):
         r = CliRunner().invoke(app, ["simulate", "--cluster", "HPC2N-subset-3170jobs", *args, "--db", db])
         assert r.exit_code == 2 and words in r.output, (args, r.output)
 

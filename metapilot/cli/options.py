@@ -68,6 +68,20 @@ QOS_PRIORITY_HELP = ("The site's QOS priorities, which slurmdbd keeps (slurm.con
                      "`sacctmgr -nP show qos format=name,priority` output, or name=priority,... (e.g. normal=0,high=100).")
 
 
+COMPLETE_S_HELP = ("Seconds from a job's end to its cores going to the next job on the site's Slurm: the completing "
+                   "time (epilog) and the controller's latency to its next pass (default 0; an idle slurmctld 22.05 "
+                   "takes 0.3-0.5 s; slurm.conf does not say it).")
+
+
+def complete_s_option(value: float | None) -> float | None:
+    """`--complete-s` checked: a finite number of seconds, 0 or more."""
+    import math
+
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise OptionError(f"--complete-s takes seconds, 0 or more, got {value:g}", param_hint="--complete-s")
+    return value
+
+
 def qos_priority_option(value: str | None) -> dict[str, int] | None:
     """`--qos-priority` read (a file or name=priority,...), refused with what it accepts."""
     if value is None:

@@ -7,7 +7,15 @@ from typing import Annotated, Optional
 
 import typer
 
-from metapilot.cli.options import QOS_PRIORITY_HELP, OptionError, out_file_option, qos_priority_option, window_options
+from metapilot.cli.options import (
+    COMPLETE_S_HELP,
+    QOS_PRIORITY_HELP,
+    OptionError,
+    complete_s_option,
+    out_file_option,
+    qos_priority_option,
+    window_options,
+)
 
 
 def simulate_cmd(
@@ -22,6 +30,7 @@ def simulate_cmd(
                                                       "nodes, partitions, SchedulerParameters and Priority* weights "
                                                       "(default: Slurm's defaults on the warehouse's capacity).")] = None,
     qos_priority: Annotated[Optional[str], typer.Option("--qos-priority", help=QOS_PRIORITY_HELP + " With --backfill slurm.")] = None,
+    complete_s: Annotated[Optional[float], typer.Option("--complete-s", help=COMPLETE_S_HELP + " With --backfill slurm.")] = None,
     start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO date/time, UTC), by submit time.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive).")] = None,
     partition: Annotated[Optional[str], typer.Option(help="Replay one partition only.")] = None,
@@ -45,6 +54,8 @@ def simulate_cmd(
     qos = qos_priority_option(qos_priority)
     if qos is not None and backfill.lower() != "slurm":
         raise OptionError("QOS priorities weigh in Slurm's multifactor: add --backfill slurm", param_hint="--qos-priority")
+    if complete_s_option(complete_s) is not None and backfill.lower() != "slurm":
+        raise OptionError("the completing time is the slurm mode's: add --backfill slurm", param_hint="--complete-s")
     require_warehouse(db)  # a mistyped --db must not create an empty warehouse
     con = connect(db)
     if partition is not None:
@@ -86,6 +97,8 @@ def simulate_cmd(
         conf = conf_from_capacity(cap_rows)
     if conf is not None and qos:
         conf = conf.with_qos(qos)
+    if conf is not None and complete_s is not None:
+        conf = conf.with_sched(complete_s=complete_s)
     runs = list(RULE_PAIRS) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:

@@ -50,6 +50,11 @@ class SchedulerParams:
     sched_interval: int = 60
     sched_min_interval_us: int = 2
     backfill: bool = True  # SchedulerType=sched/backfill (False: sched/builtin)
+    # seconds from a job's recorded end to its cores going to the next job: the completing time (epilog,
+    # node health) and the controller's latency to the next pass (0.3-0.5 s on an idle slurmctld 22.05).
+    # No slurm.conf parameter says it (CompleteWait holds every start while any job completes: not
+    # this); a site measures it (`--complete-s`). Within seconds of it the order of short jobs can change.
+    complete_s: float = 0.0
 
 
 @dataclass(frozen=True)

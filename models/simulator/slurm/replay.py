@@ -50,7 +50,7 @@ def _order(jobs: pl.DataFrame) -> pl.DataFrame:
 
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
-                   complete_s: float = 0.0, segments: Sequence[tuple[float, str, float | None]] | None = None,
+                   segments: Sequence[tuple[float, str, float | None]] | None = None,
                    origin_s: float = 0.0) -> SlurmSchedule:
     """Replay `jobs` on `conf`'s nodes and partitions with its scheduler settings, ordering the queue by
     multifactor priority (`rule='multifactor'`) or by a fixed rule's score (FCFS, SJF, ...: what a
@@ -58,7 +58,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     ((start s, rule, guard h) in time order, the first from the start) change the rule over time.
     `origin_s`: the epoch second at time 0 of the jobs' clock (0: their times are epoch seconds). Slurm
     rounds its reservations to bf_resolution, and its will-run test aligns its windows, on epoch
-    seconds; the replay does so on `submit + origin_s`, so that its grid falls where Slurm's did."""
+    seconds; the replay does so on `submit + origin_s`, so that its grid falls where Slurm's did. A job's
+    cores come free `conf.sched.complete_s` after its end."""
     custom = [multifactor_rule(r, conf) for _, r, _ in (segments or [(0.0, rule, None)])]
     custom = [c for c in custom if c is not None and c is not conf]
     if len(custom) > 1:
@@ -144,7 +145,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
                         s.default_queue_depth, s.sched_interval, int(s.backfill), int(pr.fair_tree), len(users)],
                        np.int64)
     mf = pr.multifactor
-    fparams = np.array([complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
+    fparams = np.array([s.complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
                         pr.weight_job_size if mf else 0, pr.weight_partition if mf else 0, pr.weight_qos if mf else 0,
                         pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s], np.float64)
     submit = jobs["submit"].cast(pl.Float64).to_numpy() + float(origin_s)  # on Slurm's clock (epoch seconds)
@@ -167,11 +168,10 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
 
 
 def replay_slurm(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
-                 complete_s: float = 0.0, segments: Sequence[tuple[float, str, float | None]] | None = None,
+                 segments: Sequence[tuple[float, str, float | None]] | None = None,
                  origin_s: float = 0.0) -> pl.DataFrame:
     """The replayed jobs (`slurm_schedule(...).jobs`): the input rows with `start`, `end` and `wait`."""
-    return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, complete_s=complete_s, segments=segments,
-                          origin_s=origin_s).jobs
+    return slurm_schedule(jobs, conf, rule=rule, guard_h=guard_h, segments=segments, origin_s=origin_s).jobs
 
 
 def workload_frame(w: Workload) -> pl.DataFrame:
@@ -199,13 +199,12 @@ def conf_capacity(conf: SlurmConf) -> Capacity:
 
 
 def simulate_slurm(w: Workload, conf: SlurmConf, rule: str = "multifactor", *, guard_h: float | None = None,
-                   complete_s: float = 0.0,
                    segments: Sequence[tuple[float, str, float | None]] | None = None) -> SimResult:
     """`simulate`'s result for the `slurm` backfilling mode: the workload replayed by `slurm_schedule`, on
     Slurm's clock (its time 0 is `w.window_start`)."""
     t0 = time.perf_counter()
-    sched = slurm_schedule(workload_frame(w), conf, rule=rule, guard_h=guard_h, complete_s=complete_s,
-                           segments=segments, origin_s=(w.window_start - EPOCH).total_seconds())
+    sched = slurm_schedule(workload_frame(w), conf, rule=rule, guard_h=guard_h, segments=segments,
+                           origin_s=(w.window_start - EPOCH).total_seconds())
     ids = sched.jobs["job_id"].to_list()
     if ids != list(w.job_ids.astype(str)):  # the same order by construction; a mismatch is a bug, not data
         raise AssertionError("slurm replay reordered the workload")
