@@ -29,7 +29,9 @@ quarter of the jobs, chosen with a seed, in the `high` partition, PriorityTier 2
 (multifactor) and `steer` with SJF+EASY. The raw results (per job: trace id, Slurm id, partition,
 cores, limit, submit/eligible/start/end as collected, sacct's priority; what the steering loop set)
 go to DIR/fidelity.json after each run, beside the slurm.conf and slurmctld's log; `--analyse FILE`
-recomputes the table from them.
+recomputes the table from them. `--users`: each job is submitted (`sbatch --uid`) as the trace's own user
+of it, Unix users `mpfid<trace user id>` in one Slurm account (`mpfid`), created for the runs and removed
+after: Fair Tree then ranks them by their usage, as the replay's fair-share must.
 """
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ def run_live(plan: list[dict], env: dict, db: str, steer: list[str] | None, clus
         if delay > 0:
             time.sleep(delay)
         part = ["-p", j["partition"]] if j.get("partition") else []
+        part += [f"--uid={j['user']}"] if j.get("user") else []
         out = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp", "-N", "1", "-n", str(j["cores"]),
                               "-t", str(j["limit_min"]), *part, "-J", f"kth{j['id']}", "--wrap", f"sleep {j['sleep']}"],
                              env=env, capture_output=True, text=True, check=True)
@@ -359,11 +362,12 @@ FIDELITY_RUNS = (("Slurm's default (multifactor)", "multifactor", None),
 FIDELITY_COMPLETE_S = (0.0, 1.0)  # the replay's rows: cores freed this long after the recorded end
 
 
-def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int) -> list[dict]:
+def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
+                  users: bool = False) -> list[dict]:
     """`n` jobs of the whole normalised KTH-SP2 trace from job index `first`: arrivals and run times divided
     by `compress`, limits = the requested time divided by `compress` in whole minutes, at most
     `limit_cap_min` (a job sleeps at most its limit less 2 s); each job in `high` with probability
-    `high_share` (seeded), else in `debug`."""
+    `high_share` (seeded), else in `debug`; `users`: each job's user the trace's (`mpfid<id>`)."""
     import gzip
 
     from common import SHARED
@@ -382,7 +386,46 @@ def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_
         plan.append({"id": r[0], "submit": int(r[1]) - t0, "run": run, "req": req, "cores": min(max(procs, 1), 100),
                      "at": (int(r[1]) - t0) / compress, "limit_min": limit_min, "sleep": sleep,
                      "partition": "high" if rng.random() < high_share else "debug"})
+        if users:
+            plan[-1]["user"] = f"mpfid{int(r[11])}"  # lower case: sacctmgr keeps user names in lower case
     return plan
+
+
+FIDELITY_ACCOUNT = "mpfid"
+
+
+def add_users(env: dict, names: list[str]) -> list[str]:
+    """Unix users `names` (those not there yet: returned, for `remove_users`) and their associations in one
+    Slurm account; waits for the decay thread's first Fair Tree pass over them (PriorityCalcPeriod): until
+    then a new association's fair-share factor is 0, a state no replay of a site's history starts from."""
+    import pwd
+
+    made = []
+    for u in names:
+        try:
+            pwd.getpwnam(u)
+        except KeyError:
+            subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", u], check=True, capture_output=True)
+            made.append(u)
+    cluster = env["METAPILOT_SLURM_CLUSTER"]
+    subprocess.run(["sacctmgr", "-i", "add", "account", FIDELITY_ACCOUNT, f"cluster={cluster}"], env=env,
+                   check=True, capture_output=True, text=True)
+    subprocess.run(["sacctmgr", "-i", "add", "user", "name=" + ",".join(names), f"account={FIDELITY_ACCOUNT}",
+                    f"cluster={cluster}"], env=env, check=True, capture_output=True, text=True)
+    end = time.monotonic() + 400
+    while time.monotonic() < end:
+        out = subprocess.run(["sshare", "-n", "-P", "-a", "-o", "User,FairShare"], env=env, capture_output=True,
+                             text=True).stdout
+        fs = {ln.split("|")[0]: ln.split("|")[1] for ln in out.splitlines() if ln.count("|") == 1}
+        if all(fs.get(u) not in (None, "", "0.000000") for u in names):
+            return made
+        time.sleep(5)
+    raise SystemExit(f"Fair Tree never ranked the users: sshare says {fs}")
+
+
+def remove_users(names: list[str]) -> None:
+    for u in names:
+        subprocess.run(["userdel", u], capture_output=True)
 
 
 def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict], env: dict) -> list[dict]:
@@ -432,14 +475,15 @@ def steered_rows(db: str) -> list[dict]:
 
 
 def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
-                   only: list[str] | None = None) -> Path:
+                   only: list[str] | None = None, users: bool = False) -> Path:
     """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
     results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf)
     and slurmctld's log. Returns the JSON's path."""
     out.mkdir(parents=True, exist_ok=True)
-    plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed)
+    plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users)
+    names = sorted({j["user"] for j in plan if j.get("user")})
     doc = {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_cap_min": limit_cap_min,
-                    "high_share": high_share, "seed": seed, "trace": "KTH-SP2.normalised.swf.gz",
+                    "high_share": high_share, "seed": seed, "users": len(names), "trace": "KTH-SP2.normalised.swf.gz",
                     "limits_min": sorted({j["limit_min"] for j in plan}),
                     "high_jobs": sum(j["partition"] == "high" for j in plan)},
            "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
@@ -455,7 +499,11 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
     # what Slurm decides; the conf file stays as the runs' replay reads it)
     flags = subprocess.run(["scontrol", "setdebugflags", "+Backfill"], env=env, capture_output=True, text=True)
     doc["debug_flags"] = "Backfill" if flags.returncode == 0 else f"none ({flags.stderr.strip()})"
+    made: list[str] = []
     try:
+        if names:
+            made = add_users(env, names)
+            doc["fair_tree_ready"] = time.time()
         for label, rule, steer in FIDELITY_RUNS:
             if only and rule not in only:
                 continue
@@ -481,6 +529,7 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
             if (sdir / "log" / name).exists():
                 shutil.copy(sdir / "log" / name, out / name)
         subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "stop", str(sdir)], env=env)
+        remove_users(made)
     return path
 
 
@@ -668,6 +717,9 @@ def plan_tag(plan: dict, first: dict) -> str:
         words.append(f"limits at most {plan['limit_cap_min']} min")
     if plan["seed"] != first["seed"]:
         words.append(f"partitions drawn with seed {plan['seed']}")
+    if plan.get("users", 0) != first.get("users", 0):
+        words.append(f"{plan['users']} users (the trace's), Fair Tree between them" if plan.get("users")
+                     else "every job root's")
     return "".join(", " + w for w in words)
 
 
@@ -887,6 +939,8 @@ def main() -> None:
     ap.add_argument("--limit-cap", type=int, default=8, help="fidelity: the longest limit, minutes")
     ap.add_argument("--high-share", type=float, default=0.25, help="fidelity: the share of jobs in the `high` partition")
     ap.add_argument("--seed", type=int, default=51, help="fidelity: the partition choice's seed")
+    ap.add_argument("--users", action="store_true", help="fidelity: each job run by its trace user (Unix users "
+                    "mpfid<id>, created and removed, in one Slurm account): fair-share between them")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
     ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
@@ -900,7 +954,7 @@ def main() -> None:
         else:
             out = Path(a.out) if a.out else REPO / "bench" / "out" / time.strftime("fidelity-%Y%m%d-%H%M", time.gmtime())
             paths = [bench_fidelity(out, a.jobs or 200, 19400 if a.first is None else a.first, a.compress or 60.0,
-                                    a.limit_cap, a.high_share, a.seed, only)]
+                                    a.limit_cap, a.high_share, a.seed, only, a.users)]
         result = merge_fidelity([analyse_fidelity(x) for x in paths])
         if a.json:
             Path(a.json).write_text(json.dumps(result, default=float, indent=1))
