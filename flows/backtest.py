@@ -32,6 +32,7 @@ from prefect.cache_policies import NONE
 
 if TYPE_CHECKING:
     from metapilot.models.evaluation.walk_forward_result import WalkForwardResult
+    from metapilot.models.simulator.slurm.conf import SlurmConf
 
 
 def plan_origins(db: str | None, cluster: str | None, every_weeks: int, warmup_weeks: int | None,
@@ -47,7 +48,8 @@ def plan_origins(db: str | None, cluster: str | None, every_weeks: int, warmup_w
     return cluster, first, busy, origins, span_end
 
 
-def site_conf(current_conf: str | None, current_qos: dict[str, int] | None = None, complete_s: float = 0.0):
+def site_conf(current_conf: str | None, current_qos: dict[str, int] | None = None,
+              complete_s: float = 0.0) -> SlurmConf | None:
     """The site's Slurm as the walk forward replays it (a `SlurmConf`; None without `--current-conf`): its
     slurm.conf, the QOS priorities slurmdbd keeps, the completing time the site measured."""
     from metapilot.models.simulator.slurm import read_slurm_conf
