@@ -556,14 +556,28 @@ def fidelity_frame(jobs: list[dict], base: float = 0.0):
 REPLAY_ORIGIN = "epoch"  # the replay's clock: "epoch" (Slurm's own) or "first" (0 at the first submit)
 
 
+def slurmctld_boot(conf_path: Path) -> float:
+    """The epoch second slurmctld started (its log beside the runs' slurm.conf: "slurmctld version ...
+    started"), where its decay passes begin; 0 without the log."""
+    log = slurmctld_log(conf_path)
+    if log is None:
+        return 0.0
+    for ev in _log_lines(log):
+        if "slurmctld version" in ev[1] and "started on cluster" in ev[1]:
+            return ev[0]
+    return 0.0
+
+
 def replay_run(jobs: list[dict], conf_path: Path, rule: str, complete_s: float) -> dict[str, float]:
     """trace id -> start (s after the first real submit) in `replay_slurm`, replayed on Slurm's own clock
     (`origin_s` = the first submit's epoch second: backfill rounds reservations to bf_resolution on that
-    clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says otherwise."""
+    clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says otherwise; the
+    priority recalculations from slurmctld's start, as a site's `scontrol show config` gives it."""
     from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
 
     first = min(j["submit"] for j in jobs if j.get("start") is not None and j.get("end") is not None)
     conf = read_slurm_conf(conf_path).with_sched(complete_s=complete_s)  # what `--complete-s` gives the commands
+    conf = conf.with_priority(calc_origin_s=slurmctld_boot(conf_path))
     out = replay_slurm(fidelity_frame(jobs, first), conf, rule=rule, origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
     return {str(i): float(s) for i, s in zip(out["job_id"], out["start"])}
 
@@ -636,19 +650,12 @@ def job_differences(path: Path, label: str, complete_s: float = 0.0) -> list[dic
     return sorted(out, key=lambda r: -abs(r["diff"]))
 
 
-def log_events(log: Path) -> dict[str, dict]:
-    """Slurm job id -> what slurmctld's log says, in epoch seconds with milliseconds: `submit`, `start`
-    and how (`main`: the main scheduler's "sched: Allocate"; `backfill`: a backfill pass's start), `done`
-    (the completion slurmctld handled)."""
+def _log_lines(log: Path) -> list[tuple[float, str]]:
+    """slurmctld's log as (epoch seconds with milliseconds, message)."""
     import re
     from datetime import datetime
 
     pat = re.compile(r"^\[(\S+)\] (.*)$")
-    out: dict[str, dict] = {}
-
-    def at(stamp: str) -> float:
-        return datetime.fromisoformat(stamp).timestamp()  # the log's local time, as the epoch fields
-
     if log.suffix == ".gz":
         import gzip
 
@@ -656,11 +663,20 @@ def log_events(log: Path) -> dict[str, dict]:
             text = f.read()
     else:
         text = log.read_text(errors="replace")
+    out = []
     for ln in text.splitlines():
         m = pat.match(ln)
-        if not m:
-            continue
-        t, msg = at(m.group(1)), m.group(2)
+        if m:  # the log's local time, as the epoch fields
+            out.append((datetime.fromisoformat(m.group(1)).timestamp(), m.group(2)))
+    return out
+
+
+def log_events(log: Path) -> dict[str, dict]:
+    """Slurm job id -> what slurmctld's log says, in epoch seconds with milliseconds: `submit`, `start`
+    and how (`main`: the main scheduler's "sched: Allocate"; `backfill`: a backfill pass's start), `done`
+    (the completion slurmctld handled)."""
+    out: dict[str, dict] = {}
+    for t, msg in _log_lines(log):
         if msg.startswith("_slurm_rpc_submit_batch_job: JobId="):
             jid = msg.split("JobId=")[1].split()[0]
             out.setdefault(jid, {})["submit"] = t

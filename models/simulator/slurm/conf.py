@@ -73,6 +73,9 @@ class PriorityParams:
     decay_half_life_s: float = 7 * 86400.0
     calc_period_s: float = 300.0
     fair_tree: bool = True  # Slurm's default since 19.05; PriorityFlags=NO_FAIR_TREE gives classic fair-share
+    # the epoch second of one recalculation: they fall every PriorityCalcPeriod from slurmctld's start
+    # (`scontrol show config`: BOOT_TIME; restarts move them); 0: on the clock's multiples of the period
+    calc_origin_s: float = 0.0
     # each QOS's Priority (name, value): slurmdbd's, not slurm.conf's (`sacctmgr show qos`; `parse_qos_priorities`)
     qos: tuple[tuple[str, int], ...] = ()
 

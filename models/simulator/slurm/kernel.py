@@ -44,7 +44,7 @@ PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
 I_BF_INTERVAL, I_BF_MAX_TEST, I_BF_MAX_USER, I_BF_RES, I_BF_WINDOW, I_QUEUE_DEPTH, I_SCHED_INTERVAL, I_BACKFILL, \
     I_FAIR_TREE, I_N_USERS = range(10)
 # fparams slots
-F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC = range(9)
+F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC, F_CALC_ORIGIN = range(10)
 MULTIFACTOR = -1  # the order rule of a segment: multifactor priority, else a `policies` code
 
 
@@ -141,7 +141,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     complete_s = fparams[F_COMPLETE]
     w_age, w_fs, w_size = fparams[F_W_AGE], fparams[F_W_FS], fparams[F_W_SIZE]
     w_part, w_qos, max_age = fparams[F_W_PART], fparams[F_W_QOS], fparams[F_MAX_AGE]
-    half_life, calc_period = fparams[F_HALF_LIFE], fparams[F_CALC]
+    half_life, calc_period, calc_origin = fparams[F_HALF_LIFE], fparams[F_CALC], fparams[F_CALC_ORIGIN]
     multifactor = False
     dynamic = False  # an order that moves with time alone: WFP3, UNICEF (a tail guard moves it only when it fires)
     for k in range(seg_rule.shape[0]):
@@ -191,8 +191,6 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     n_running = 0
     pend = np.zeros(n, np.int64)
     n_pend = 0
-    ended = np.zeros(n, np.int64)  # jobs ended since the last recalculation (still to be charged)
-    n_ended = 0
     heap_t = np.zeros(n)
     heap_j = np.zeros(n, np.int64)
     n_heap = 0
@@ -218,7 +216,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     i_sub = 0
     next_bf = _next_tick(t0, bf_interval) if bf_interval > 0 else np.inf
     next_sched = _next_tick(t0, sched_interval) if sched_interval > 0 else np.inf
-    next_calc = _next_tick(t0, calc_period) if recalc else np.inf
+    # the decay passes fall every PriorityCalcPeriod from slurmctld's start (`calc_origin`)
+    next_calc = calc_origin + _next_tick(t0 - calc_origin, calc_period) if recalc else np.inf
     last_calc = t0
     bf_dirty = False
     sched_dirty = False
@@ -238,11 +237,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
         if next_sched < clock:
             next_sched = _next_tick(clock, sched_interval)
         if next_calc < clock:
-            next_calc = _next_tick(clock, calc_period)
+            next_calc = calc_origin + _next_tick(clock - calc_origin, calc_period)
         # no pass is due while no queued job fits its partition's free CPUs (`blocked`): until an event
         t_bf = next_bf if (backfill_on and n_pend > 0 and (bf_dirty or dynamic) and not blocked) else np.inf
         t_sched = next_sched if (n_pend > 0 and (sched_dirty or dynamic) and not blocked) else np.inf
-        t_calc = next_calc if (recalc and (n_pend > 0 or n_running > 0 or n_ended > 0)) else np.inf
+        t_calc = next_calc if (recalc and (n_pend > 0 or n_running > 0)) else np.inf
         # the tail guard fires when the oldest queued job's wait passes it: the order changes then
         t_guard = np.inf
         if guard_s > 0 and n_pend > 0 and submit[pend[0]] + guard_s >= clock:
@@ -273,14 +272,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             alloc_cnt[j] = 0
             status[j] = DONE
             n_running = _run_remove(running, n_running, j)
-            ended[n_ended] = j
-            n_ended += 1
             event = True
-        # 2. the priority recalculation
+        # 2. the priority recalculation: the jobs running now are charged since the last pass (or their
+        # start); what a job ran between the last pass and its end is never charged (`charge_usage`)
         if t == next_calc:
             charge_usage(usage, user, cpus, out_start, out_end, charged, running, n_running, t, last_calc, half_life)
-            charge_usage(usage, user, cpus, out_start, out_end, charged, ended, n_ended, t, t, half_life)
-            n_ended = 0
             fairshare_factors(usage, fair_tree, fs)
             for k in range(n_pend):
                 prio[pend[k]] = job_priority(pend[k], t, submit, fs, user, size_f, part_f, qos_f, w_age, w_fs,
@@ -289,8 +285,6 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             next_calc = t + calc_period
             bf_dirty = True
             sched_dirty = True
-        elif not recalc:
-            n_ended = 0
         # 3. submissions
         while i_sub < n and submit[i_sub] <= t:
             j = i_sub

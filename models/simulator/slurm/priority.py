@@ -7,14 +7,19 @@ each factor in [0, 1], the sum truncated to an integer (at least 1), as Slurm st
 - fairshare: Fair Tree (Slurm's default) over one level of users with equal shares: users ranked by
   their level fair-share S / U (S = 1 / users, U = the user's share of the decayed usage; no usage
   ranks first, equal values share a rank), factor = rank / users; with PriorityFlags=NO_FAIR_TREE,
-  classic fair-share 2^(-U / S). Usage is CPU-seconds, decayed with PriorityDecayHalfLife;
+  classic fair-share 2^(-U / S). Usage is CPU-seconds, decayed with PriorityDecayHalfLife, charged
+  at each recalculation for the jobs running then (since the last one or their start): what a job runs
+  between the last recalculation and its end is never charged, so a job that starts and ends between
+  two is free (Slurm 22.05 as measured live: the initial priorities of 293 of 300 jobs of 29 users
+  match that; charging every job to its end, 185);
 - size: (nodes / cluster nodes + CPUs / cluster CPUs) / 2, or 1 minus that with PriorityFavorSmall;
 - partition: the partition's PriorityJobFactor / the largest PriorityJobFactor;
 - qos: the QOS's priority / the largest QOS priority (0 where the QOS priorities are not given).
 
 Slurm computes a job's priority when it is submitted and recomputes every pending job's at each
 PriorityCalcPeriod, after charging and decaying the usage: between two recalculations the age a job
-is ordered by does not move.
+is ordered by does not move. The recalculations fall every PriorityCalcPeriod from slurmctld's start
+(its decay thread's first pass), not on the clock's multiples of it.
 """
 
 from __future__ import annotations
@@ -70,8 +75,8 @@ def job_priority(j, now, submit, fs_of_user, user, size_f, part_f, qos_f, w_age,
 
 @jit_nrt
 def charge_usage(usage, user, cpus, start, end, charged, jobs, n_jobs, now, last, half_life):
-    """Decay the usage by the time since the last recalculation, then charge each job's CPU-seconds
-    since it was last charged (up to its end or now)."""
+    """Decay the usage by the time since the last recalculation, then charge each of `jobs` (those
+    running) its CPU-seconds since it was last charged."""
     if half_life > 0 and now > last:
         f = 2.0 ** (-(now - last) / half_life)
         for u in range(usage.shape[0]):

@@ -147,7 +147,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     mf = pr.multifactor
     fparams = np.array([s.complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
                         pr.weight_job_size if mf else 0, pr.weight_partition if mf else 0, pr.weight_qos if mf else 0,
-                        pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s], np.float64)
+                        pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s, pr.calc_origin_s], np.float64)
     submit = jobs["submit"].cast(pl.Float64).to_numpy() + float(origin_s)  # on Slurm's clock (epoch seconds)
     seg_t[1:] += float(origin_s)
     start = np.empty(n)
