@@ -404,6 +404,7 @@ def test_ctrl_c_stops_a_long_replay_at_once():
     KeyboardInterrupt at once and the loop stops within a few thousand events. These 1,500 jobs on 64
     one-CPU nodes take over half a minute to replay whole."""
     import _thread
+    import signal
     import threading
     import time
 
@@ -415,6 +416,9 @@ def test_ctrl_c_stops_a_long_replay_at_once():
     replay_slurm(jobs.head(50), conf)  # compiled (or loaded) before the clock starts
     inside = threading.Event()
     timer = threading.Timer(0.5, lambda: inside.is_set() and _thread.interrupt_main())
+    # Python's own Ctrl-C, whatever an earlier test in this process left (interrupt_main does nothing
+    # where SIGINT is ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     t0 = time.perf_counter()
     inside.set()
     timer.start()
@@ -424,6 +428,7 @@ def test_ctrl_c_stops_a_long_replay_at_once():
     finally:
         inside.clear()
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.perf_counter() - t0 < 3.0
     for _ in range(50):  # the loop left (its thread ends a moment after it says so), not left burning a core
         if not any(t.name == "stoppable" for t in threading.enumerate()):
