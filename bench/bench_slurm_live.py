@@ -751,6 +751,7 @@ def sensitivity(path: Path) -> list[dict]:
 
     doc = json.loads(path.read_text())
     conf = read_slurm_conf(path.parent / doc["conf"])
+    conf = conf.with_priority(calc_origin_s=slurmctld_boot(path.parent / doc["conf"]))  # as `replay_run`
     log = slurmctld_log(path)
     ev = log_events(log) if log else {}
     rows = []
