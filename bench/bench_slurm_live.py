@@ -46,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -562,9 +563,9 @@ def slurmctld_boot(conf_path: Path) -> float:
     log = slurmctld_log(conf_path)
     if log is None:
         return 0.0
-    for ev in _log_lines(log):
-        if "slurmctld version" in ev[1] and "started on cluster" in ev[1]:
-            return ev[0]
+    for t, msg in _log_lines(log):  # its first lines: the rest is not read
+        if "slurmctld version" in msg and "started on cluster" in msg:
+            return t
     return 0.0
 
 
@@ -650,25 +651,18 @@ def job_differences(path: Path, label: str, complete_s: float = 0.0) -> list[dic
     return sorted(out, key=lambda r: -abs(r["diff"]))
 
 
-def _log_lines(log: Path) -> list[tuple[float, str]]:
-    """slurmctld's log as (epoch seconds with milliseconds, message)."""
+def _log_lines(log: Path) -> Iterator[tuple[float, str]]:
+    """slurmctld's log as (epoch seconds with milliseconds, message), read as it is consumed."""
+    import gzip
     import re
     from datetime import datetime
 
     pat = re.compile(r"^\[(\S+)\] (.*)$")
-    if log.suffix == ".gz":
-        import gzip
-
-        with gzip.open(log, "rt", errors="replace") as f:
-            text = f.read()
-    else:
-        text = log.read_text(errors="replace")
-    out = []
-    for ln in text.splitlines():
-        m = pat.match(ln)
-        if m:  # the log's local time, as the epoch fields
-            out.append((datetime.fromisoformat(m.group(1)).timestamp(), m.group(2)))
-    return out
+    with (gzip.open(log, "rt", errors="replace") if log.suffix == ".gz" else open(log, errors="replace")) as f:
+        for ln in f:
+            m = pat.match(ln.rstrip("\n"))
+            if m:  # the log's local time, as the epoch fields
+                yield datetime.fromisoformat(m.group(1)).timestamp(), m.group(2)
 
 
 def log_events(log: Path) -> dict[str, dict]:
