@@ -443,3 +443,21 @@ def test_ctrl_c_stops_a_long_replay_at_once():
             break
         time.sleep(0.01)
     assert not any(t.name == "stoppable" for t in threading.enumerate())
+
+
+def test_a_submission_waits_for_the_background_loops_pass_and_a_completion_does_not():
+    """sched/builtin, sched_interval 60, batch_sched_delay 3 (Slurm's default), a node of 4 CPUs.
+    A submission only asks slurmctld's background loop for a pass: it runs at the first second at
+    least 3 s after the loop's last pass (controller.c), or the periodic pass over the whole queue
+    comes first. Job 1 (0 s) starts at the periodic pass of second 0; job 2 (1 s) at the loop's pass
+    at 3 (0 + 3); job 3 (5 s) at 6 (3 + 3); job 4 (30 s) at once, at 30. A completion calls the main
+    scheduler at once: job 5 (31 s) would wait for 33, but job 1 ends at 32 and frees the CPU job 5
+    needs (the node's 4 CPUs are held by jobs 1-4): it starts at 32. Job 6 (61 s) has the periodic
+    pass at 60 behind it but the loop's last pass (60) is 1 s back: it starts at 63."""
+    conf = parse_slurm_conf("SchedulerType=sched/builtin\nNodeName=n1 CPUs=4\nPartitionName=p Nodes=n1 Default=YES\n")
+    assert conf.sched.batch_sched_delay == 3 and conf.sched.sched_interval == 60
+    jobs = frame([(0, 32, 100, 1), (1, 100, 100, 1), (5, 100, 100, 1), (30, 100, 100, 1), (31, 10, 10, 1),
+                  (61, 10, 10, 1)])
+    assert starts(jobs, conf) == [0, 3, 6, 30, 32, 63]
+    assert parse_slurm_conf("SchedulerParameters=batch_sched_delay=0\nNodeName=n1 CPUs=4\n").sched.batch_sched_delay == 0
+    assert starts(jobs, conf.with_sched(batch_sched_delay=0)) == [0, 1, 5, 30, 32, 61]

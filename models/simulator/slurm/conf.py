@@ -48,6 +48,9 @@ class SchedulerParams:
     bf_window_min: int = 1440
     default_queue_depth: int = 100
     sched_interval: int = 60
+    # a submission is scheduled by slurmctld's background loop (once a second), at most this many seconds
+    # after its last main pass; a completion calls the main scheduler at once (controller.c, proc_req.c)
+    batch_sched_delay: int = 3
     sched_min_interval_us: int = 2
     backfill: bool = True  # SchedulerType=sched/backfill (False: sched/builtin)
     # seconds from a job's recorded end to its cores going to the next job: the completing time (epilog,
@@ -207,7 +210,7 @@ def parse_slurm_conf(text: str) -> SlurmConf:
 
 
 _SCHED_INT = {"bf_interval", "bf_max_job_test", "bf_max_job_user", "bf_resolution", "default_queue_depth",
-              "sched_interval"}
+              "sched_interval", "batch_sched_delay"}
 
 
 def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:

@@ -3,9 +3,10 @@
 Time is whole seconds, as Slurm keeps it. At one instant: the jobs whose resources come free (their
 end plus the completing time) are released, the priorities are recalculated if a PriorityCalcPeriod
 falls due, the jobs submitted are queued (each with its priority), then
-- the main scheduler runs if anything happened (at most `default_queue_depth` + 1 jobs) and, every
-  `sched_interval`, over the whole queue: jobs in queue order start where they fit now on their
-  partition's nodes; the first that does not fit closes its partition and takes that partition's
+- the main scheduler runs after a completion (at most `default_queue_depth` + 1 jobs), for the
+  submissions when slurmctld's background loop takes them (`_batch_pass`: `batch_sched_delay` after
+  its last pass) and, every `sched_interval`, over the whole queue: jobs in queue order start where
+  they fit now on their partition's nodes; the first that does not fit closes its partition and takes that partition's
   nodes away from every later job of the pass (job_scheduler.c: "Do not schedule more jobs in this
   partition or on nodes in this partition");
 - every `bf_interval`, if any job changed since the last pass began (a submission, a start, an end,
@@ -42,7 +43,7 @@ PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
 
 # iparams slots
 I_BF_INTERVAL, I_BF_MAX_TEST, I_BF_MAX_USER, I_BF_RES, I_BF_WINDOW, I_QUEUE_DEPTH, I_SCHED_INTERVAL, I_BACKFILL, \
-    I_FAIR_TREE, I_N_USERS = range(10)
+    I_FAIR_TREE, I_N_USERS, I_BATCH_DELAY = range(11)
 # fparams slots
 F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC, F_CALC_ORIGIN = range(10)
 MULTIFACTOR = -1  # the order rule of a segment: multifactor priority, else a `policies` code
@@ -51,6 +52,25 @@ MULTIFACTOR = -1  # the order rule of a segment: multifactor priority, else a `p
 @jit_nrt
 def _next_tick(x, iv):
     return math.ceil(x / iv) * iv
+
+
+@jit_nrt
+def _batch_pass(last_sub, last_batch, delay, sched_interval):
+    """When slurmctld's background loop runs the main scheduler for the last submission (controller.c): at
+    its first second at least `batch_sched_delay` after the loop's last pass, unless the periodic pass over
+    the whole queue (every `sched_interval`, the loop's too) comes first; inf when no submission waits."""
+    if last_sub <= last_batch:
+        return np.inf
+    last = last_batch
+    if sched_interval > 0:
+        grid = math.floor(last_sub / sched_interval) * sched_interval
+        if grid == last_sub:
+            return np.inf  # that second's periodic pass sees it
+        last = max(last, grid)
+    t = max(last_sub, last + delay)
+    if sched_interval > 0 and math.floor(t / sched_interval) * sched_interval > last_sub:
+        return np.inf
+    return t
 
 
 @jit_nrt
@@ -138,6 +158,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     backfill_on = iparams[I_BACKFILL] != 0
     fair_tree = iparams[I_FAIR_TREE] != 0
     n_users = iparams[I_N_USERS]
+    batch_delay = float(iparams[I_BATCH_DELAY])
     complete_s = fparams[F_COMPLETE]
     w_age, w_fs, w_size = fparams[F_W_AGE], fparams[F_W_FS], fparams[F_W_SIZE]
     w_part, w_qos, max_age = fparams[F_W_PART], fparams[F_W_QOS], fparams[F_MAX_AGE]
@@ -221,6 +242,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     last_calc = t0
     bf_dirty = False
     sched_dirty = False
+    last_sub = -np.inf  # the last submission, and the background loop's last batch pass
+    last_batch = -np.inf
     blocked = False
     clock = t0
     steps = 0
@@ -242,11 +265,12 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
         t_bf = next_bf if (backfill_on and n_pend > 0 and (bf_dirty or dynamic) and not blocked) else np.inf
         t_sched = next_sched if (n_pend > 0 and (sched_dirty or dynamic) and not blocked) else np.inf
         t_calc = next_calc if (recalc and (n_pend > 0 or n_running > 0)) else np.inf
+        t_batch = _batch_pass(last_sub, last_batch, batch_delay, sched_interval)
         # the tail guard fires when the oldest queued job's wait passes it: the order changes then
         t_guard = np.inf
         if guard_s > 0 and n_pend > 0 and submit[pend[0]] + guard_s >= clock:
             t_guard = math.floor(submit[pend[0]] + guard_s) + 1.0  # the first second its wait is past the guard
-        t = min(min(min(t_sub, t_rel), min(t_bf, t_sched)), min(t_calc, t_guard))
+        t = min(min(min(t_sub, t_rel), min(t_bf, t_sched)), min(min(t_calc, t_guard), t_batch))
         if t == np.inf:
             break
         clock = t
@@ -297,15 +321,21 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             if multifactor:
                 prio[j] = job_priority(j, t, submit, fs, user, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
                                        w_qos, max_age)
-            event = True
+            last_sub = t
+            bf_dirty = True
+            sched_dirty = True
         if event:
             bf_dirty = True
             sched_dirty = True
         if bf_dirty or sched_dirty:
             blocked = not _any_fits(pend, n_pend, cpus, part, part_free)
         passes = 0
-        if event and n_pend > 0:
+        if event and n_pend > 0:  # a completion calls the main scheduler at once
             passes = 1
+        if _batch_pass(last_sub, last_batch, batch_delay, sched_interval) == t:  # the submissions' deferred pass
+            last_batch = t
+            if n_pend > 0:
+                passes = 1
         if t == next_sched:
             next_sched = t + sched_interval
             if n_pend > 0 and (sched_dirty or dynamic):

@@ -142,7 +142,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
             never |= (cpus == c) & (min_nodes == m) & (part == p)
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
-                        s.default_queue_depth, s.sched_interval, int(s.backfill), int(pr.fair_tree), len(users)],
+                        s.default_queue_depth, s.sched_interval, int(s.backfill), int(pr.fair_tree), len(users),
+                        s.batch_sched_delay],
                        np.int64)
     mf = pr.multifactor
     fparams = np.array([s.complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
