@@ -813,7 +813,7 @@ def slurm_against_itself(paths: list[Path]) -> list[dict]:
     rows = []
     for path in paths:
         doc = json.loads(path.read_text())
-        key_plan = json.dumps(doc["plan"], sort_keys=True)
+        key_plan = json.dumps({k: v for k, v in doc["plan"].items() if v or k != "users"}, sort_keys=True)  # 0 users: root's
         for label, run in doc["runs"].items():
             real = {j["trace_id"]: (j["submit"], j["start"], j["end"]) for j in run["jobs"]
                     if j.get("start") is not None and j.get("end") is not None}
