@@ -164,6 +164,19 @@ def test_usage_is_charged_at_the_recalculations_to_the_jobs_running_then():
     assert starts(jobs, late, rule="multifactor") == [0, 0, 150, 160]
 
 
+def test_a_completing_job_is_not_charged_at_a_recalculation():
+    """Slurm's decay pass charges RUNNING jobs only; a job that has ended but still holds its CPUs
+    (COMPLETING) is not one. With 20 s of completing time, job 1 (user a, 2 CPUs) ends at 90 and frees
+    its CPUs at 110: at the pass of 100 it is completing, so a is charged nothing and b 100 (job 2,
+    running 0-150). The whole node comes free at 170 (job 2's end plus 20): a's job 4 goes first, ends
+    at 180, and b's job 3 starts when its CPUs come free, at 200."""
+    conf = SlurmConf.single(4).with_sched(bf_interval=1, sched_interval=1, complete_s=20.0).with_priority(
+        multifactor=True, weight_fairshare=1000, calc_period_s=100.0)
+    jobs = frame([(0, 90, 100, 2, None, "a"), (0, 150, 200, 1, None, "b"), (120, 10, 10, 4, None, "b"),
+                  (121, 10, 10, 4, None, "a")])
+    assert starts(jobs, conf, rule="multifactor") == [0, 0, 200, 170]
+
+
 def test_job_priority_is_truncated_and_at_least_one():
     submit = np.array([0.0])
     args = (np.ones(1), np.zeros(1, np.int64), np.zeros(1), np.zeros(1), np.zeros(1))

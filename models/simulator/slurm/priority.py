@@ -76,14 +76,17 @@ def job_priority(j, now, submit, fs_of_user, user, size_f, part_f, qos_f, w_age,
 @jit_nrt
 def charge_usage(usage, user, cpus, start, end, charged, jobs, n_jobs, now, last, half_life):
     """Decay the usage by the time since the last recalculation, then charge each of `jobs` (those
-    running) its CPU-seconds since it was last charged."""
+    holding CPUs) its CPU-seconds since it was last charged. A job that has ended and still holds its
+    CPUs (COMPLETING, `complete_s` > 0) is not RUNNING, and Slurm's decay pass charges only running jobs:
+    its last stretch is never charged, as for a job that ended between two passes."""
     if half_life > 0 and now > last:
         f = 2.0 ** (-(now - last) / half_life)
         for u in range(usage.shape[0]):
             usage[u] *= f
     for k in range(n_jobs):
         j = jobs[k]
-        upto = min(end[j], now)
-        if upto > charged[j]:
-            usage[user[j]] += cpus[j] * (upto - charged[j])
-            charged[j] = upto
+        if end[j] <= now:
+            continue
+        if now > charged[j]:
+            usage[user[j]] += cpus[j] * (now - charged[j])
+            charged[j] = now
