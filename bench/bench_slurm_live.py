@@ -207,15 +207,11 @@ def _workload(plan: list[dict], real: dict, hold_s: float, delay_s: float):
                                 job_ids=[j["id"] for j in keep])
 
 
-def start_order_tau(real_start: np.ndarray, pred_start: np.ndarray) -> float:
-    """Kendall's tau-b of the start orders: what the product reports as the replay's distance to the as-run
-    history (`models.evaluation.choice.fidelity`), ties (jobs started in the same second) counted as such."""
-    from scipy.stats import kendalltau
-
-    return float(kendalltau(real_start, pred_start, variant="b").statistic)
-
-
 def compare(real: dict, pred: dict) -> dict:
+    """The replay's (or a second run's) starts against the real ones. `tau`: Kendall's tau-b of the start
+    order, as the product reports the replay against the as-run history (`choice.fidelity`), jobs started
+    in the same second counted as ties; `tau_a` (`rank.kendall_tau`) beside it, with its cap."""
+    from metapilot.models.controller.asrun import kendall_tau_b
     from metapilot.models.steering.rank import kendall_tau
 
     base = min(v[0] for v in real.values())
@@ -233,7 +229,7 @@ def compare(real: dict, pred: dict) -> dict:
             "p95_pred": np.percentile(pw, 95), "max_real": rw.max(), "max_pred": pw.max(),
             "mean_dev": (pw.mean() - rw.mean()) / rw.mean() if rw.mean() > 0 else float("nan"),
             "start_diff_median": float(np.median(diff)), "start_diff_p95": float(np.percentile(diff, 95)),
-            "tau": start_order_tau(rs, ps), "tau_a": kendall_tau(rs, ps), "tau_a_cap": kendall_tau(rs, rs)}
+            "tau": kendall_tau_b(rs, ps), "tau_a": kendall_tau(rs, ps), "tau_a_cap": kendall_tau(rs, rs)}
 
 
 def start_slurm() -> dict[str, str]:
@@ -748,6 +744,7 @@ def sensitivity(path: Path) -> list[dict]:
     (complete_s 0, 0.05, 0.1: the completion handled 0.02-0.04 s after the sleep)."""
     import polars as pl
 
+    from metapilot.models.controller.asrun import kendall_tau_b
     from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
 
     doc = json.loads(path.read_text())
@@ -781,7 +778,7 @@ def sensitivity(path: Path) -> list[dict]:
             ps = replay_slurm(frame, conf.with_sched(complete_s=cs), rule=run["rule"], origin_s=base)["start"].to_numpy()
             rw, pw = rs - sub, ps - sub
             rows.append({"run": label, "inputs": "slurmctld's milliseconds", "complete_s": cs,
-                         "mean_dev": (pw.mean() - rw.mean()) / rw.mean(), "tau": start_order_tau(rs, ps)})
+                         "mean_dev": (pw.mean() - rw.mean()) / rw.mean(), "tau": kendall_tau_b(rs, ps)})
     return rows
 
 
@@ -807,9 +804,10 @@ BAR_MEAN, BAR_TAU = 0.05, 0.98
 def slurm_against_itself(paths: list[Path]) -> list[dict]:
     """Each run repeated on the same workload (the same plan and run, in two fidelity files) set against
     its first run as a replay would be: the later run's waits on the first run's submit times, so its mean
-    wait deviation and Kendall's tau of the start order say how closely Slurm reproduces itself (the most
-    any replay from the same inputs could be asked to match)."""
+    wait deviation and Kendall's tau of the start order say how closely Slurm reproduces itself. Not a
+    ceiling for a replay: a replay reads each run's own record (its submissions' seconds)."""
     firsts: dict[tuple[str, str], dict] = {}
+    first_plan = json.loads(paths[0].read_text())["plan"]
     rows = []
     for path in paths:
         doc = json.loads(path.read_text())
@@ -824,7 +822,7 @@ def slurm_against_itself(paths: list[Path]) -> list[dict]:
             first = firsts[key]
             base = min(v[0] for v in first.values())
             again = {i: first[i][0] - base + (v[1] - v[0]) for i, v in real.items() if i in first}
-            rows.append({"run": label + plan_tag(doc["plan"], json.loads(paths[0].read_text())["plan"]),
+            rows.append({"run": label + plan_tag(doc["plan"], first_plan),
                          "file": str(path), **compare(first, again)})
     return rows
 

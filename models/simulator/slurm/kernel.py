@@ -6,8 +6,8 @@ falls due, the jobs submitted are queued (each with its priority), then
 - the main scheduler runs after a completion (at most `default_queue_depth` + 1 jobs), for the
   submissions when slurmctld's background loop takes them (`_batch_pass`: `batch_sched_delay` after
   its last pass) and, every `sched_interval`, over the whole queue: jobs in queue order start where
-  they fit now on their partition's nodes; the first that does not fit closes its partition and takes that partition's
-  nodes away from every later job of the pass (job_scheduler.c: "Do not schedule more jobs in this
+  they fit now on their partition's nodes; the first that does not fit closes its partition and
+  takes that partition's nodes away from every later job of the pass (job_scheduler.c: "Do not schedule more jobs in this
   partition or on nodes in this partition");
 - every `bf_interval`, if any job changed since the last pass began (a submission, a start, an end,
   a priority recalculation, a tail guard that fires: backfill.c's `_more_work`; a pass that moves
@@ -322,9 +322,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
                 prio[j] = job_priority(j, t, submit, fs, user, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
                                        w_qos, max_age)
             last_sub = t
-            bf_dirty = True
-            sched_dirty = True
-        if event:
+        if event or last_sub == t:
             bf_dirty = True
             sched_dirty = True
         if bf_dirty or sched_dirty:
