@@ -62,11 +62,31 @@ import json, resource, sys, time
 from pathlib import Path
 mode, path, fmt = sys.argv[1], sys.argv[2], sys.argv[3]
 import polars as pl
-if mode != "polars":
+commit = {"seconds": 0.0, "cpu_s": 0.0}
+if mode == "ingest":
     from metapilot.warehouse.db import connect
+    import metapilot.warehouse.ingest as ingest_mod
     from metapilot.warehouse.ingest import IngestOptions, ingest_file
+
+    def timed_commit(con, st, _commit=ingest_mod.commit_staged):  # the commit: DuckDB's append and the bookkeeping
+        w, c = time.perf_counter(), time.process_time()
+        try:
+            return _commit(con, st)
+        finally:
+            commit["seconds"], commit["cpu_s"] = time.perf_counter() - w, time.process_time() - c
+    ingest_mod.commit_staged = timed_commit
+if mode == "store":
+    import duckdb
 t0, c0 = time.perf_counter(), time.process_time()  # imports excluded on both sides: the work itself is measured
-if mode == "polars":
+if mode == "store":  # DuckDB keeping the file's text as it is (26 text columns, no parse): what storing it costs
+    con = duckdb.connect(sys.argv[4])
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("CREATE TABLE raw AS SELECT * FROM read_csv(?, delim = '|', header = false, quote = '', escape = '', "
+                "all_varchar = true, null_padding = true, strict_mode = false)", [path])
+    con.execute("CHECKPOINT")
+    rows = con.execute("SELECT count(*) FROM raw").fetchone()[0]
+    con.close()
+elif mode == "polars":
     if fmt == "swf":  # whitespace-separated with variable padding: lines, then 18 numeric columns
         lines = pl.read_csv(path, has_header=False, comment_prefix=";", separator="\x01", quote_char=None,
                             new_columns=["line"])
@@ -87,6 +107,7 @@ else:
     rows = rep.jobs_written
 import metapilot
 print(json.dumps({"rows": rows, "seconds": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                  "commit_s": commit["seconds"], "commit_cpu_s": commit["cpu_s"],
                   "code": str(Path(metapilot.__file__).resolve().parent.parent)}))
 """
 
@@ -122,7 +143,8 @@ def run_child(mode: str, path: Path, fmt: str, db: Path, code: Path | None = Non
     inner = json.loads(stdout.strip().splitlines()[-1])
     if code is not None and Path(inner["code"]) != code.resolve():
         raise RuntimeError(f"the child ran {inner['code']}, not {code}")
-    return {**acct, "rows": inner["rows"], "seconds": inner["seconds"], "cpu_s": inner["cpu_s"]}
+    return {**acct, "rows": inner["rows"], "seconds": inner["seconds"], "cpu_s": inner["cpu_s"],
+            "commit_s": inner["commit_s"], "commit_cpu_s": inner["commit_cpu_s"]}
 
 
 def run_command(path: Path, cluster: str, tmp: Path, rows: int, code: Path | None = None) -> dict:
@@ -156,8 +178,9 @@ NOTES = (
 def _median(runs: list[dict]) -> dict:
     """Each figure's median over the repeats (peak RSS: the largest)."""
     out = dict(runs[0])
-    for k in ("seconds", "cpu_s", "wall_s", "proc_cpu_s"):
-        out[k] = statistics.median(r[k] for r in runs)
+    for k in ("seconds", "cpu_s", "wall_s", "proc_cpu_s", "commit_s", "commit_cpu_s"):
+        if k in out:
+            out[k] = statistics.median(r[k] for r in runs)
     out["peak_rss_mib"] = max(r["peak_rss_mib"] for r in runs)
     return out
 
@@ -188,9 +211,12 @@ def main() -> None:
         for name, path, fmt, cluster in (("CEA-Curie SWF (312,826 jobs)", curie_plain, "swf", "CEA-Curie"),
                                          (f"sacct 26 fields, {args.lines:,} lines", big, "sacct", "pozidriv")):
             codes = [("", None)] + ([("before: ", args.baseline)] if args.baseline else [])
-            pols, runs = [], {tag: ([], []) for tag, _ in codes}
+            pols, stores, runs = [], [], {tag: ([], []) for tag, _ in codes}
             for rep in range(args.repeat):  # round-robin, so that a change of load touches every figure alike
                 pols.append(run_child("polars", path, fmt, tmp / "x.duckdb"))
+                if fmt == "sacct":  # `|`-separated text DuckDB's own reader takes as it is
+                    stores.append(run_child("store", path, fmt, tmp / "store.duckdb"))
+                    (tmp / "store.duckdb").unlink()
                 for tag, code in codes:
                     db = tmp / f"{fmt}-{rep}.duckdb"
                     ing = run_child("ingest", path, fmt, db, code)
@@ -201,19 +227,29 @@ def main() -> None:
                     print(f"{tag}{name} #{rep + 1}: command {cmd['wall_s']:.1f} s wall {cmd['cpu_s']:.1f} CPU-s, "
                           f"in-process {ing['seconds']:.1f} s {ing['cpu_s']:.1f} CPU-s, polars {pols[-1]['seconds']:.2f} s "
                           f"{pols[-1]['cpu_s']:.2f} CPU-s; load {_load()}", flush=True)
-            results.append((name, _median(pols), {tag: (_median(i), _median(c)) for tag, (i, c) in runs.items()}))
+            results.append((name, _median(pols), _median(stores) if stores else None,
+                            {tag: (_median(i), _median(c)) for tag, (i, c) in runs.items()}))
     load_end = _load()
     head = ("| input | code | what | jobs | wall s | CPU-s | jobs/s (wall) | x polars wall | x polars CPU | peak RSS MiB |\n"
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     lines = [head]
-    for name, pol, runs in results:
+    def row(name: str, code: str, what: str, r: dict, pol: dict, seconds: str = "seconds", cpu: str = "cpu_s",
+            rss: bool = True) -> str:
+        peak = f"{r['peak_rss_mib']:,.0f}" if rss else ""
+        return (f"| {name} | {code} | {what} | {r['rows']:,} | {r[seconds]:.2f} | {r[cpu]:.2f} | "
+                f"{r['rows'] / r[seconds]:,.0f} | {r[seconds] / pol['seconds']:.1f}x | "
+                f"{r[cpu] / pol['cpu_s']:.1f}x | {peak} |")
+
+    for name, pol, store, runs in results:
         lines.append(f"| {name} | | polars read | {pol['rows']:,} | {pol['seconds']:.2f} | {pol['cpu_s']:.2f} | | 1.0x | 1.0x | |")
+        if store is not None:
+            lines.append(row(name, "", "DuckDB keeping the file's text (`read_csv` into a table, no parse)", store, pol))
         for tag, (ing, cmd) in runs.items():
             code = tag.rstrip(": ") or "this"
             for what, r in (("`metapilot ingest` (new process)", cmd), ("`ingest_file` (in-process)", ing)):
-                lines.append(f"| {name} | {code} | {what} | {r['rows']:,} | {r['seconds']:.2f} | {r['cpu_s']:.2f} | "
-                             f"{r['rows'] / r['seconds']:,.0f} | {r['seconds'] / pol['seconds']:.1f}x | "
-                             f"{r['cpu_s'] / pol['cpu_s']:.1f}x | {r['peak_rss_mib']:,.0f} |")
+                lines.append(row(name, code, what, r, pol))
+            lines.append(row(name, code, "of which the commit (DuckDB's append, checks, bookkeeping)", ing, pol,
+                             "commit_s", "commit_cpu_s", rss=False))
     table = "\n".join(lines)
     print(table)
     print(f"load average (1/5/15 min): {load_start} at the start, {load_end} at the end")

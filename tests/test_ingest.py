@@ -94,6 +94,15 @@ def test_duplicate_lines_within_a_file_are_merged(mem_con, site_key, tmp_path):
     check_reconciles(mem_con, rep)
 
 
+def test_a_line_repeated_chunks_later_is_merged(mem_con, site_key, tmp_path):
+    # the repeat meets its first reading only when staging folds every chunk's key hashes, range by range
+    lines = _pozidriv_lines(400)
+    (tmp_path / "dup.log").write_text("\n".join(lines + [lines[0], lines[-1]]) + "\n")
+    rep = ingest_file(mem_con, tmp_path / "dup.log", IngestOptions(chunk_bytes=8 * 1024), site_key)
+    assert (rep.lines_read, rep.rows_loaded, rep.rows_merged, rep.jobs_written) == (402, 400, 2, 400)
+    check_reconciles(mem_con, rep)
+
+
 def test_truncated_gzip_leaves_warehouse_unchanged(mem_con, site_key, tmp_path):
     ingest_file(mem_con, KTH, IngestOptions(), site_key)
     before = counts(mem_con)

@@ -90,6 +90,29 @@ def _quarantine_frame(q: pl.DataFrame, path: str, now: datetime) -> pl.DataFrame
     )
 
 
+KEY_RANGES = 16
+_KEY_EDGES = np.array([r << 60 for r in range(1, KEY_RANGES)], dtype=np.uint64)
+
+
+@dataclass
+class KeyPart:
+    """One chunk's key hashes, sorted, in a file of the stage folder, and where each range of the
+    hash space starts in it (`KEY_RANGES` + 1 offsets)."""
+
+    path: Path
+    cuts: np.ndarray
+
+    @classmethod
+    def write(cls, keys: np.ndarray, path: Path) -> KeyPart:
+        keys = np.sort(keys)
+        keys.tofile(path)
+        return cls(path, np.concatenate(([0], np.searchsorted(keys, _KEY_EDGES), [len(keys)])))
+
+    def read(self, r: int) -> np.ndarray:
+        start, end = int(self.cuts[r]), int(self.cuts[r + 1])
+        return np.fromfile(self.path, dtype=np.uint64, count=end - start, offset=start * 8)
+
+
 @dataclass
 class StageTotals:
     """What staging counted and kept for the commit: line counts, key hashes, capacity, data checks."""
@@ -105,7 +128,7 @@ class StageTotals:
     capacity: list[dict] = field(default_factory=list)
     data_checks: list[dict] = field(default_factory=list)
     last_line: int = 0
-    key_hashes: list[np.ndarray] = field(default_factory=list)  # per chunk, sorted, until `close` folds them into keys_repeat
+    key_parts: list[KeyPart] = field(default_factory=list)  # per chunk, until `close` folds them into keys_repeat
     keys_repeat: bool = False  # two staged rows share a key hash: the commit must merge within the file
     first_submit: datetime | None = None
     last_submit: datetime | None = None
@@ -113,19 +136,15 @@ class StageTotals:
     quarantine_parts: int = 0
 
     def close(self) -> None:
-        """Once every chunk is in: whether any key repeats within the file, and the per-chunk
-        hashes dropped, so the commit does not hold them (20M rows: 160 MB) beside DuckDB.
+        """Once every chunk is in: whether any key repeats within the file.
 
-        Each chunk's hashes come sorted; the hash space is cut into 16 ranges and each range's
-        pieces (views) are sorted together, so equal keys meet while at most a sixteenth of the
-        keys is copied at a time (a concat of all of them would double the memory at the peak)."""
-        parts, self.key_hashes = self.key_hashes, []
-        if not parts:
-            return
-        edges = np.array([r << 60 for r in range(1, 16)], dtype=np.uint64)
-        cuts = [np.concatenate(([0], np.searchsorted(h, edges), [len(h)])) for h in parts]
-        for r in range(16):
-            keys = np.concatenate([h[c[r]:c[r + 1]] for h, c in zip(parts, cuts)])
+        Each chunk's hashes lie sorted in the stage folder, cut into `KEY_RANGES` ranges of the hash
+        space; each range's pieces are read and sorted together, so equal keys meet while at most
+        a sixteenth of the keys is in memory (issue 53: kept in memory, 8 bytes a row grew the
+        staging's RSS with the file, 160 MB at 20M rows)."""
+        parts, self.key_parts = self.key_parts, []
+        for r in range(KEY_RANGES):
+            keys = np.concatenate([part.read(r) for part in parts] or [np.empty(0, dtype=np.uint64)])
             keys.sort()
             if (keys[1:] == keys[:-1]).any():
                 self.keys_repeat = True
@@ -187,7 +206,7 @@ class _StagedChunk:
     format: str | None
     rows: int = 0
     lines_with_rows: int = 0
-    key_hash: np.ndarray | None = None  # sorted
+    key_part: KeyPart | None = None
     first_submit: datetime | None = None
     last_submit: datetime | None = None
     clusters: list[str] = field(default_factory=list)
@@ -205,7 +224,8 @@ def _write(p: _Prepared, index: int, path: str, now: datetime, stage: Path) -> _
     if rows is not None:
         rows.write_parquet(stage / f"part-{index:06d}.parquet", compression="lz4", statistics=False)
         out.rows, out.lines_with_rows = rows.height, rows["source_line"].n_unique()
-        out.key_hash = np.sort(rows.select(pl.struct("cluster", "job_id", "submit_time").hash(seed=0)).to_series().to_numpy())
+        out.key_part = KeyPart.write(rows.select(pl.struct("cluster", "job_id", "submit_time").hash(seed=0)).to_series().to_numpy(),
+                                     stage / f"keys-{index:06d}.u64")
         out.first_submit, out.last_submit = rows["submit_time"].min(), rows["submit_time"].max()
         out.clusters = rows["cluster"].unique().to_list()
     if q.height:
@@ -221,7 +241,7 @@ def _append(c: _StagedChunk, tot: StageTotals) -> None:
     if c.rows:
         tot.rows_staged += c.rows
         tot.lines_with_rows += c.lines_with_rows
-        tot.key_hashes.append(c.key_hash)
+        tot.key_parts.append(c.key_part)
         tot.first_submit = c.first_submit if tot.first_submit is None else min(tot.first_submit, c.first_submit)
         tot.last_submit = c.last_submit if tot.last_submit is None else max(tot.last_submit, c.last_submit)
         tot.clusters.update(c.clusters)
