@@ -166,12 +166,13 @@ NOTES = (
     ' UTF-8 by polars; 16 MiB chunks; the staged rows no longer carry the file hash and load time (the '
     "commit adds them); DuckDB's memory is capped at 256 MiB for the load and the capacity inference (512 MiB before issue 53), "
     'which now sums events per instant before its running sum (before: a window over every start and end,'
-    " 6 s and 1.2 GB of RSS on the 5M-line file); the command lets polars' allocator keep freed pages 5 s"
+    " 6 s and 1.2 GB of RSS on the 5M-line file); the command lets polars' allocator keep freed pages 1 s"
     " (page faults were a fifth of its CPU). Where the command's time goes now (perf, 1M lines): polars "
     "~34%, DuckDB's load and compression ~22%, the kernel (page faults, file reads) ~20%, Python ~12% "
     '(imports included). Issue 53: chunks are parsed, then checked and written, two at a time in threads; a job '
     'log is staged while it is hashed; the time and size bounds write their reasons only for the rows that fail; '
-    'UTC logs skip the second (fall-back) reading of Start and End.'
+    'UTC logs skip the second (fall-back) reading of Start and End; lines are read by polars\' own line reader, '
+    'each block copied once; the key hashes wait in the stage folder, not in memory.'
 )
 
 
