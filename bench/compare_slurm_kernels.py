@@ -46,7 +46,8 @@ def sources(rev: str | None, out: Path) -> Path:
 
 def build(src: Path, root: Path, name: str):
     """Compile one version as package `name` under `root` (on sys.path); returns its kernel's entry point
-    as the replay calls it (a kernel from before the `stop` flag called without it)."""
+    as the replay calls it (a kernel from before the `stop` flag called without it, one from before
+    associations without `assoc` and `assoc_account`)."""
     pkg = root / name
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -59,9 +60,13 @@ def build(src: Path, root: Path, name: str):
             text = text.replace(f"metapilot.models.simulator.slurm.{other}", f"{name}.{other}")
         (pkg / f"{m}.py").write_text(text)
     run = importlib.import_module(f"{name}.kernel").run_slurm
-    if "stop" in inspect.signature(run.py_func).parameters:
-        return run
-    return lambda *args: run(*args[:-1])
+    params = inspect.signature(run.py_func).parameters
+    adapt = run
+    if "assoc" not in params:  # the replay passes (..., user, assoc, assoc_account, size_f, ...)
+        adapt = lambda *args, _r=adapt: _r(*args[:7], *args[9:])  # noqa: E731
+    if "stop" not in params:
+        adapt = lambda *args, _r=adapt: _r(*args[:-1])  # noqa: E731
+    return adapt
 
 
 def main() -> None:

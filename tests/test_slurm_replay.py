@@ -129,12 +129,51 @@ def test_qos_priorities_order_the_queue_and_a_weight_without_them_is_said(tmp_pa
 
 def test_fair_tree_and_classic_fairshare_factors():
     out = np.empty(4)
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), True, out)
+    one = np.zeros(4, np.int64)  # one account
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, True, out)
     assert list(out) == [1.0, 0.75, 0.75, 0.25]
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), False, out)
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, False, out)
     assert out[0] == 1.0 and out[3] == pytest.approx(2 ** -(0.6 / 0.25))
-    fairshare_factors(np.zeros(3), True, out[:3])
+    fairshare_factors(np.zeros(3), one[:3], True, out[:3])
     assert list(out[:3]) == [1.0, 1.0, 1.0]
+
+
+def test_fair_tree_ranks_a_light_accounts_users_above_a_heavy_accounts():
+    """fair_tree.html: if sibling accounts A and B have A's level fair-share higher, all of A's users rank
+    above all of B's. Associations: 0, 1 in account 0; 2, 3, 4 in account 1. Usage 0: 60, 1: 20 (account 0:
+    80 of 100, LF 0.5 / 0.8 = 0.625); 2: 0, 3: 10, 4: 10 (account 1: 20, LF 0.5 / 0.2 = 2.5). Account 1 first:
+    2 (no usage, LF inf) rank 5, 3 and 4 tied (LF (1/3) / 0.5) rank 4 both; then account 0: 1 (LF 0.5 / 0.25 = 2)
+    rank 2, 0 (LF 0.5 / 0.75) rank 1. On one level the users' own shares would put 1 (20 of 100) beside 3 and 4."""
+    out = np.empty(5)
+    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), True, out)
+    assert list(out * 5) == pytest.approx([1, 2, 5, 4, 4])
+
+
+def test_fair_tree_ranks_the_users_of_tied_accounts_together():
+    """Sibling accounts with the same level fair-share have their children merged before sorting
+    (fair_tree.c's tie rules): accounts 0 and 1 both used 50 of 100 (LF 1); account 2 none (its user
+    ranks first). Users: 0 (account 0, all of its 50: LF 1), 1 and 2 (account 1, 40 and 10: LF 0.5/0.8 and
+    0.5/0.2), 3 (account 2). Merged, 2 (2.5) before 0 (1) before 1 (0.625): ranks 4 (user 3), 3, 2, 1."""
+    out = np.empty(4)
+    fairshare_factors(np.array([50.0, 40.0, 10.0, 0.0]), np.array([0, 1, 1, 2]), True, out)
+    assert list(out * 4) == pytest.approx([2, 1, 3, 4])
+
+
+def test_the_replay_charges_each_account_and_ranks_its_users_under_it():
+    """Two accounts on a one-CPU node, Fair Tree weight 10000, recalculation every second. Account 'big'
+    (users a, b) ran 3,000 s (a's job); account 'small' (user c) 600 s. At 3,600 b has no usage of its
+    own: on one level of users b ranks first and its job goes before c's later one. With accounts,
+    'small' used 600 of 3,600 CPU-seconds against big's 3,000, so every user of 'small' ranks above every
+    user of 'big': c's job goes first."""
+    conf = parse_slurm_conf("NodeName=n1 CPUs=1\nPartitionName=p Nodes=n1 Default=YES\n"
+                            "PriorityType=priority/multifactor\nPriorityWeightFairshare=10000\nPriorityCalcPeriod=1\n"
+                            "SchedulerParameters=bf_interval=1\n")
+    jobs = frame([(0, 3000, 3000, 1, None, "a"), (3000, 600, 600, 1, None, "c"), (3500, 60, 60, 1, None, "b"),
+                  (3501, 60, 60, 1, None, "c")])
+    flat = starts(jobs, conf, rule="multifactor")
+    assert flat == [0, 3000, 3600, 3660]
+    accounted = starts(jobs.with_columns(pl.Series("account", ["big", "small", "big", "small"])), conf, rule="multifactor")
+    assert accounted == [0, 3000, 3660, 3600]
 
 
 def test_fairshare_puts_the_light_user_first():

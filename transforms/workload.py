@@ -60,10 +60,11 @@ class Workload:
     clamped: np.ndarray | None = None  # bool
     report: NormalisationReport | None = field(default=None, compare=False)
     # what Slurm's own replay also reads (issue 51): the node count asked for (-N; NaN: any), the
-    # user (keyed hash, for fair-share) and the QOS; None where the log does not say
+    # user and account (keyed hashes, for fair-share) and the QOS; None where the log does not say
     nodes: np.ndarray | None = field(default=None, compare=False)  # float64
     users: np.ndarray | None = field(default=None, compare=False)  # object (str or None)
     qos: np.ndarray | None = field(default=None, compare=False)  # object (str or None)
+    accounts: np.ndarray | None = field(default=None, compare=False)  # object (str or None)
 
     def __len__(self) -> int:
         return int(self.submit.shape[0])
@@ -84,6 +85,7 @@ class Workload:
             req_time=self.req_time[idx], cores=self.cores[idx], gpus=self.gpus[idx], mem=self.mem[idx],
             partition=self.partition[idx], estimate_filled=pick(self.estimate_filled),
             clamped=pick(self.clamped), report=None, nodes=pick(self.nodes), users=pick(self.users), qos=pick(self.qos),
+            accounts=pick(self.accounts),
         )
 
     def head(self, n: int) -> Workload:
@@ -135,7 +137,7 @@ def normalise(jobs: pl.DataFrame, window_start: datetime | None = None) -> Workl
     and the weekly metrics use it."""
     needed = ["job_id", "submit_time", "start_time", "run_s", "timelimit_s", "req_cpus", "alloc_cpus",
               "req_gpus", "alloc_gpus", "req_mem_mib", "alloc_mem_mib", "partition", "req_nodes", "alloc_nodes",
-              "user_id", "qos"]
+              "user_id", "qos", "account_id"]
     missing = [c for c in needed if c not in jobs.columns]
     if missing:
         jobs = jobs.with_columns([pl.lit(None).alias(c) for c in missing])
@@ -152,6 +154,7 @@ def normalise(jobs: pl.DataFrame, window_start: datetime | None = None) -> Workl
         pl.coalesce(pl.col("req_nodes"), pl.col("alloc_nodes")).cast(pl.Float64).alias("nodes"),
         pl.col("user_id").cast(pl.Utf8).alias("user"),
         pl.col("qos").cast(pl.Utf8),
+        pl.col("account_id").cast(pl.Utf8).alias("account"),
     )
     jobs_in = df.height
     no_submit = df["submit_time"].null_count()
@@ -208,5 +211,6 @@ def normalise(jobs: pl.DataFrame, window_start: datetime | None = None) -> Workl
         nodes=df["nodes"].fill_null(float("nan")).to_numpy().astype(np.float64),
         users=np.array(df["user"].to_list(), dtype=object),
         qos=np.array(df["qos"].to_list(), dtype=object),
+        accounts=np.array(df["account"].to_list(), dtype=object),
         report=report,
     )

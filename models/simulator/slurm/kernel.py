@@ -139,9 +139,12 @@ def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_
 
 
 @jit_nrt
-def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, qos_f, excluded, node_cpus, part_nodes,
-              part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams, fparams, out_start, out_end, stop):
+def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_account, size_f, part_f, qos_f, excluded,
+              node_cpus, part_nodes, part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams, fparams,
+              out_start, out_end, stop):
     """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run).
+    `user[j]` is the job's user (bf_max_job_user), `assoc[j]` its association (its user in its account:
+    usage and fair-share), `assoc_account[a]` association a's account.
     The queue's order rule goes by segments of time: from `seg_t[k]` on, `seg_rule[k]` (MULTIFACTOR or
     a rule's code) with the tail guard `seg_guard[k]` seconds (0: none). Returns 0, or 1 when it
     stopped early because `stop[0]` was set (by another thread: Ctrl-C)."""
@@ -191,8 +194,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
     prio = np.zeros(n)
     planned_end = np.zeros(n)
     charged = np.zeros(n)
-    usage = np.zeros(max(n_users, 1))
-    fs = np.ones(max(n_users, 1))
+    usage = np.zeros(assoc_account.shape[0])
+    fs = np.ones(max(assoc_account.shape[0], 1))
     # allocations: a bump pool, compacted when full
     pool_size = 4 * n_nodes + 1024
     for p in range(n_parts):
@@ -300,10 +303,10 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
         # 2. the priority recalculation: the jobs running now are charged since the last pass (or their
         # start); what a job ran between the last pass and its end is never charged (`charge_usage`)
         if t == next_calc:
-            charge_usage(usage, user, cpus, out_start, out_end, charged, running, n_running, t, last_calc, half_life)
-            fairshare_factors(usage, fair_tree, fs)
+            charge_usage(usage, assoc, cpus, out_start, out_end, charged, running, n_running, t, last_calc, half_life)
+            fairshare_factors(usage, assoc_account, fair_tree, fs)
             for k in range(n_pend):
-                prio[pend[k]] = job_priority(pend[k], t, submit, fs, user, size_f, part_f, qos_f, w_age, w_fs,
+                prio[pend[k]] = job_priority(pend[k], t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs,
                                              w_size, w_part, w_qos, max_age)
             last_calc = t
             next_calc = t + calc_period
@@ -319,7 +322,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, size_f, part_f, q
             pend[n_pend] = j
             n_pend += 1
             if multifactor:
-                prio[j] = job_priority(j, t, submit, fs, user, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
+                prio[j] = job_priority(j, t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
                                        w_qos, max_age)
             last_sub = t
         if event or last_sub == t:

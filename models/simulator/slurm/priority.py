@@ -4,10 +4,16 @@
 
 each factor in [0, 1], the sum truncated to an integer (at least 1), as Slurm stores it:
 - age: time since submission (eligible time) / PriorityMaxAge, at most 1;
-- fairshare: Fair Tree (Slurm's default) over one level of users with equal shares: users ranked by
-  their level fair-share S / U (S = 1 / users, U = the user's share of the decayed usage; no usage
-  ranks first, equal values share a rank), factor = rank / users; with PriorityFlags=NO_FAIR_TREE,
-  classic fair-share 2^(-U / S). Usage is CPU-seconds, decayed with PriorityDecayHalfLife, charged
+- fairshare: Fair Tree (Slurm's default, fair_tree.html) over the jobs' accounts and their users, every
+  association with equal shares (sacctmgr's default Fairshare=1; a log carries no share): accounts
+  ranked by their level fair-share S / U among the accounts (S = 1 / accounts, U = the account's share
+  of the decayed usage), then, account by account, its users by theirs within it (S = 1 / the account's
+  users, U = the user's share of the account's usage); no usage ranks first; users with equal values
+  share a rank, and accounts with equal values have their users ranked together; factor = rank / the
+  associations (user in an account). Jobs without an account are one account, so a log without
+  accounts is one level of users. With PriorityFlags=NO_FAIR_TREE, classic fair-share 2^(-U / S) over
+  the associations as one level (Slurm's effective usage over the site's tree is not modelled).
+  Usage is CPU-seconds, decayed with PriorityDecayHalfLife, charged
   at each recalculation for the jobs running then (since the last one or their start): what a job runs
   between the last recalculation and its end is never charged, so a job that starts and ends between
   two is free (Slurm 22.05 as measured live: the initial priorities of 293 of 300 jobs of 29 users
@@ -32,49 +38,82 @@ from metapilot.models.simulator.jit import jit_nrt
 
 
 @jit_nrt
-def fairshare_factors(usage, fair_tree, out):
+def fairshare_factors(usage, account, fair_tree, out):
+    """Each association's fair-share factor from its decayed usage; `account[a]` is association a's
+    account (0 .. accounts - 1). Fair Tree as slurm's fair_tree.c walks a two-level tree (accounts
+    under root, associations under their account): rank starts at the number of associations, each
+    user visited takes the rank (or its tied predecessor's) and lowers it by one."""
     n = usage.shape[0]
     if n == 0:
         return
     total = 0.0
-    for u in range(n):
-        total += usage[u]
-    share = 1.0 / n
+    for a in range(n):
+        total += usage[a]
     if not fair_tree:
-        for u in range(n):
-            out[u] = 1.0 if total <= 0.0 else 2.0 ** (-(usage[u] / total) / share)
+        share = 1.0 / n
+        for a in range(n):
+            out[a] = 1.0 if total <= 0.0 else 2.0 ** (-(usage[a] / total) / share)
         return
+    n_acct = 0
+    for a in range(n):
+        n_acct = max(n_acct, account[a] + 1)
+    acct_usage = np.zeros(n_acct)
+    acct_users = np.zeros(n_acct, np.int64)
+    for a in range(n):
+        acct_usage[account[a]] += usage[a]
+        acct_users[account[a]] += 1
+    present = 0
+    for k in range(n_acct):
+        if acct_users[k] > 0:
+            present += 1
+    # level fair-share S / U, no usage: infinity (the top); accounts among accounts, users within theirs
+    acct_key = np.empty(n_acct)
+    for k in range(n_acct):
+        lf = np.inf if acct_usage[k] <= 0.0 else (1.0 / present) / (acct_usage[k] / total)
+        acct_key[k] = -lf if acct_users[k] > 0 else np.inf  # accounts without users last (never visited)
     level = np.empty(n)
-    for u in range(n):
-        level[u] = np.inf if usage[u] <= 0.0 or total <= 0.0 else share / (usage[u] / total)
-    order = np.argsort(-level, kind="mergesort")
+    for a in range(n):
+        k = account[a]
+        level[a] = np.inf if usage[a] <= 0.0 else (1.0 / acct_users[k]) / (usage[a] / acct_usage[k])
+    # accounts with the same level are one group: their users are ranked together
+    accts = np.argsort(acct_key, kind="mergesort")
+    group = np.zeros(n_acct, np.int64)
+    g = 0
+    for q in range(1, n_acct):
+        if acct_key[accts[q]] != acct_key[accts[q - 1]]:
+            g += 1
+        group[accts[q]] = g
+    # users by (their account's group, level highest first): two stable sorts, the minor key first
+    by_level = np.argsort(-level, kind="mergesort")
+    gkey = np.empty(n)
+    for i in range(n):
+        gkey[i] = group[account[by_level[i]]]
+    order = by_level[np.argsort(gkey, kind="mergesort")]
+    rnt = n  # the rank a user takes when not tied with the one before
     rank = n
-    prev = np.nan
-    group_rank = n
     for pos in range(n):
-        u = order[pos]
-        if pos == 0 or level[u] != prev:
-            group_rank = rank
-            prev = level[u]
-        out[u] = group_rank / n
-        rank -= 1
+        a = order[pos]
+        if pos == 0 or group[account[a]] != group[account[order[pos - 1]]] or level[a] != level[order[pos - 1]]:
+            rank = rnt
+        out[a] = rank / n
+        rnt -= 1
 
 
 @jit_nrt
-def job_priority(j, now, submit, fs_of_user, user, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part, w_qos,
+def job_priority(j, now, submit, fs_of_assoc, assoc, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part, w_qos,
                  max_age):
     age = (now - submit[j]) / max_age if max_age > 0 else 1.0
     if age > 1.0:
         age = 1.0
     if age < 0.0:
         age = 0.0
-    p = w_age * age + w_fs * fs_of_user[user[j]] + w_size * size_f[j] + w_part * part_f[j] + w_qos * qos_f[j]
+    p = w_age * age + w_fs * fs_of_assoc[assoc[j]] + w_size * size_f[j] + w_part * part_f[j] + w_qos * qos_f[j]
     p = math.floor(p)
     return p if p >= 1.0 else 1.0
 
 
 @jit_nrt
-def charge_usage(usage, user, cpus, start, end, charged, jobs, n_jobs, now, last, half_life):
+def charge_usage(usage, assoc, cpus, start, end, charged, jobs, n_jobs, now, last, half_life):
     """Decay the usage by the time since the last recalculation, then charge each of `jobs` (those
     holding CPUs) its CPU-seconds since it was last charged. A job that has ended and still holds its
     CPUs (COMPLETING, `complete_s` > 0) is not RUNNING, and Slurm's decay pass charges only running jobs:
@@ -88,5 +127,5 @@ def charge_usage(usage, user, cpus, start, end, charged, jobs, n_jobs, now, last
         if end[j] <= now:
             continue
         if now > charged[j]:
-            usage[user[j]] += cpus[j] * (now - charged[j])
+            usage[assoc[j]] += cpus[j] * (now - charged[j])
             charged[j] = now

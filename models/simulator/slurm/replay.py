@@ -29,6 +29,7 @@ from metapilot.transforms.workload import EPOCH, Workload
 
 YEAR_S = 365 * 86400.0
 COLUMNS = ("job_id", "submit", "run", "time_limit", "cpus", "nodes", "partition", "user", "qos")
+ACCOUNT = "account"  # optional: the job's account, for Fair Tree (a log without accounts is one account)
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,15 @@ def _order(jobs: pl.DataFrame) -> pl.DataFrame:
     numeric = ids.str.contains(r"^\d+$").all()
     key = ids.cast(pl.Int64) if numeric else ids
     return jobs.with_columns(key.alias("_id_key")).sort(["submit", "_id_key"]).drop("_id_key")
+
+
+def associations(user: np.ndarray, accounts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Each job's association (its user in its account: what Slurm charges usage to) and each
+    association's account, as dense indices; jobs without an account share one."""
+    _, acct = np.unique(np.array(accounts.fill_null("").to_list(), dtype=object), return_inverse=True)
+    stride = int(user.max(initial=0)) + 1
+    pairs, assoc = np.unique(acct.astype(np.int64) * stride + user, return_inverse=True)
+    return assoc.astype(np.int64), (pairs // stride).astype(np.int64)
 
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
@@ -70,7 +80,9 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     if missing:
         raise ValueError(f"replay_slurm needs the columns {', '.join(COLUMNS)}; missing {', '.join(missing)}")
     notes: list[str] = list(conf.notes)
-    jobs = _order(jobs.select(COLUMNS))
+    ordered = _order(jobs.select(*COLUMNS, (pl.col(ACCOUNT) if ACCOUNT in jobs.columns else pl.lit(None)).cast(pl.Utf8)
+                                 .alias(ACCOUNT)))
+    jobs, accounts = ordered.drop(ACCOUNT), ordered[ACCOUNT]
     n = jobs.height
     node_names = [nd.name for nd in conf.nodes]
     node_index = {name: i for i, name in enumerate(node_names)}
@@ -100,6 +112,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     min_nodes = np.maximum(jobs["nodes"].cast(pl.Int64).fill_null(0).to_numpy(), 0)
     users, user = np.unique(np.array(jobs["user"].cast(pl.Utf8).fill_null("").to_list(), dtype=object),
                             return_inverse=True)
+    assoc, assoc_account = associations(user, accounts)
     total_cpus = float(node_cpus.sum())
     cpn = float(node_cpus.max())
     est_nodes = np.maximum(min_nodes, np.ceil(cpus / cpn))
@@ -153,7 +166,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     seg_t[1:] += float(origin_s)
     start = np.empty(n)
     end = np.empty(n)
-    args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), size_f, part_f, qos_f, never, node_cpus,
+    args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), assoc, assoc_account, size_f, part_f, qos_f,
+            never, node_cpus,
             part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t, np.array(codes, np.int64),
             seg_guard, iparams, fparams, start, end)
     t_call = time.perf_counter()
@@ -187,7 +201,8 @@ def workload_frame(w: Workload) -> pl.DataFrame:
         "job_id": w.job_ids.astype(str), "submit": w.submit, "run": w.run, "time_limit": w.req_time,
         "cpus": np.maximum(np.ceil(w.cores), 1).astype(np.int64), "nodes": nodes if nodes is not None else [None] * n,
         "partition": w.partition_names(), "user": col(w.users, None), "qos": col(w.qos, None),
-    }, schema_overrides={"nodes": pl.Int64, "partition": pl.Utf8, "user": pl.Utf8, "qos": pl.Utf8})
+        ACCOUNT: col(w.accounts, None),
+    }, schema_overrides={"nodes": pl.Int64, "partition": pl.Utf8, "user": pl.Utf8, "qos": pl.Utf8, ACCOUNT: pl.Utf8})
 
 
 def conf_capacity(conf: SlurmConf) -> Capacity:
