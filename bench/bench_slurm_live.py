@@ -138,6 +138,7 @@ def run_live(plan: list[dict], env: dict, db: str, steer: list[str] | None, clus
             time.sleep(delay)
         part = ["-p", j["partition"]] if j.get("partition") else []
         part += [f"--uid={j['user']}"] if j.get("user") else []
+        part += [f"--account={j['account']}"] if j.get("account") else []
         out = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp", "-N", "1", "-n", str(j["cores"]),
                               "-t", str(j["limit_min"]), *part, "-J", f"kth{j['id']}", "--wrap", f"sleep {j['sleep']}"],
                              env=env, capture_output=True, text=True, check=True)
@@ -368,11 +369,12 @@ FIDELITY_COMPLETE_S = (0.0, 1.0)  # the replay's rows: cores freed this long aft
 
 
 def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
-                  users: bool = False) -> list[dict]:
+                  users: bool = False, accounts: int = 0) -> list[dict]:
     """`n` jobs of the whole normalised KTH-SP2 trace from job index `first`: arrivals and run times divided
     by `compress`, limits = the requested time divided by `compress` in whole minutes, at most
     `limit_cap_min` (a job sleeps at most its limit less 2 s); each job in `high` with probability
-    `high_share` (seeded), else in `debug`; `users`: each job's user the trace's (`mpfid<id>`)."""
+    `high_share` (seeded), else in `debug`; `users`: each job's user the trace's (`mpfid<id>`), in one
+    account, or with `accounts` > 0 in account `mpfacct<id mod accounts>`."""
     import gzip
 
     from common import SHARED
@@ -393,18 +395,21 @@ def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_
                      "partition": "high" if rng.random() < high_share else "debug"})
         if users:
             plan[-1]["user"] = f"mpfid{int(r[11])}"  # lower case: sacctmgr keeps user names in lower case
+            plan[-1]["account"] = f"mpfacct{int(r[11]) % accounts}" if accounts > 0 else FIDELITY_ACCOUNT
     return plan
 
 
 FIDELITY_ACCOUNT = "mpfid"
 
 
-def add_users(env: dict, names: list[str]) -> list[str]:
-    """Unix users `names` (those not there yet: returned, for `remove_users`) and their associations in one
-    Slurm account; waits for the decay thread's first Fair Tree pass over them (PriorityCalcPeriod): until
-    then a new association's fair-share factor is 0, a state no replay of a site's history starts from."""
+def add_users(env: dict, account_of: dict[str, str]) -> list[str]:
+    """Unix users (those not there yet: returned, for `remove_users`) and their associations in their Slurm
+    account (`account_of`: user -> account); waits for the decay thread's first Fair Tree pass over them
+    (PriorityCalcPeriod): until then a new association's fair-share factor is 0, a state no replay of a
+    site's history starts from."""
     import pwd
 
+    names = sorted(account_of)
     made = []
     for u in names:
         try:
@@ -413,10 +418,12 @@ def add_users(env: dict, names: list[str]) -> list[str]:
             subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", u], check=True, capture_output=True)
             made.append(u)
     cluster = env["METAPILOT_SLURM_CLUSTER"]
-    subprocess.run(["sacctmgr", "-i", "add", "account", FIDELITY_ACCOUNT, f"cluster={cluster}"], env=env,
-                   check=True, capture_output=True, text=True)
-    subprocess.run(["sacctmgr", "-i", "add", "user", "name=" + ",".join(names), f"account={FIDELITY_ACCOUNT}",
-                    f"cluster={cluster}"], env=env, check=True, capture_output=True, text=True)
+    for acct in sorted(set(account_of.values())):
+        members = [u for u in names if account_of[u] == acct]
+        subprocess.run(["sacctmgr", "-i", "add", "account", acct, f"cluster={cluster}"], env=env,
+                       check=True, capture_output=True, text=True)
+        subprocess.run(["sacctmgr", "-i", "add", "user", "name=" + ",".join(members), f"account={acct}",
+                        f"cluster={cluster}"], env=env, check=True, capture_output=True, text=True)
     end = time.monotonic() + 400
     while time.monotonic() < end:
         out = subprocess.run(["sshare", "-n", "-P", "-a", "-o", "User,FairShare"], env=env, capture_output=True,
@@ -443,12 +450,13 @@ def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict],
     try:
         rows = con.execute(
             "SELECT job_id, epoch(submit_time), epoch(eligible_time), epoch(start_time), epoch(end_time), partition, "
-            "qos, timelimit_s, req_cpus, alloc_cpus, req_nodes, alloc_nodes, state, user_id FROM jobs WHERE cluster = ?",
+            "qos, timelimit_s, req_cpus, alloc_cpus, req_nodes, alloc_nodes, state, user_id, account_id FROM jobs "
+            "WHERE cluster = ?",
             [cluster]).fetchall()
     finally:
         con.close()
     keys = ("submit", "eligible", "start", "end", "partition", "qos", "limit_s", "req_cpus", "alloc_cpus", "req_nodes",
-            "alloc_nodes", "state", "user")
+            "alloc_nodes", "state", "user", "account")
     by_slurm = {r[0]: dict(zip(keys, r[1:])) for r in rows}
     prio = {}
     res = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,Priority", "-j", ",".join(ids.values())], env=env,
@@ -480,15 +488,17 @@ def steered_rows(db: str) -> list[dict]:
 
 
 def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
-                   only: list[str] | None = None, users: bool = False) -> Path:
+                   only: list[str] | None = None, users: bool = False, accounts: int = 0) -> Path:
     """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
     results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf)
     and slurmctld's log. Returns the JSON's path."""
     out.mkdir(parents=True, exist_ok=True)
-    plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users)
-    names = sorted({j["user"] for j in plan if j.get("user")})
+    plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users, accounts)
+    account_of = {j["user"]: j["account"] for j in plan if j.get("user")}
+    names = sorted(account_of)
     doc = {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_cap_min": limit_cap_min,
-                    "high_share": high_share, "seed": seed, "users": len(names), "trace": "KTH-SP2.normalised.swf.gz",
+                    "high_share": high_share, "seed": seed, "users": len(names),
+                    "accounts": len(set(account_of.values())), "trace": "KTH-SP2.normalised.swf.gz",
                     "limits_min": sorted({j["limit_min"] for j in plan}),
                     "high_jobs": sum(j["partition"] == "high" for j in plan)},
            "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
@@ -507,7 +517,7 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
     made: list[str] = []
     try:
         if names:
-            made = add_users(env, names)
+            made = add_users(env, account_of)
             doc["fair_tree_ready"] = time.time()
         for label, rule, steer in FIDELITY_RUNS:
             if only and rule not in only:
@@ -554,8 +564,10 @@ def fidelity_frame(jobs: list[dict], base: float = 0.0):
         "partition": [j.get("partition") or j["partition_asked"] for j in done],
         "user": [j.get("user") for j in done],
         "qos": [j.get("qos") for j in done],
+        "account": [j.get("account") for j in done],
     }, schema={"job_id": pl.Utf8, "submit": pl.Float64, "run": pl.Float64, "time_limit": pl.Float64,
-               "cpus": pl.Int64, "nodes": pl.Int64, "partition": pl.Utf8, "user": pl.Utf8, "qos": pl.Utf8})
+               "cpus": pl.Int64, "nodes": pl.Int64, "partition": pl.Utf8, "user": pl.Utf8, "qos": pl.Utf8,
+               "account": pl.Utf8})
 
 
 REPLAY_ORIGIN = "epoch"  # the replay's clock: "epoch" (Slurm's own) or "first" (0 at the first submit)
@@ -731,8 +743,9 @@ def plan_tag(plan: dict, first: dict) -> str:
         words.append(f"limits at most {plan['limit_cap_min']} min")
     if plan["seed"] != first["seed"]:
         words.append(f"partitions drawn with seed {plan['seed']}")
-    if plan.get("users", 0) != first.get("users", 0):
-        words.append(f"{plan['users']} users (the trace's), Fair Tree between them" if plan.get("users")
+    if plan.get("users", 0) != first.get("users", 0) or plan.get("accounts", 1) != first.get("accounts", 1):
+        in_accounts = f" in {plan['accounts']} accounts" if plan.get("accounts", 1) > 1 else ""
+        words.append(f"{plan['users']} users (the trace's){in_accounts}, Fair Tree between them" if plan.get("users")
                      else "every job root's")
     return "".join(", " + w for w in words)
 
@@ -991,6 +1004,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=51, help="fidelity: the partition choice's seed")
     ap.add_argument("--users", action="store_true", help="fidelity: each job run by its trace user (Unix users "
                     "mpfid<id>, created and removed, in one Slurm account): fair-share between them")
+    ap.add_argument("--accounts", type=int, default=0, help="fidelity with --users: the users in this many Slurm "
+                    "accounts (mpfacct<id mod N>), for Fair Tree between accounts")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
     ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
@@ -1004,7 +1019,7 @@ def main() -> None:
         else:
             out = Path(a.out) if a.out else REPO / "bench" / "out" / time.strftime("fidelity-%Y%m%d-%H%M", time.gmtime())
             paths = [bench_fidelity(out, a.jobs or 200, 19400 if a.first is None else a.first, a.compress or 60.0,
-                                    a.limit_cap, a.high_share, a.seed, only, a.users)]
+                                    a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts)]
         result = merge_fidelity([analyse_fidelity(x) for x in paths])
         if a.json:
             Path(a.json).write_text(json.dumps(result, default=float, indent=1))
