@@ -40,7 +40,7 @@ from metapilot.models.simulator.jit import jit_nrt
 @jit_nrt
 def fairshare_factors(usage, account, fair_tree, out):
     """Each association's fair-share factor from its decayed usage; `account[a]` is association a's
-    account (0 .. accounts - 1). Fair Tree as slurm's fair_tree.c walks a two-level tree (accounts
+    account (0 .. accounts - 1, each with an association: `replay.associations`). Fair Tree as slurm's fair_tree.c walks a two-level tree (accounts
     under root, associations under their account): rank starts at the number of associations, each
     user visited takes the rank (or its tied predecessor's) and lowers it by one."""
     n = usage.shape[0]
@@ -62,15 +62,10 @@ def fairshare_factors(usage, account, fair_tree, out):
     for a in range(n):
         acct_usage[account[a]] += usage[a]
         acct_users[account[a]] += 1
-    present = 0
-    for k in range(n_acct):
-        if acct_users[k] > 0:
-            present += 1
     # level fair-share S / U, no usage: infinity (the top); accounts among accounts, users within theirs
-    acct_key = np.empty(n_acct)
+    acct_key = np.empty(n_acct)  # minus the level: sorted ascending, the highest level first
     for k in range(n_acct):
-        lf = np.inf if acct_usage[k] <= 0.0 else (1.0 / present) / (acct_usage[k] / total)
-        acct_key[k] = -lf if acct_users[k] > 0 else np.inf  # accounts without users last (never visited)
+        acct_key[k] = -np.inf if acct_usage[k] <= 0.0 else -(1.0 / n_acct) / (acct_usage[k] / total)
     level = np.empty(n)
     for a in range(n):
         k = account[a]

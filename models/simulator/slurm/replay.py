@@ -167,9 +167,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     start = np.empty(n)
     end = np.empty(n)
     args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), assoc, assoc_account, size_f, part_f, qos_f,
-            never, node_cpus,
-            part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t, np.array(codes, np.int64),
-            seg_guard, iparams, fparams, start, end)
+            never, node_cpus, part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t,
+            np.array(codes, np.int64), seg_guard, iparams, fparams, start, end)
     t_call = time.perf_counter()
     stoppable(lambda stop: run_slurm(*args, stop), np.zeros(1, np.uint8))  # Ctrl-C stops a replay of hours
     engine_s = time.perf_counter() - t_call
