@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-MODULES = ("bits", "nodes", "node_space", "priority", "kernel")
+MODULES = ("bits", "nodes", "node_space", "priority", "will_run_cache", "kernel")
 JIT_IMPORT = "from metapilot.models.simulator.jit import jit_nrt"
 
 

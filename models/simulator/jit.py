@@ -28,7 +28,8 @@ KERNEL_MODULES: tuple[str, ...] = (
     "easy.py", "resource_profile.py", "conservative.py", "event_loop.py", "snapshot.py", "horizon.py",
     "rollout.py", "switch.py", "epoch_step.py",
     # the replay of what Slurm does (issue 51), compiled with `jit_nrt`: it allocates its per-pass scratch
-    "slurm/bits.py", "slurm/nodes.py", "slurm/node_space.py", "slurm/priority.py", "slurm/kernel.py",
+    "slurm/bits.py", "slurm/nodes.py", "slurm/node_space.py", "slurm/priority.py", "slurm/will_run_cache.py",
+    "slurm/kernel.py",
 )
 
 

@@ -36,8 +36,9 @@ from metapilot.models.simulator.jit import jit_nrt
 from metapilot.models.simulator.policies import score
 from metapilot.models.simulator.slurm.bits import ALL, count, node_bits, put
 from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
-from metapilot.models.simulator.slurm.nodes import pick, will_run
+from metapilot.models.simulator.slurm.nodes import pick
 from metapilot.models.simulator.slurm.priority import charge_usage, fairshare_factors, job_priority
+from metapilot.models.simulator.slurm.will_run_cache import cache_arrays, forget, will_run_kept
 
 PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
 
@@ -233,6 +234,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     node_bits(free > 0, live)
     live_then = np.zeros(n_words, np.uint64)  # will_run's scratch
     tried = np.zeros(n_words, np.uint64)  # the allowed nodes of a job's last will-run test
+    kept_meta, kept_keys, kept_starts, kept_bits, kept_pool = cache_arrays(n_words, n_nodes)  # will-run answers
     avail_main = np.zeros(n_words, np.uint64)
     users_tested = np.zeros(max(n_users, 1), np.int64)
 
@@ -299,6 +301,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
             alloc_cnt[j] = 0
             status[j] = DONE
             n_running = _run_remove(running, n_running, j)
+            forget(kept_meta)
             event = True
         # 2. the priority recalculation: the jobs running now are charged since the last pass (or their
         # start); what a job ran between the last pass and its end is never charged (`charge_usage`)
@@ -373,6 +376,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                              charged)
                 n_running = _run_insert(running, n_running, planned_end, j)
                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
+                forget(kept_meta)
                 bf_dirty = True
             n_pend = _drop_started(pend, n_pend, status)
         # 5. the backfill scheduler
@@ -425,11 +429,12 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                 counted = True
                                 tested += 1
                             if have_tried and _same_words(allowed, tried):  # a later try on the same nodes:
-                                ts, k = ts_tried, k_tried  # the same answer (nothing else it reads has moved)
-                            else:
-                                ts, k = will_run(cpus[j], min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
-                                                 running, n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node,
-                                                 alloc_cpus, t, pick_node, pick_cpus, live_then)
+                                ts, k = ts_tried, k_tried  # the same answer, still in pick_*
+                            else:  # the answer to this shape on these nodes since the last start or end, or a test
+                                ts, k = will_run_kept(kept_meta, kept_keys, kept_starts, kept_bits, kept_pool, cpus[j],
+                                                      min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
+                                                      running, n_running, planned_end, alloc_ptr, alloc_cnt,
+                                                      alloc_node, alloc_cpus, t, pick_node, pick_cpus, live_then)
                                 tried[:] = allowed
                                 have_tried = True
                                 ts_tried, k_tried = ts, k
@@ -448,6 +453,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                              out_end, run, limit, planned_end, charged)
                                 n_running = _run_insert(running, n_running, planned_end, j)
                                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
+                                forget(kept_meta)
                                 # a start is a job update: Slurm's next pass runs (`_more_work`)
                                 sched_dirty = True
                                 bf_dirty = True

@@ -1,0 +1,92 @@
+"""The will-run answers the backfill keeps while nothing starts or ends (issue 51 item 5): every answer,
+kept or not, is the one `will_run` gives in the same state, at any later instant."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from metapilot.models.simulator.slurm.bits import node_bits
+from metapilot.models.simulator.slurm.nodes import will_run
+from metapilot.models.simulator.slurm.will_run_cache import GEN, cache_arrays, forget, will_run_kept
+
+
+def _cluster(rng: np.random.Generator, n_nodes: int, cpn: int, n_running: int):
+    """Running jobs on nodes of `cpn` CPUs, in the order of their planned ends, as the kernel keeps them."""
+    node_cpus = np.full(n_nodes, cpn, np.int64)
+    free = node_cpus.copy()
+    ends = np.sort(rng.integers(10, 400, n_running)).astype(np.float64)
+    alloc_ptr = np.zeros(n_running, np.int64)
+    alloc_cnt = np.zeros(n_running, np.int64)
+    alloc_node, alloc_cpus = [], []
+    for j in range(n_running):
+        alloc_ptr[j] = len(alloc_node)
+        for i in rng.permutation(n_nodes)[: rng.integers(1, 4)]:
+            c = min(int(free[i]), int(rng.integers(1, cpn + 1)))
+            if c > 0:
+                free[i] -= c
+                alloc_node.append(i)
+                alloc_cpus.append(c)
+        alloc_cnt[j] = len(alloc_node) - alloc_ptr[j]
+    pool = max(len(alloc_node), 1)
+    return (node_cpus, free, np.arange(n_running, dtype=np.int64), ends, alloc_ptr, alloc_cnt,
+            np.array(alloc_node + [0] * (pool - len(alloc_node)), np.int64),
+            np.array(alloc_cpus + [0] * (pool - len(alloc_cpus)), np.int64))
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_nodes=st.sampled_from([3, 64, 70, 130]), cpn=st.sampled_from([1, 4, 16]))
+def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: int) -> None:
+    rng = np.random.default_rng(seed)
+    node_cpus, free, running, ends, ptr, cnt, anode, acpus = _cluster(rng, n_nodes, cpn, int(rng.integers(0, 12)))
+    n_words = (n_nodes + 63) // 64
+    live = np.zeros(n_words, np.uint64)
+    node_bits(free > 0, live)
+    scratch = np.zeros(n_words, np.uint64)
+    meta, keys, starts, bits, pool = cache_arrays(n_words, n_nodes)
+    shapes = [(int(rng.integers(1, 2 * cpn * 3 + 2)), int(rng.integers(0, 3)), bool(rng.random() < 0.3))
+              for _ in range(4)]
+    sets = [rng.random(n_nodes) < p for p in (1.0, 0.6, 0.3)]
+    now = 0.0
+    for _ in range(60):
+        now += float(rng.integers(0, 20))
+        if rng.random() < 0.1:
+            forget(meta)
+        cpus, min_nodes, excl = shapes[rng.integers(len(shapes))]
+        allowed = np.zeros(n_words, np.uint64)
+        node_bits(sets[rng.integers(len(sets))], allowed)
+        want_node, want_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
+        want = will_run(cpus, min_nodes, excl, allowed, free, live, node_cpus, running, running.shape[0], ends, ptr,
+                        cnt, anode, acpus, now, want_node, want_cpus, scratch)
+        free_before = free.copy()
+        got_node, got_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
+        got = will_run_kept(meta, keys, starts, bits, pool, cpus, min_nodes, excl, allowed, free, live, node_cpus,
+                            running, running.shape[0], ends, ptr, cnt, anode, acpus, now, got_node, got_cpus, scratch)
+        assert got == want
+        k = max(want[1], 0)
+        assert list(got_node[:k]) == list(want_node[:k]) and list(got_cpus[:k]) == list(want_cpus[:k])
+        assert (free == free_before).all()
+
+
+def test_forget_drops_what_was_kept() -> None:
+    """An answer kept before a job started is not read after it: the same question is asked of will_run."""
+    node_cpus = np.array([4], np.int64)
+    free = np.array([4], np.int64)
+    live = np.zeros(1, np.uint64)
+    node_bits(free > 0, live)
+    allowed = live.copy()
+    meta, keys, starts, bits, pool = cache_arrays(1, 1)
+    out_n, out_c = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    empty = np.zeros(1, np.int64)
+
+    def ask(now: float):
+        return will_run_kept(meta, keys, starts, bits, pool, 3, 0, False, allowed, free, live, node_cpus, empty, 0,
+                             np.zeros(1), empty, empty, empty, empty, now, out_n, out_c, np.zeros(1, np.uint64))
+
+    assert ask(5.0) == (5.0, 1)
+    assert ask(9.0) == (9.0, 1)  # kept: a start now is now at any later instant
+    free[0] = 1  # a job took 3 CPUs ...
+    forget(meta)  # ... and the kernel says so
+    assert meta[GEN] == 1
+    assert ask(9.0) == (np.inf, -1)  # nothing running ends: it never fits
