@@ -1,9 +1,11 @@
 """Where the Slurm replay's time goes (issue 51 item 5): counts and doubling experiments on a copy of its kernel.
 
 The kernel is compiled (numba), so no profiler sees inside it. This script copies the text of
-models/simulator/slurm/{kernel,bits,nodes,node_space,priority}.py into a temporary package and compiles variants:
+models/simulator/slurm/{kernel,bits,nodes,node_space,priority,will_run_cache}.py into a temporary package and
+compiles variants:
 - `count`: the same loop with counters (events, main and backfill passes, jobs each tests, will_run and
-  space_allowed calls with the running jobs / map slots they walk, queue sorts and their lengths);
+  space_allowed calls with the running jobs / map slots they walk, queue sorts and their lengths; the will-run
+  tests asked and those computed, not kept from before: `will_run_cache`);
 - `x2 <part>`: one part of the work done twice (the second call overwrites the first's outputs, so the
   schedule stays the same, checked job for job): the extra time is what that part costs.
 Each variant is checked to give the same start times as the real replay. The copies are patched at anchor
@@ -32,9 +34,10 @@ sys.path.insert(0, str(REPO / "bench"))
 SRC = REPO / "models" / "simulator" / "slurm"
 JIT_IMPORT = "from metapilot.models.simulator.jit import jit_nrt"
 COUNTERS = ("events", "main passes", "jobs tested in main passes", "backfill passes", "backfill passes skipped",
-            "jobs tested in backfill passes", "will_run calls", "space_allowed calls",
+            "jobs tested in backfill passes", "will-run tests asked", "space_allowed calls",
             "running jobs at will_run calls (sum)", "map slots at space_allowed calls (sum)", "queue sorts",
-            "queued jobs sorted (sum)", "reservations made", "jobs started by backfill", "jobs started by main")
+            "queued jobs sorted (sum)", "reservations made", "jobs started by backfill", "jobs started by main",
+            "will-run tests computed (not kept)")
 
 
 def _sub(text: str, pattern: str, repl: str, count: int = 0) -> str:
@@ -42,6 +45,18 @@ def _sub(text: str, pattern: str, repl: str, count: int = 0) -> str:
     if n == 0:
         raise SystemExit(f"anchor not found in kernel.py: {pattern!r}: update bench/profile_slurm_replay.py")
     return new
+
+
+def cache_variant(kind: str, src: Path = SRC) -> str:
+    """will_run_cache.py's text for one variant: the will-run tests it computes counted, or done twice."""
+    text = (src / "will_run_cache.py").read_text()
+    if kind == "count":
+        text = _sub(text, r"^(def will_run_kept\((?:.*\n)*?.*live_then)\):", r"\1, cnt):", 1)
+        text = _sub(text, r"^(\s+)start, k = will_run\(", f"\\1cnt[{len(COUNTERS) - 1}] += 1\n\\1start, k = will_run(", 1)
+    elif kind == "x2 will_run":
+        text = _sub(text, r"^(\s+)start, k = will_run\(((?:.*\n).*live_then\))\n",
+                    r"\1start, k = will_run(\2\n\1start, k = will_run(\2\n", 1)
+    return text
 
 
 def variant(kind: str, src: Path = SRC) -> str:
@@ -62,7 +77,8 @@ def variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(\s+)if last >= 0:\n", r"\1if last < 0:\n\1    cnt[4] += 1\n\1if last >= 0:\n\1    cnt[3] += 1\n", 1)
         text = _sub(text, r"^(\s+)j = order\[pos\]\n(\s+)if status\[j\] != PENDING:",
                     r"\1j = order[pos]\n\1cnt[5] += 1\n\2if status[j] != PENDING:", 1)
-        text = _sub(text, r"^(\s+)ts, k = will_run\(", r"\1cnt[6] += 1\n\1cnt[8] += n_running\n\1ts, k = will_run(", 1)
+        text = _sub(text, r"^(\s+)ts, k = will_run_kept\(((?:.*\n)*?.*live_then)\)\n",
+                    r"\1cnt[6] += 1\n\1cnt[8] += n_running\n\1ts, k = will_run_kept(\2, cnt)\n", 1)
         text = _sub(text, r"^(\s+)later, cursor = space_allowed\(",
                     r"\1cnt[7] += 1\n\1cnt[9] += n_slots\n\1later, cursor = space_allowed(", 1)
         text = _sub(text, r"^(\s+)n_slots = space_reserve\((.*)\n(\s+)res\)\n(\s+)break\n",
@@ -71,9 +87,6 @@ def variant(kind: str, src: Path = SRC) -> str:
                     r"\1cnt[13] += 1\n\1if part_excl[p]:\n\2n_slots = space_reserve", 1)
         text = _sub(text, r"^(\s+)bf_dirty = True\n(\s+)n_pend = _drop_started",
                     r"\1bf_dirty = True\n\1cnt[14] += 1\n\2n_pend = _drop_started", 1)
-    elif kind == "x2 will_run":
-        text = _sub(text, r"^(\s+)ts, k = will_run\(((?:.*\n){2}.*pick_node, pick_cpus, live_then\))\n",
-                    r"\1ts, k = will_run(\2\n\1ts, k = will_run(\2\n", 1)
     elif kind == "x2 space_allowed":
         text = _sub(text, r"^(\s+)later, cursor = space_allowed\(((?:.*\n).*allowed, cursor\))\n",
                     r"\1later, _c = space_allowed(\2\n\1later, cursor = space_allowed(\2\n", 1)
@@ -88,7 +101,7 @@ def variant(kind: str, src: Path = SRC) -> str:
                     r"\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
                     r"\n\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
                     "\n", 1)
-    elif kind != "copy":
+    elif kind not in ("copy", "x2 will_run"):  # will_run is doubled in will_run_cache.py
         raise ValueError(kind)
     return text
 
@@ -99,12 +112,18 @@ def build(kind: str, root: Path, src: Path = SRC):
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     head = "import numba as _nb\njit_nrt = _nb.njit\n"
-    for name in ("bits.py", "nodes.py", "node_space.py", "priority.py"):
-        (pkg / name).write_text((src / name).read_text().replace(JIT_IMPORT, head))
-    text = variant(kind, src).replace(JIT_IMPORT, head)
-    for mod in ("bits", "nodes", "node_space", "priority"):
-        text = text.replace(f"metapilot.models.simulator.slurm.{mod}", f"{pkg.name}.{mod}")
-    (pkg / "kernel.py").write_text(text)
+    mods = ("bits", "nodes", "node_space", "priority", "will_run_cache", "kernel")
+    for mod in mods:
+        if mod == "kernel":
+            text = variant(kind, src)
+        elif mod == "will_run_cache":
+            text = cache_variant(kind, src)
+        else:
+            text = (src / f"{mod}.py").read_text()
+        text = text.replace(JIT_IMPORT, head)
+        for other in mods:
+            text = text.replace(f"metapilot.models.simulator.slurm.{other}", f"{pkg.name}.{other}")
+        (pkg / f"{mod}.py").write_text(text)
     return importlib.import_module(f"{pkg.name}.kernel")
 
 
