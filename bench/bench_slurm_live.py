@@ -233,11 +233,13 @@ def compare(real: dict, pred: dict) -> dict:
             "tau": kendall_tau_b(rs, ps), "tau_a": kendall_tau(rs, ps), "tau_a_cap": kendall_tau(rs, rs)}
 
 
-def start_slurm() -> dict[str, str]:
-    """A real one-node Slurm of 100 CPUs (scripts/slurm.sh) and the environment its commands need."""
+def start_slurm(conf_extra: str = "") -> dict[str, str]:
+    """A real one-node Slurm of 100 CPUs (scripts/slurm.sh) and the environment its commands need;
+    `conf_extra`: lines added to its slurm.conf."""
     from slurm_fixtures import parse_exports
 
-    env = {**os.environ, "METAPILOT_SLURM_CPUS": "100", "METAPILOT_SLURM_NO_INSTALL": "1"}
+    env = {**os.environ, "METAPILOT_SLURM_CPUS": "100", "METAPILOT_SLURM_NO_INSTALL": "1",
+           "METAPILOT_SLURM_CONF_EXTRA": conf_extra}
     start = subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "start"], env=env, capture_output=True, text=True)
     if start.returncode:
         raise SystemExit(start.stderr)
@@ -488,10 +490,12 @@ def steered_rows(db: str) -> list[dict]:
 
 
 def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
-                   only: list[str] | None = None, users: bool = False, accounts: int = 0) -> Path:
+                   only: list[str] | None = None, users: bool = False, accounts: int = 0,
+                   priority_flags: str = "") -> Path:
     """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
     results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf)
-    and slurmctld's log. Returns the JSON's path."""
+    and slurmctld's log; `priority_flags`: the cluster's PriorityFlags (e.g. NO_FAIR_TREE). Returns the JSON's
+    path."""
     out.mkdir(parents=True, exist_ok=True)
     plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users, accounts)
     account_of = {j["user"]: j["account"] for j in plan if j.get("user")}
@@ -503,7 +507,7 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
                     "high_jobs": sum(j["partition"] == "high" for j in plan)},
            "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
     path = out / "fidelity.json"
-    env = start_slurm()
+    env = start_slurm(f"PriorityFlags={priority_flags}" if priority_flags else "")
     cluster = env["METAPILOT_SLURM_CLUSTER"]
     sdir = Path(env["METAPILOT_SLURM_DIR"])
     import shutil
@@ -871,7 +875,7 @@ def conf_settings(conf_path: Path) -> str:
             f"{pr.weight_age}, PriorityWeightFairshare={pr.weight_fairshare}, PriorityWeightPartition="
             f"{pr.weight_partition}, PriorityWeightQOS={pr.weight_qos}, PriorityWeightJobSize={pr.weight_job_size}, "
             f"PriorityMaxAge={pr.max_age_s / 86400:g} days, PriorityCalcPeriod={pr.calc_period_s / 60:g} min, "
-            f"{'Fair Tree' if pr.fair_tree else 'classic fair-share'}")
+            f"{'Fair Tree' if pr.fair_tree else 'depth-oblivious fair-share' if pr.depth_oblivious else 'classic fair-share'}")
 
 
 def fidelity_section(result: dict, note: str | None = None, conf_path: Path | None = None) -> str:
@@ -1006,6 +1010,8 @@ def main() -> None:
                     "mpfid<id>, created and removed, in one Slurm account): fair-share between them")
     ap.add_argument("--accounts", type=int, default=0, help="fidelity with --users: the users in this many Slurm "
                     "accounts (mpfacct<id mod N>), for Fair Tree between accounts")
+    ap.add_argument("--priority-flags", default="", help="fidelity: the cluster's PriorityFlags (e.g. NO_FAIR_TREE: "
+                    "classic fair-share)")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
     ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
@@ -1019,7 +1025,7 @@ def main() -> None:
         else:
             out = Path(a.out) if a.out else REPO / "bench" / "out" / time.strftime("fidelity-%Y%m%d-%H%M", time.gmtime())
             paths = [bench_fidelity(out, a.jobs or 200, 19400 if a.first is None else a.first, a.compress or 60.0,
-                                    a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts)]
+                                    a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts, a.priority_flags)]
         result = merge_fidelity([analyse_fidelity(x) for x in paths])
         if a.json:
             Path(a.json).write_text(json.dumps(result, default=float, indent=1))

@@ -20,7 +20,8 @@
 # a site has), and short fixed bf_interval / sched_interval / sched_min_interval so that the timing of
 # Slurm's own scheduling passes is known in tests. Logs of the daemons: DIR/log/.
 # Environment: METAPILOT_SLURM_CLUSTER (default mini), METAPILOT_SLURM_CPUS (default 64),
-# METAPILOT_SLURM_NO_INSTALL=1 (fail instead of installing).
+# METAPILOT_SLURM_NO_INSTALL=1 (fail instead of installing), METAPILOT_SLURM_CONF_EXTRA (lines added to
+# slurm.conf, e.g. PriorityFlags=NO_FAIR_TREE).
 set -euo pipefail
 
 CLUSTER="${METAPILOT_SLURM_CLUSTER:-mini}"
@@ -188,6 +189,9 @@ NodeName=$host NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=64000 State=UNKNOWN
 PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1
 PartitionName=high Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2
 EOF
+    if [ -n "${METAPILOT_SLURM_CONF_EXTRA:-}" ]; then
+        printf '%s\n' "$METAPILOT_SLURM_CONF_EXTRA" >> "$DIR/slurm.conf"
+    fi
 }
 
 start() {

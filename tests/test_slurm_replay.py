@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 import pytest
@@ -17,7 +19,7 @@ from metapilot.models.simulator.slurm.conf import (
     parse_time_s,
     read_slurm_conf,
 )
-from metapilot.models.simulator.slurm.priority import fairshare_factors, job_priority
+from metapilot.models.simulator.slurm.priority import CLASSIC, DEPTH_OBLIVIOUS, FAIR_TREE, fairshare_factors, job_priority
 from metapilot.transforms.workload import Workload
 
 
@@ -127,15 +129,48 @@ def test_qos_priorities_order_the_queue_and_a_weight_without_them_is_said(tmp_pa
         parse_qos_priorities("normal|high")
 
 
-def test_fair_tree_and_classic_fairshare_factors():
+def test_fair_tree_factors_of_one_account():
     out = np.empty(4)
     one = np.zeros(4, np.int64)  # one account
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, True, out)
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, FAIR_TREE, 1.0, out)
     assert list(out) == [1.0, 0.75, 0.75, 0.25]
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, False, out)
-    assert out[0] == 1.0 and out[3] == pytest.approx(2 ** -(0.6 / 0.25))
-    fairshare_factors(np.zeros(3), one[:3], True, out[:3])
+    fairshare_factors(np.zeros(3), one[:3], FAIR_TREE, 1.0, out[:3])
     assert list(out[:3]) == [1.0, 1.0, 1.0]
+
+
+def test_classic_fairshare_takes_the_effective_usage_down_the_tree():
+    """priority_multifactor.c: F = 2^(-(UE / S) / FairShareDampeningFactor), UE = U for a child of root
+    (an account), U + (UE_account - U) * S_user / S_siblings for a user (`_set_usage_efctv`). One account
+    of 4 users who used 0, 10, 10, 30 of 50: U = 0, .2, .2, .6, the account's UE 1, S = 1/4; UE = .25, .4,
+    .4, .7, F = 2^-1, 2^-1.6, 2^-1.6, 2^-2.8: a user with no usage gets 0.5, not 1 (the flat 2^(-U/S) gave 1).
+    Damping 2 halves every exponent. Two accounts (users 0, 1 in account 0, 80 of 100; users 2, 3, 4 in
+    account 1, 20): user 0 (U .6, S .25) UE .6 + .2 / 2 = .7; user 1 .2 + .6 / 2 = .5; user 2 (S 1/6)
+    0 + .2 / 3; users 3, 4 .1 + .1 / 3. No usage anywhere: every factor 1."""
+    out = np.empty(5)
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), np.zeros(4, np.int64), CLASSIC, 1.0, out[:4])
+    assert list(out[:4]) == pytest.approx([2 ** -1, 2 ** -1.6, 2 ** -1.6, 2 ** -2.8])
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), np.zeros(4, np.int64), CLASSIC, 2.0, out[:4])
+    assert list(out[:4]) == pytest.approx([2 ** -0.5, 2 ** -0.8, 2 ** -0.8, 2 ** -1.4])
+    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), CLASSIC, 1.0, out)
+    assert list(out) == pytest.approx([2 ** -(0.7 * 4), 2 ** -(0.5 * 4), 2 ** -(0.2 / 3 * 6), 2 ** -((0.1 + 0.1 / 3) * 6),
+                                       2 ** -((0.1 + 0.1 / 3) * 6)])
+    fairshare_factors(np.zeros(3), np.zeros(3, np.int64), CLASSIC, 1.0, out[:3])
+    assert list(out[:3]) == [1.0, 1.0, 1.0]
+
+
+def test_depth_oblivious_fairshare_as_the_plugin_computes_it():
+    """`_depth_oblivious_set_usage_efctv`: F = 2^-R, R = ratio_p * ratio_l^k, ratio_p = the account's UE / S
+    (its U, a child of root), ratio_l = (U / S) / ratio_p, k = 1 where log(ratio_p) and log(ratio_l) have
+    the same sign, else 1 / (1 + (5 log ratio_p)^2); a user with no usage keeps UE = U = 0 (F 1). The
+    accounts of test_classic_fairshare_takes_the_effective_usage_down_the_tree: account 0 ratio_p .8 / .5 =
+    1.6, user 0 ratio_l 2.4 / 1.6 = 1.5 (k 1), user 1 .8 / 1.6 = .5; account 1 ratio_p .4, users 3 and 4
+    ratio_l .6 / .4 = 1.5."""
+    out = np.empty(5)
+    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), DEPTH_OBLIVIOUS, 1.0, out)
+    k1 = 1 / (1 + (5 * math.log(1.6)) ** 2)
+    k2 = 1 / (1 + (5 * math.log(0.4)) ** 2)
+    assert list(out) == pytest.approx([2 ** -(1.6 * 1.5), 2 ** -(1.6 * 0.5 ** k1), 1.0, 2 ** -(0.4 * 1.5 ** k2),
+                                       2 ** -(0.4 * 1.5 ** k2)])
 
 
 def test_fair_tree_ranks_a_light_accounts_users_above_a_heavy_accounts():
@@ -145,7 +180,7 @@ def test_fair_tree_ranks_a_light_accounts_users_above_a_heavy_accounts():
     2 (no usage, LF inf) rank 5, 3 and 4 tied (LF (1/3) / 0.5) rank 4 both; then account 0: 1 (LF 0.5 / 0.25 = 2)
     rank 2, 0 (LF 0.5 / 0.75) rank 1. On one level the users' own shares would put 1 (20 of 100) beside 3 and 4."""
     out = np.empty(5)
-    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), True, out)
+    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), FAIR_TREE, 1.0, out)
     assert list(out * 5) == pytest.approx([1, 2, 5, 4, 4])
 
 
@@ -155,7 +190,7 @@ def test_fair_tree_ranks_the_users_of_tied_accounts_together():
     ranks first). Users: 0 (account 0, all of its 50: LF 1), 1 and 2 (account 1, 40 and 10: LF 0.5/0.8 and
     0.5/0.2), 3 (account 2). Merged, 2 (2.5) before 0 (1) before 1 (0.625): ranks 4 (user 3), 3, 2, 1."""
     out = np.empty(4)
-    fairshare_factors(np.array([50.0, 40.0, 10.0, 0.0]), np.array([0, 1, 1, 2]), True, out)
+    fairshare_factors(np.array([50.0, 40.0, 10.0, 0.0]), np.array([0, 1, 1, 2]), FAIR_TREE, 1.0, out)
     assert list(out * 4) == pytest.approx([2, 1, 3, 4])
 
 
@@ -296,7 +331,11 @@ PartitionName=high Nodes=ALL MaxTime=INFINITE PriorityTier=2 PriorityJobFactor=1
     assert c.sched.bf_resolution == 60 and c.sched.default_queue_depth == 100  # Slurm's defaults
     p = c.priority
     assert p.multifactor and not p.fair_tree and p.max_age_s == 86400 and p.weight_fairshare == 10000
-    assert p.calc_period_s == 300
+    assert p.calc_period_s == 300 and not p.depth_oblivious and p.fs_dampening == 1.0
+    p = parse_slurm_conf(text.replace("NO_FAIR_TREE", "DEPTH_OBLIVIOUS") + "FairShareDampeningFactor=3\n").priority
+    assert not p.fair_tree and p.depth_oblivious and p.fs_dampening == 3.0
+    with pytest.raises(ValueError, match="1 to 9999"):
+        parse_slurm_conf(text + "FairShareDampeningFactor=0\n")
 
 
 def test_hostlists_and_time_strings():

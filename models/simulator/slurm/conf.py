@@ -76,6 +76,8 @@ class PriorityParams:
     decay_half_life_s: float = 7 * 86400.0
     calc_period_s: float = 300.0
     fair_tree: bool = True  # Slurm's default since 19.05; PriorityFlags=NO_FAIR_TREE gives classic fair-share
+    depth_oblivious: bool = False  # PriorityFlags=DEPTH_OBLIVIOUS (it implies NO_FAIR_TREE)
+    fs_dampening: float = 1.0  # FairShareDampeningFactor (classic and depth-oblivious fair-share)
     # the epoch second of one recalculation: they fall every PriorityCalcPeriod from slurmctld's start
     # (`scontrol show config`: BOOT_TIME; restarts move them); 0: on the clock's multiples of the period
     calc_origin_s: float = 0.0
@@ -204,6 +206,17 @@ def read_slurm_conf(path: str | Path, qos: Mapping[str, int] | None = None) -> S
     return conf.with_qos(qos) if qos else conf
 
 
+def _dampening(text: str) -> float:
+    """FairShareDampeningFactor: a whole number from 1 (slurm.conf(5): 1 to 9999)."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if not 1 <= v <= 9999:
+        raise ValueError(f"FairShareDampeningFactor={text}: slurm.conf(5) allows a whole number from 1 to 9999")
+    return float(v)
+
+
 def parse_slurm_conf(text: str) -> SlurmConf:
     """Parse a slurm.conf's text (`Include` lines are read past: use `read_slurm_conf` for those)."""
     return parse_slurm_conf_lines([ln.split("#", 1)[0].strip() for ln in text.splitlines()])
@@ -290,7 +303,8 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         decay_half_life_s=parse_time_s(settings["prioritydecayhalflife"]) if "prioritydecayhalflife" in settings
         else 7 * 86400.0,
         calc_period_s=parse_time_s(settings["prioritycalcperiod"]) if "prioritycalcperiod" in settings else 300.0,
-        fair_tree=not ({"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} & flags))
+        fair_tree=not ({"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} & flags), depth_oblivious="DEPTH_OBLIVIOUS" in flags,
+        fs_dampening=_dampening(settings.get("fairsharedampeningfactor", "1")))
     if not nodes:
         raise ValueError("slurm.conf names no nodes (no NodeName= line): the replay needs the nodes and their CPUs")
     if not partitions:

@@ -44,9 +44,10 @@ PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
 
 # iparams slots
 I_BF_INTERVAL, I_BF_MAX_TEST, I_BF_MAX_USER, I_BF_RES, I_BF_WINDOW, I_QUEUE_DEPTH, I_SCHED_INTERVAL, I_BACKFILL, \
-    I_FAIR_TREE, I_N_USERS, I_BATCH_DELAY = range(11)
+    I_FAIRSHARE, I_N_USERS, I_BATCH_DELAY = range(11)
 # fparams slots
-F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC, F_CALC_ORIGIN = range(10)
+F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC, F_CALC_ORIGIN, F_FS_DAMPING = \
+    range(11)
 MULTIFACTOR = -1  # the order rule of a segment: multifactor priority, else a `policies` code
 
 
@@ -160,13 +161,14 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     queue_depth = iparams[I_QUEUE_DEPTH]
     sched_interval = iparams[I_SCHED_INTERVAL]
     backfill_on = iparams[I_BACKFILL] != 0
-    fair_tree = iparams[I_FAIR_TREE] != 0
+    fairshare = iparams[I_FAIRSHARE]  # priority.FAIR_TREE, CLASSIC or DEPTH_OBLIVIOUS
     n_users = iparams[I_N_USERS]
     batch_delay = float(iparams[I_BATCH_DELAY])
     complete_s = fparams[F_COMPLETE]
     w_age, w_fs, w_size = fparams[F_W_AGE], fparams[F_W_FS], fparams[F_W_SIZE]
     w_part, w_qos, max_age = fparams[F_W_PART], fparams[F_W_QOS], fparams[F_MAX_AGE]
     half_life, calc_period, calc_origin = fparams[F_HALF_LIFE], fparams[F_CALC], fparams[F_CALC_ORIGIN]
+    fs_damping = fparams[F_FS_DAMPING]
     multifactor = False
     dynamic = False  # an order that moves with time alone: WFP3, UNICEF (a tail guard moves it only when it fires)
     for k in range(seg_rule.shape[0]):
@@ -307,7 +309,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
         # start); what a job ran between the last pass and its end is never charged (`charge_usage`)
         if t == next_calc:
             charge_usage(usage, assoc, cpus, out_start, out_end, charged, running, n_running, t, last_calc, half_life)
-            fairshare_factors(usage, assoc_account, fair_tree, fs)
+            fairshare_factors(usage, assoc_account, fairshare, fs_damping, fs)
             for k in range(n_pend):
                 prio[pend[k]] = job_priority(pend[k], t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs,
                                              w_size, w_part, w_qos, max_age)

@@ -11,8 +11,13 @@ each factor in [0, 1], the sum truncated to an integer (at least 1), as Slurm st
   users, U = the user's share of the account's usage); no usage ranks first; users with equal values
   share a rank, and accounts with equal values have their users ranked together; factor = rank / the
   associations (user in an account). Jobs without an account are one account, so a log without
-  accounts is one level of users. With PriorityFlags=NO_FAIR_TREE, classic fair-share 2^(-U / S) over
-  the associations as one level (Slurm's effective usage over the site's tree is not modelled).
+  accounts is one level of users. With PriorityFlags=NO_FAIR_TREE, classic fair-share over the same
+  tree as the multifactor plugin computes it: F = 2^(-(UE / S) / FairShareDampeningFactor), U an
+  association's share of all the usage (usage_norm), S its normalised shares (1 / accounts for an
+  account, that over the account's users for a user), and the effective usage UE = U for an account
+  (a child of root) and U + (UE_account - U) / the account's users for a user (`_set_usage_efctv`):
+  a user with no usage in an account that has some gets less than 1. With DEPTH_OBLIVIOUS, that
+  plugin's `_depth_oblivious_set_usage_efctv` for the users instead.
   Usage is CPU-seconds, decayed with PriorityDecayHalfLife, charged
   at each recalculation for the jobs running then (since the last one or their start): what a job runs
   between the last recalculation and its end is never charged, so a job that starts and ends between
@@ -37,23 +42,24 @@ import numpy as np
 from metapilot.models.simulator.jit import jit_nrt
 
 
+CLASSIC, FAIR_TREE, DEPTH_OBLIVIOUS = 0, 1, 2  # the fair-share algorithm (PriorityFlags)
+_DEPTH_OBLIVIOUS_F = 5.0  # the plugin's fixed f ("could be a tunable parameter")
+
+
 @jit_nrt
-def fairshare_factors(usage, account, fair_tree, out):
+def fairshare_factors(usage, account, algorithm, damping, out):
     """Each association's fair-share factor from its decayed usage; `account[a]` is association a's
-    account (0 .. accounts - 1, each with an association: `replay.associations`). Fair Tree as slurm's fair_tree.c walks a two-level tree (accounts
-    under root, associations under their account): rank starts at the number of associations, each
-    user visited takes the rank (or its tied predecessor's) and lowers it by one."""
+    account (0 .. accounts - 1, each with an association: `replay.associations`); `algorithm`: FAIR_TREE,
+    CLASSIC or DEPTH_OBLIVIOUS; `damping`: FairShareDampeningFactor (classic and depth-oblivious). Fair
+    Tree as slurm's fair_tree.c walks a two-level tree (accounts under root, associations under their
+    account): rank starts at the number of associations, each user visited takes the rank (or its tied
+    predecessor's) and lowers it by one."""
     n = usage.shape[0]
     if n == 0:
         return
     total = 0.0
     for a in range(n):
         total += usage[a]
-    if not fair_tree:
-        share = 1.0 / n
-        for a in range(n):
-            out[a] = 1.0 if total <= 0.0 else 2.0 ** (-(usage[a] / total) / share)
-        return
     n_acct = 0
     for a in range(n):
         n_acct = max(n_acct, account[a] + 1)
@@ -62,6 +68,9 @@ def fairshare_factors(usage, account, fair_tree, out):
     for a in range(n):
         acct_usage[account[a]] += usage[a]
         acct_users[account[a]] += 1
+    if algorithm != FAIR_TREE:
+        _effective_usage_factors(usage, account, acct_usage, acct_users, total, algorithm, damping, out)
+        return
     # level fair-share S / U, no usage: infinity (the top); accounts among accounts, users within theirs
     acct_key = np.empty(n_acct)  # minus the level: sorted ascending, the highest level first
     for k in range(n_acct):
@@ -92,6 +101,30 @@ def fairshare_factors(usage, account, fair_tree, out):
             rank = rnt
         out[a] = rank / n
         rnt -= 1
+
+
+@jit_nrt
+def _effective_usage_factors(usage, account, acct_usage, acct_users, total, algorithm, damping, out):
+    """F = 2^(-(UE / S) / damping) per association, UE as the multifactor plugin's `_set_assoc_usage_efctv`
+    sets it on the tree root -> accounts -> users, every association with equal shares."""
+    s_acct = 1.0 / acct_usage.shape[0]
+    for a in range(usage.shape[0]):
+        k = account[a]
+        u = usage[a] / total if total > 0.0 else 0.0  # usage_norm: of root's usage
+        u_acct = acct_usage[k] / total if total > 0.0 else 0.0  # the account's, and its effective usage
+        s = s_acct / acct_users[k]
+        if algorithm == CLASSIC:
+            ue = u + (u_acct - u) / acct_users[k]  # `_set_usage_efctv`
+        elif u > 0.0 and u_acct > 0.0:  # `_depth_oblivious_set_usage_efctv`
+            ratio_p = u_acct / s_acct
+            ratio_l = (u / s) / (u_acct / s_acct)  # over the siblings' usage ratio
+            x = 1.0
+            if math.log(ratio_p) * math.log(ratio_l) < 0.0:
+                x = 1.0 / (1.0 + (_DEPTH_OBLIVIOUS_F * math.log(ratio_p)) ** 2)
+            ue = ratio_p * ratio_l ** x * s
+        else:
+            ue = u
+        out[a] = 2.0 ** (-(ue / s) / damping)
 
 
 @jit_nrt

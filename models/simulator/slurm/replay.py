@@ -22,9 +22,10 @@ from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.result import SimResult
 from metapilot.models.simulator.slurm.bits import node_bits
-from metapilot.models.simulator.slurm.conf import SlurmConf, multifactor_rule
+from metapilot.models.simulator.slurm.conf import PriorityParams, SlurmConf, multifactor_rule
 from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
 from metapilot.models.simulator.slurm.nodes import pick
+from metapilot.models.simulator.slurm.priority import CLASSIC, DEPTH_OBLIVIOUS, FAIR_TREE
 from metapilot.transforms.workload import EPOCH, Workload
 
 YEAR_S = 365 * 86400.0
@@ -41,6 +42,13 @@ class SlurmSchedule:
     never_fit: int
     notes: tuple[str, ...]
     engine_s: float
+
+
+def fairshare_algorithm(pr: PriorityParams) -> int:
+    """The kernel's code of the fair-share algorithm PriorityFlags names."""
+    if pr.fair_tree:
+        return FAIR_TREE
+    return DEPTH_OBLIVIOUS if pr.depth_oblivious else CLASSIC
 
 
 def _order(jobs: pl.DataFrame) -> pl.DataFrame:
@@ -155,13 +163,14 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
             never |= (cpus == c) & (min_nodes == m) & (part == p)
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
-                        s.default_queue_depth, s.sched_interval, int(s.backfill), int(pr.fair_tree), len(users),
+                        s.default_queue_depth, s.sched_interval, int(s.backfill), fairshare_algorithm(pr), len(users),
                         s.batch_sched_delay],
                        np.int64)
     mf = pr.multifactor
     fparams = np.array([s.complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
                         pr.weight_job_size if mf else 0, pr.weight_partition if mf else 0, pr.weight_qos if mf else 0,
-                        pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s, pr.calc_origin_s], np.float64)
+                        pr.max_age_s, pr.decay_half_life_s, pr.calc_period_s, pr.calc_origin_s, pr.fs_dampening],
+                       np.float64)
     submit = jobs["submit"].cast(pl.Float64).to_numpy() + float(origin_s)  # on Slurm's clock (epoch seconds)
     seg_t[1:] += float(origin_s)
     start = np.empty(n)
