@@ -19,7 +19,15 @@ from metapilot.models.simulator.slurm.conf import (
     parse_time_s,
     read_slurm_conf,
 )
-from metapilot.models.simulator.slurm.priority import CLASSIC, DEPTH_OBLIVIOUS, FAIR_TREE, fairshare_factors, job_priority
+from metapilot.models.simulator.slurm.priority import (
+    CLASSIC,
+    DEPTH_OBLIVIOUS,
+    classic_recalc,
+    effective_usage_factor,
+    fairshare_factors,
+    job_priority,
+    usage_sums,
+)
 from metapilot.transforms.workload import Workload
 
 
@@ -132,45 +140,72 @@ def test_qos_priorities_order_the_queue_and_a_weight_without_them_is_said(tmp_pa
 def test_fair_tree_factors_of_one_account():
     out = np.empty(4)
     one = np.zeros(4, np.int64)  # one account
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, FAIR_TREE, 1.0, out)
+    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, out)
     assert list(out) == [1.0, 0.75, 0.75, 0.25]
-    fairshare_factors(np.zeros(3), one[:3], FAIR_TREE, 1.0, out[:3])
+    fairshare_factors(np.zeros(3), one[:3], out[:3])
     assert list(out[:3]) == [1.0, 1.0, 1.0]
+
+
+def _classic(usage: list[float], account: list[int], acct_ue: list[float], algorithm: int, damping: float = 1.0):
+    usage_a, account_a, ue = np.array(usage), np.array(account, np.int64), np.array(acct_ue)
+    now = np.zeros(len(acct_ue))
+    total = usage_sums(usage_a, account_a, now)
+    users = np.bincount(account_a, minlength=len(acct_ue)).astype(np.int64)
+    return [effective_usage_factor(a, usage_a, account_a, total, now, users, ue, algorithm, damping)
+            for a in range(len(usage))]
 
 
 def test_classic_fairshare_takes_the_effective_usage_down_the_tree():
     """priority_multifactor.c: F = 2^(-(UE / S) / FairShareDampeningFactor), UE = U for a child of root
     (an account), U + (UE_account - U) * S_user / S_siblings for a user (`_set_usage_efctv`). One account
-    of 4 users who used 0, 10, 10, 30 of 50: U = 0, .2, .2, .6, the account's UE 1, S = 1/4; UE = .25, .4,
-    .4, .7, F = 2^-1, 2^-1.6, 2^-1.6, 2^-2.8: a user with no usage gets 0.5, not 1 (the flat 2^(-U/S) gave 1).
-    Damping 2 halves every exponent. Two accounts (users 0, 1 in account 0, 80 of 100; users 2, 3, 4 in
-    account 1, 20): user 0 (U .6, S .25) UE .6 + .2 / 2 = .7; user 1 .2 + .6 / 2 = .5; user 2 (S 1/6)
-    0 + .2 / 3; users 3, 4 .1 + .1 / 3. No usage anywhere: every factor 1."""
-    out = np.empty(5)
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), np.zeros(4, np.int64), CLASSIC, 1.0, out[:4])
-    assert list(out[:4]) == pytest.approx([2 ** -1, 2 ** -1.6, 2 ** -1.6, 2 ** -2.8])
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), np.zeros(4, np.int64), CLASSIC, 2.0, out[:4])
-    assert list(out[:4]) == pytest.approx([2 ** -0.5, 2 ** -0.8, 2 ** -0.8, 2 ** -1.4])
-    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), CLASSIC, 1.0, out)
-    assert list(out) == pytest.approx([2 ** -(0.7 * 4), 2 ** -(0.5 * 4), 2 ** -(0.2 / 3 * 6), 2 ** -((0.1 + 0.1 / 3) * 6),
-                                       2 ** -((0.1 + 0.1 / 3) * 6)])
-    fairshare_factors(np.zeros(3), np.zeros(3, np.int64), CLASSIC, 1.0, out[:3])
-    assert list(out[:3]) == [1.0, 1.0, 1.0]
+    (UE 1) of 4 users who used 0, 10, 10, 30 of 50: U = 0, .2, .2, .6, S = 1/4; UE = .25, .4, .4, .7,
+    F = 2^-1, 2^-1.6, 2^-1.6, 2^-2.8. Damping 2 halves every exponent. Two accounts (users 0, 1 in account 0,
+    80 of 100; users 2, 3, 4 in account 1, 20): user 0 (U .6, S .25) UE .6 + .2 / 2 = .7; user 1 .2 + .6 / 2
+    = .5; user 2 (S 1/6) 0 + .2 / 3; users 3, 4 .1 + .1 / 3. No usage anywhere: every factor 1."""
+    assert _classic([0, 10, 10, 30], [0] * 4, [1.0], CLASSIC) == pytest.approx([2 ** -1, 2 ** -1.6, 2 ** -1.6, 2 ** -2.8])
+    assert _classic([0, 10, 10, 30], [0] * 4, [1.0], CLASSIC, 2.0) == pytest.approx(
+        [2 ** -0.5, 2 ** -0.8, 2 ** -0.8, 2 ** -1.4])
+    assert _classic([60, 20, 0, 10, 10], [0, 0, 1, 1, 1], [0.8, 0.2], CLASSIC) == pytest.approx(
+        [2 ** -(0.7 * 4), 2 ** -(0.5 * 4), 2 ** -(0.2 / 3 * 6), 2 ** -((0.1 + 0.1 / 3) * 6), 2 ** -((0.1 + 0.1 / 3) * 6)])
+    assert _classic([0, 0, 0], [0] * 3, [0.0], CLASSIC) == [1.0, 1.0, 1.0]
 
 
 def test_depth_oblivious_fairshare_as_the_plugin_computes_it():
     """`_depth_oblivious_set_usage_efctv`: F = 2^-R, R = ratio_p * ratio_l^k, ratio_p = the account's UE / S
-    (its U, a child of root), ratio_l = (U / S) / ratio_p, k = 1 where log(ratio_p) and log(ratio_l) have
-    the same sign, else 1 / (1 + (5 log ratio_p)^2); a user with no usage keeps UE = U = 0 (F 1). The
-    accounts of test_classic_fairshare_takes_the_effective_usage_down_the_tree: account 0 ratio_p .8 / .5 =
-    1.6, user 0 ratio_l 2.4 / 1.6 = 1.5 (k 1), user 1 .8 / 1.6 = .5; account 1 ratio_p .4, users 3 and 4
-    ratio_l .6 / .4 = 1.5."""
-    out = np.empty(5)
-    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), DEPTH_OBLIVIOUS, 1.0, out)
+    (its U, a child of root), ratio_l = (U / S) / the siblings' usage ratio, k = 1 where log(ratio_p) and
+    log(ratio_l) have the same sign, else 1 / (1 + (5 log ratio_p)^2); a user with no usage keeps UE = U = 0
+    (F 1). The accounts of test_classic_fairshare_takes_the_effective_usage_down_the_tree: account 0 ratio_p
+    .8 / .5 = 1.6, user 0 ratio_l 2.4 / 1.6 = 1.5 (k 1), user 1 .8 / 1.6 = .5; account 1 ratio_p .4, users 3
+    and 4 ratio_l .6 / .4 = 1.5."""
     k1 = 1 / (1 + (5 * math.log(1.6)) ** 2)
     k2 = 1 / (1 + (5 * math.log(0.4)) ** 2)
-    assert list(out) == pytest.approx([2 ** -(1.6 * 1.5), 2 ** -(1.6 * 0.5 ** k1), 1.0, 2 ** -(0.4 * 1.5 ** k2),
-                                       2 ** -(0.4 * 1.5 ** k2)])
+    assert _classic([60, 20, 0, 10, 10], [0, 0, 1, 1, 1], [0.8, 0.2], DEPTH_OBLIVIOUS) == pytest.approx(
+        [2 ** -(1.6 * 1.5), 2 ** -(1.6 * 0.5 ** k1), 1.0, 2 ** -(0.4 * 1.5 ** k2), 2 ** -(0.4 * 1.5 ** k2)])
+
+
+def test_a_classic_decay_pass_sets_each_factor_when_slurm_does():
+    """Slurm 22.05's decay pass (`_decay_thread`, classic): the accounts' effective usage comes first, from the
+    usage before the pass; then the jobs in job id order: a running job is charged, a pending job computes its
+    user's factor from the usage charged so far. One account of 3 users; before the pass at 600 users 0 and 1
+    used 300 each (account UE 600 / 600 = 1). Job 0 (user 0) and job 2 (user 2) run, job 1 (user 1) waits:
+    job 0's 300 s are charged (total 900), then user 1's factor: U = 300 / 900, UE = 1/3 + (1 - 1/3) / 3 =
+    5/9, S = 1/3, F = 2^(-5/3) (with every charge first, U = 1/4 and F = 2^-1.5); then job 2 is charged.
+    Users 0 and 2 stay stale: their factors come at their next submission. A first pass (no usage before it)
+    leaves the account's UE 0: a user without usage keeps F = 1 (measured live: 48 jobs' InitPrio)."""
+    usage = np.array([300.0, 300.0, 0.0])
+    account = np.zeros(3, np.int64)
+    acct_ue, acct_now, stale, fs = np.zeros(1), np.zeros(1), np.zeros(3, np.bool_), np.ones(3)
+    charged = np.array([300.0, 0.0, 300.0])
+    classic_recalc(usage, np.arange(3), account, np.array([3]), np.ones(3, np.int64), np.full(3, 5000.0), charged,
+                   np.array([2, 0]), 2, np.array([1]), 1, 600.0, 300.0, 0.0, CLASSIC, 1.0, acct_ue, acct_now, stale, fs)
+    assert list(usage) == [600.0, 300.0, 300.0] and acct_ue[0] == 1.0
+    assert fs[1] == pytest.approx(2 ** (-5 / 3)) and list(stale) == [True, False, True]
+    usage = np.array([0.0, 0.0])
+    acct_ue, stale, fs = np.zeros(1), np.zeros(2, np.bool_), np.ones(2)
+    classic_recalc(usage, np.arange(2), np.zeros(2, np.int64), np.array([2]), np.ones(2, np.int64), np.full(2, 5000.0),
+                   np.zeros(2), np.array([0]), 1, np.array([1]), 1, 300.0, 0.0, 0.0, CLASSIC, 1.0, acct_ue, acct_now,
+                   stale, fs)
+    assert acct_ue[0] == 0.0 and fs[1] == 1.0 and usage[0] == 300.0
 
 
 def test_fair_tree_ranks_a_light_accounts_users_above_a_heavy_accounts():
@@ -180,7 +215,7 @@ def test_fair_tree_ranks_a_light_accounts_users_above_a_heavy_accounts():
     2 (no usage, LF inf) rank 5, 3 and 4 tied (LF (1/3) / 0.5) rank 4 both; then account 0: 1 (LF 0.5 / 0.25 = 2)
     rank 2, 0 (LF 0.5 / 0.75) rank 1. On one level the users' own shares would put 1 (20 of 100) beside 3 and 4."""
     out = np.empty(5)
-    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), FAIR_TREE, 1.0, out)
+    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), out)
     assert list(out * 5) == pytest.approx([1, 2, 5, 4, 4])
 
 
@@ -190,7 +225,7 @@ def test_fair_tree_ranks_the_users_of_tied_accounts_together():
     ranks first). Users: 0 (account 0, all of its 50: LF 1), 1 and 2 (account 1, 40 and 10: LF 0.5/0.8 and
     0.5/0.2), 3 (account 2). Merged, 2 (2.5) before 0 (1) before 1 (0.625): ranks 4 (user 3), 3, 2, 1."""
     out = np.empty(4)
-    fairshare_factors(np.array([50.0, 40.0, 10.0, 0.0]), np.array([0, 1, 1, 2]), FAIR_TREE, 1.0, out)
+    fairshare_factors(np.array([50.0, 40.0, 10.0, 0.0]), np.array([0, 1, 1, 2]), out)
     assert list(out * 4) == pytest.approx([2, 1, 3, 4])
 
 

@@ -37,7 +37,15 @@ from metapilot.models.simulator.policies import score
 from metapilot.models.simulator.slurm.bits import ALL, count, node_bits, put
 from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
 from metapilot.models.simulator.slurm.nodes import pick
-from metapilot.models.simulator.slurm.priority import charge_usage, fairshare_factors, job_priority
+from metapilot.models.simulator.slurm.priority import (
+    FAIR_TREE,
+    charge_usage,
+    classic_recalc,
+    effective_usage_factor,
+    fairshare_factors,
+    job_priority,
+    usage_sums,
+)
 from metapilot.models.simulator.slurm.will_run_cache import cache_arrays, forget, will_run_kept
 
 PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
@@ -199,6 +207,17 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     charged = np.zeros(n)
     usage = np.zeros(assoc_account.shape[0])
     fs = np.ones(max(assoc_account.shape[0], 1))
+    # classic fair-share: each account's effective usage as the last decay pass set it, its usage now, its
+    # users; the associations whose factor is not computed since that pass (`classic_recalc`)
+    n_acct = 1
+    for a in range(assoc_account.shape[0]):
+        n_acct = max(n_acct, assoc_account[a] + 1)
+    acct_ue = np.zeros(n_acct)
+    acct_now = np.zeros(n_acct)
+    acct_users = np.zeros(n_acct, np.int64)
+    for a in range(assoc_account.shape[0]):
+        acct_users[assoc_account[a]] += 1
+    stale = np.zeros(max(assoc_account.shape[0], 1), np.bool_)
     # allocations: a bump pool, compacted when full
     pool_size = 4 * n_nodes + 1024
     for p in range(n_parts):
@@ -308,8 +327,14 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
         # 2. the priority recalculation: the jobs running now are charged since the last pass (or their
         # start); what a job ran between the last pass and its end is never charged (`charge_usage`)
         if t == next_calc:
-            charge_usage(usage, assoc, cpus, out_start, out_end, charged, running, n_running, t, last_calc, half_life)
-            fairshare_factors(usage, assoc_account, fairshare, fs_damping, fs)
+            if fairshare == FAIR_TREE:
+                charge_usage(usage, assoc, cpus, out_start, out_end, charged, running, n_running, t, last_calc,
+                             half_life)
+                fairshare_factors(usage, assoc_account, fs)
+            else:  # classic: the pass's own order sets each factor (`classic_recalc`)
+                classic_recalc(usage, assoc, assoc_account, acct_users, cpus, out_end, charged, running, n_running,
+                               pend, n_pend, t, last_calc, half_life, fairshare, fs_damping, acct_ue, acct_now,
+                               stale, fs)
             for k in range(n_pend):
                 prio[pend[k]] = job_priority(pend[k], t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs,
                                              w_size, w_part, w_qos, max_age)
@@ -327,6 +352,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
             pend[n_pend] = j
             n_pend += 1
             if multifactor:
+                if stale[assoc[j]]:  # classic: a user's factor is computed when a job first needs it after a pass
+                    total = usage_sums(usage, assoc_account, acct_now)
+                    fs[assoc[j]] = effective_usage_factor(assoc[j], usage, assoc_account, total, acct_now,
+                                                          acct_users, acct_ue, fairshare, fs_damping)
+                    stale[assoc[j]] = False
                 prio[j] = job_priority(j, t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
                                        w_qos, max_age)
             last_sub = t

@@ -15,9 +15,12 @@ each factor in [0, 1], the sum truncated to an integer (at least 1), as Slurm st
   tree as the multifactor plugin computes it: F = 2^(-(UE / S) / FairShareDampeningFactor), U an
   association's share of all the usage (usage_norm), S its normalised shares (1 / accounts for an
   account, that over the account's users for a user), and the effective usage UE = U for an account
-  (a child of root) and U + (UE_account - U) / the account's users for a user (`_set_usage_efctv`):
-  a user with no usage in an account that has some gets less than 1. With DEPTH_OBLIVIOUS, that
-  plugin's `_depth_oblivious_set_usage_efctv` for the users instead.
+  (a child of root) and U + (UE_account - U) / the account's users for a user (`_set_usage_efctv`);
+  with DEPTH_OBLIVIOUS, that plugin's `_depth_oblivious_set_usage_efctv` for the users instead. When
+  each is computed follows Slurm 22.05's decay pass (`classic_recalc`): the accounts' UE from the
+  usage before the pass, a user's when a job of theirs first needs it after the pass (mid-pass, from
+  the usage charged so far, for a pending job), so a user with no usage keeps F = 1 until the pass
+  after its account's first usage.
   Usage is CPU-seconds, decayed with PriorityDecayHalfLife, charged
   at each recalculation for the jobs running then (since the last one or their start): what a job runs
   between the last recalculation and its end is never charged, so a job that starts and ends between
@@ -47,13 +50,12 @@ _DEPTH_OBLIVIOUS_F = 5.0  # the plugin's fixed f ("could be a tunable parameter"
 
 
 @jit_nrt
-def fairshare_factors(usage, account, algorithm, damping, out):
-    """Each association's fair-share factor from its decayed usage; `account[a]` is association a's
-    account (0 .. accounts - 1, each with an association: `replay.associations`); `algorithm`: FAIR_TREE,
-    CLASSIC or DEPTH_OBLIVIOUS; `damping`: FairShareDampeningFactor (classic and depth-oblivious). Fair
-    Tree as slurm's fair_tree.c walks a two-level tree (accounts under root, associations under their
-    account): rank starts at the number of associations, each user visited takes the rank (or its tied
-    predecessor's) and lowers it by one."""
+def fairshare_factors(usage, account, out):
+    """Each association's Fair Tree factor from its decayed usage; `account[a]` is association a's account
+    (0 .. accounts - 1, each with an association: `replay.associations`). Fair Tree as slurm's fair_tree.c
+    walks a two-level tree (accounts under root, associations under their account): rank starts at the
+    number of associations, each user visited takes the rank (or its tied predecessor's) and lowers it by
+    one."""
     n = usage.shape[0]
     if n == 0:
         return
@@ -68,9 +70,6 @@ def fairshare_factors(usage, account, algorithm, damping, out):
     for a in range(n):
         acct_usage[account[a]] += usage[a]
         acct_users[account[a]] += 1
-    if algorithm != FAIR_TREE:
-        _effective_usage_factors(usage, account, acct_usage, acct_users, total, algorithm, damping, out)
-        return
     # level fair-share S / U, no usage: infinity (the top); accounts among accounts, users within theirs
     acct_key = np.empty(n_acct)  # minus the level: sorted ascending, the highest level first
     for k in range(n_acct):
@@ -104,27 +103,79 @@ def fairshare_factors(usage, account, algorithm, damping, out):
 
 
 @jit_nrt
-def _effective_usage_factors(usage, account, acct_usage, acct_users, total, algorithm, damping, out):
-    """F = 2^(-(UE / S) / damping) per association, UE as the multifactor plugin's `_set_assoc_usage_efctv`
-    sets it on the tree root -> accounts -> users, every association with equal shares."""
-    s_acct = 1.0 / acct_usage.shape[0]
-    for a in range(usage.shape[0]):
-        k = account[a]
-        u = usage[a] / total if total > 0.0 else 0.0  # usage_norm: of root's usage
-        u_acct = acct_usage[k] / total if total > 0.0 else 0.0  # the account's, and its effective usage
-        s = s_acct / acct_users[k]
-        if algorithm == CLASSIC:
-            ue = u + (u_acct - u) / acct_users[k]  # `_set_usage_efctv`
-        elif u > 0.0 and u_acct > 0.0:  # `_depth_oblivious_set_usage_efctv`
-            ratio_p = u_acct / s_acct
-            ratio_l = (u / s) / (u_acct / s_acct)  # over the siblings' usage ratio
-            x = 1.0
-            if math.log(ratio_p) * math.log(ratio_l) < 0.0:
-                x = 1.0 / (1.0 + (_DEPTH_OBLIVIOUS_F * math.log(ratio_p)) ** 2)
-            ue = ratio_p * ratio_l ** x * s
+def effective_usage_factor(a, usage, account, total, acct_now, acct_users, acct_ue, algorithm, damping):
+    """Association a's classic (or depth-oblivious) factor F = 2^(-(UE / S) / damping) from the usage now
+    (`total`: root's, `acct_now`: each account's) and its account's effective usage `acct_ue` as the last
+    decay pass set it (`classic_recalc`), every association with equal shares (priority_multifactor.c:
+    `_set_usage_efctv`, `_depth_oblivious_set_usage_efctv`, `priority_p_calc_fs_factor`)."""
+    k = account[a]
+    u = usage[a] / total if total > 0.0 else 0.0  # usage_norm: of root's usage
+    s_acct = 1.0 / acct_ue.shape[0]
+    s = s_acct / acct_users[k]
+    if algorithm == CLASSIC:
+        ue = u + (acct_ue[k] - u) / acct_users[k]
+    elif u > 0.0 and acct_ue[k] > 0.0:
+        ratio_p = acct_ue[k] / s_acct
+        ratio_l = (u / s) / ((acct_now[k] / total) / s_acct)  # over its siblings' usage ratio
+        x = 1.0
+        if math.log(ratio_p) * math.log(ratio_l) < 0.0:
+            x = 1.0 / (1.0 + (_DEPTH_OBLIVIOUS_F * math.log(ratio_p)) ** 2)
+        ue = ratio_p * ratio_l ** x * s
+    else:
+        ue = u
+    return 2.0 ** (-(ue / s) / damping)
+
+
+@jit_nrt
+def usage_sums(usage, account, acct_now):
+    """Root's usage (returned) and each account's (`acct_now`)."""
+    acct_now[:] = 0.0
+    total = 0.0
+    for b in range(usage.shape[0]):
+        total += usage[b]
+        acct_now[account[b]] += usage[b]
+    return total
+
+
+@jit_nrt
+def classic_recalc(usage, assoc, account, acct_users, cpus, end, charged, running, n_running, pend, n_pend, now,
+                   last, half_life, algorithm, damping, acct_ue, acct_now, stale, fs):
+    """A decay pass of classic (or depth-oblivious) fair-share in Slurm 22.05's order (`_decay_thread`): the
+    accounts' effective usage is set first, from the usage before this pass (`_set_children_usage_efctv`;
+    an account is a child of root: its share of root's usage), and every user's is marked stale; then the
+    usage decays and the jobs are walked in job list order (job id): a running job is charged, and a
+    pending job's priority needs its user's factor, computed then from the usage charged so far. A user
+    still stale after the pass gets its factor at its next job's submission (`stale[a]`: True). Measured
+    live: 190 of 200 jobs' initial priorities exactly, the others within 2%."""
+    total = usage_sums(usage, account, acct_now)
+    for k in range(acct_ue.shape[0]):
+        acct_ue[k] = acct_now[k] / total if total > 0.0 else 0.0
+    stale[:] = True
+    if half_life > 0 and now > last:
+        f = 2.0 ** (-(now - last) / half_life)
+        for u in range(usage.shape[0]):
+            usage[u] *= f
+    total = usage_sums(usage, account, acct_now)
+    run = np.sort(running[:n_running])
+    i = 0
+    q = 0
+    while i < n_running or q < n_pend:
+        if q >= n_pend or (i < n_running and run[i] < pend[q]):
+            j = run[i]
+            i += 1
+            if end[j] > now and now > charged[j]:  # RUNNING (not COMPLETING): charged since its last charge
+                c = cpus[j] * (now - charged[j])
+                usage[assoc[j]] += c
+                acct_now[account[assoc[j]]] += c
+                total += c
+                charged[j] = now
         else:
-            ue = u
-        out[a] = 2.0 ** (-(ue / s) / damping)
+            a = assoc[pend[q]]
+            q += 1
+            if stale[a]:
+                fs[a] = effective_usage_factor(a, usage, account, total, acct_now, acct_users, acct_ue, algorithm,
+                                               damping)
+                stale[a] = False
 
 
 @jit_nrt
