@@ -498,6 +498,8 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
     path."""
     out.mkdir(parents=True, exist_ok=True)
     plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users, accounts)
+    if priority_flags:
+        plan["priority_flags"] = priority_flags
     account_of = {j["user"]: j["account"] for j in plan if j.get("user")}
     names = sorted(account_of)
     doc = {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_cap_min": limit_cap_min,
@@ -747,9 +749,13 @@ def plan_tag(plan: dict, first: dict) -> str:
         words.append(f"limits at most {plan['limit_cap_min']} min")
     if plan["seed"] != first["seed"]:
         words.append(f"partitions drawn with seed {plan['seed']}")
-    if plan.get("users", 0) != first.get("users", 0) or plan.get("accounts", 1) != first.get("accounts", 1):
+    flags = plan.get("priority_flags", "")
+    if (plan.get("users", 0) != first.get("users", 0) or plan.get("accounts", 1) != first.get("accounts", 1)
+            or flags != first.get("priority_flags", "")):
         in_accounts = f" in {plan['accounts']} accounts" if plan.get("accounts", 1) > 1 else ""
-        words.append(f"{plan['users']} users (the trace's){in_accounts}, Fair Tree between them" if plan.get("users")
+        algo = ("depth-oblivious fair-share" if "DEPTH_OBLIVIOUS" in flags
+                else "classic fair-share" if "NO_FAIR_TREE" in flags else "Fair Tree")
+        words.append(f"{plan['users']} users (the trace's){in_accounts}, {algo} between them" if plan.get("users")
                      else "every job root's")
     return "".join(", " + w for w in words)
 
