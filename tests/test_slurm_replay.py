@@ -273,6 +273,21 @@ def test_usage_is_charged_at_the_recalculations_to_the_jobs_running_then():
     assert starts(jobs, late, rule="multifactor") == [0, 0, 150, 160]
 
 
+def test_a_job_ending_in_the_passs_second_is_charged_to_it():
+    """Slurm's decay pass wakes on the whole second, before anything else of that second: a job whose
+    recorded end is that second was still running and is charged (the live Fair Tree runs: 294 of 300
+    initial priorities matched without that, 300 of 300 with it; the 6 were one user whose 5-s job ended in
+    the pass's second). The jobs of test_usage_is_charged_at_the_recalculations_to_the_jobs_running_then,
+    passes at 90 and 190: job 1 ends at 90, charged 180 (a), b 90: b's job 3 first. With complete_s 0 too:
+    the pass comes before the release (with 0.5 s every start that waits on an end is 0.5 s later)."""
+    jobs = frame([(0, 90, 100, 2, None, "a"), (0, 150, 200, 1, None, "b"), (120, 10, 10, 4, None, "b"),
+                  (121, 10, 10, 4, None, "a")])
+    for complete_s in (0.0, 0.5):
+        conf = SlurmConf.single(4).with_sched(bf_interval=1, sched_interval=1, complete_s=complete_s).with_priority(
+            multifactor=True, weight_fairshare=1000, calc_period_s=100.0, calc_origin_s=90.0)
+        assert starts(jobs, conf, rule="multifactor")[2:] == [150 + complete_s, 160 + 2 * complete_s], complete_s
+
+
 def test_a_completing_job_is_not_charged_at_a_recalculation():
     """Slurm's decay pass charges RUNNING jobs only; a job that has ended but still holds its CPUs
     (COMPLETING) is not one. With 20 s of completing time, job 1 (user a, 2 CPUs) ends at 90 and frees

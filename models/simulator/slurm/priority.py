@@ -163,7 +163,7 @@ def classic_recalc(usage, assoc, account, acct_users, cpus, end, charged, runnin
         if q >= n_pend or (i < n_running and run[i] < pend[q]):
             j = run[i]
             i += 1
-            if end[j] > now and now > charged[j]:  # RUNNING (not COMPLETING): charged since its last charge
+            if end[j] >= now and now > charged[j]:  # RUNNING at the pass: charged since its last charge
                 c = cpus[j] * (now - charged[j])
                 usage[assoc[j]] += c
                 acct_now[account[assoc[j]]] += c
@@ -196,14 +196,15 @@ def charge_usage(usage, assoc, cpus, start, end, charged, jobs, n_jobs, now, las
     """Decay the usage by the time since the last recalculation, then charge each of `jobs` (those
     holding CPUs) its CPU-seconds since it was last charged. A job that has ended and still holds its
     CPUs (COMPLETING, `complete_s` > 0) is not RUNNING, and Slurm's decay pass charges only running jobs:
-    its last stretch is never charged, as for a job that ended between two passes."""
+    its last stretch is never charged, as for a job that ended between two passes. A job whose end falls
+    in the pass's own second ended after it (the pass wakes on the whole second): it is charged."""
     if half_life > 0 and now > last:
         f = 2.0 ** (-(now - last) / half_life)
         for u in range(usage.shape[0]):
             usage[u] *= f
     for k in range(n_jobs):
         j = jobs[k]
-        if end[j] <= now:
+        if end[j] < now:
             continue
         if now > charged[j]:
             usage[assoc[j]] += cpus[j] * (now - charged[j])
