@@ -317,8 +317,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
         # runs then matches, 300 of 300 twice and 200 of 200)
         if t == next_calc:
             if fairshare == FAIR_TREE:
-                charge_usage(usage, assoc, cpus, out_start, out_end, charged, running, n_running, t, last_calc,
-                             half_life)
+                charge_usage(usage, assoc, cpus, out_end, charged, running, n_running, t, last_calc, half_life)
                 fairshare_factors(usage, assoc_account, fs)
             else:  # classic: the pass's own order sets each factor (`classic_recalc`)
                 classic_recalc(usage, assoc, assoc_account, acct_users, cpus, out_end, charged, running, n_running,

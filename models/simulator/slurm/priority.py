@@ -59,16 +59,13 @@ def fairshare_factors(usage, account, out):
     n = usage.shape[0]
     if n == 0:
         return
-    total = 0.0
-    for a in range(n):
-        total += usage[a]
     n_acct = 0
     for a in range(n):
         n_acct = max(n_acct, account[a] + 1)
     acct_usage = np.zeros(n_acct)
+    total = usage_sums(usage, account, acct_usage)
     acct_users = np.zeros(n_acct, np.int64)
     for a in range(n):
-        acct_usage[account[a]] += usage[a]
         acct_users[account[a]] += 1
     # level fair-share S / U, no usage: infinity (the top); accounts among accounts, users within theirs
     acct_key = np.empty(n_acct)  # minus the level: sorted ascending, the highest level first
@@ -151,10 +148,7 @@ def classic_recalc(usage, assoc, account, acct_users, cpus, end, charged, runnin
     for k in range(acct_ue.shape[0]):
         acct_ue[k] = acct_now[k] / total if total > 0.0 else 0.0
     stale[:] = True
-    if half_life > 0 and now > last:
-        f = 2.0 ** (-(now - last) / half_life)
-        for u in range(usage.shape[0]):
-            usage[u] *= f
+    decay_usage(usage, now, last, half_life)
     total = usage_sums(usage, account, acct_now)
     run = np.sort(running[:n_running])
     i = 0
@@ -163,12 +157,9 @@ def classic_recalc(usage, assoc, account, acct_users, cpus, end, charged, runnin
         if q >= n_pend or (i < n_running and run[i] < pend[q]):
             j = run[i]
             i += 1
-            if end[j] >= now and now > charged[j]:  # RUNNING at the pass: charged since its last charge
-                c = cpus[j] * (now - charged[j])
-                usage[assoc[j]] += c
-                acct_now[account[assoc[j]]] += c
-                total += c
-                charged[j] = now
+            c = charge_job(j, usage, assoc, cpus, end, charged, now)
+            acct_now[account[assoc[j]]] += c
+            total += c
         else:
             a = assoc[pend[q]]
             q += 1
@@ -192,20 +183,33 @@ def job_priority(j, now, submit, fs_of_assoc, assoc, size_f, part_f, qos_f, w_ag
 
 
 @jit_nrt
-def charge_usage(usage, assoc, cpus, start, end, charged, jobs, n_jobs, now, last, half_life):
-    """Decay the usage by the time since the last recalculation, then charge each of `jobs` (those
-    holding CPUs) its CPU-seconds since it was last charged. A job that has ended and still holds its
-    CPUs (COMPLETING, `complete_s` > 0) is not RUNNING, and Slurm's decay pass charges only running jobs:
-    its last stretch is never charged, as for a job that ended between two passes. A job whose end falls
-    in the pass's own second ended after it (the pass wakes on the whole second): it is charged."""
+def decay_usage(usage, now, last, half_life):
+    """Decay the usage by the time since the last recalculation (PriorityDecayHalfLife)."""
     if half_life > 0 and now > last:
         f = 2.0 ** (-(now - last) / half_life)
         for u in range(usage.shape[0]):
             usage[u] *= f
+
+
+@jit_nrt
+def charge_job(j, usage, assoc, cpus, end, charged, now):
+    """Charge job j (holding CPUs) its CPU-seconds since it was last charged; returns the charge. A job
+    that has ended and still holds its CPUs (COMPLETING, `complete_s` > 0) is not RUNNING, and Slurm's
+    decay pass charges only running jobs: its last stretch is never charged, as for a job that ended
+    between two passes. A job whose end falls in the pass's own second ended after it (the pass wakes on
+    the whole second): it is charged."""
+    if end[j] < now or now <= charged[j]:
+        return 0.0
+    c = cpus[j] * (now - charged[j])
+    usage[assoc[j]] += c
+    charged[j] = now
+    return c
+
+
+@jit_nrt
+def charge_usage(usage, assoc, cpus, end, charged, jobs, n_jobs, now, last, half_life):
+    """Fair Tree's decay pass (`fair_tree_decay`): decay the usage, then charge each of `jobs` (those
+    holding CPUs), all before any factor is computed."""
+    decay_usage(usage, now, last, half_life)
     for k in range(n_jobs):
-        j = jobs[k]
-        if end[j] < now:
-            continue
-        if now > charged[j]:
-            usage[assoc[j]] += cpus[j] * (now - charged[j])
-            charged[j] = now
+        charge_job(jobs[k], usage, assoc, cpus, end, charged, now)
