@@ -404,9 +404,10 @@ def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_
 FIDELITY_ACCOUNT = "mpfid"
 
 
-def add_users(env: dict, account_of: dict[str, str]) -> list[str]:
+def add_users(env: dict, account_of: dict[str, str], shares: dict[str, int] | None = None) -> list[str]:
     """Unix users (those not there yet: returned, for `remove_users`) and their associations in their Slurm
-    account (`account_of`: user -> account); waits for the decay thread's first Fair Tree pass over them
+    account (`account_of`: user -> account), each account or user named in `shares` with that Fairshare
+    (sacctmgr's default 1 otherwise); waits for the decay thread's first Fair Tree pass over them
     (PriorityCalcPeriod): until then a new association's fair-share factor is 0, a state no replay of a
     site's history starts from."""
     import pwd
@@ -426,6 +427,10 @@ def add_users(env: dict, account_of: dict[str, str]) -> list[str]:
                        check=True, capture_output=True, text=True)
         subprocess.run(["sacctmgr", "-i", "add", "user", "name=" + ",".join(members), f"account={acct}",
                         f"cluster={cluster}"], env=env, check=True, capture_output=True, text=True)
+    for name, share in sorted((shares or {}).items()):
+        kind = "account" if name in set(account_of.values()) else "user"
+        subprocess.run(["sacctmgr", "-i", "modify", kind, "where", f"name={name}", f"cluster={cluster}", "set",
+                        f"fairshare={share}"], env=env, check=True, capture_output=True, text=True)
     end = time.monotonic() + 400
     while time.monotonic() < end:
         out = subprocess.run(["sshare", "-n", "-P", "-a", "-o", "User,FairShare"], env=env, capture_output=True,
@@ -489,24 +494,38 @@ def steered_rows(db: str) -> list[dict]:
     return [dict(zip(("job_id", "site_factor", "rank", "group", "set_at", "released_at"), r)) for r in rows]
 
 
+def fidelity_shares(plan: list[dict], account_shares: list[int], user_shares: bool) -> dict[str, int]:
+    """The Fairshare of each account (`account_shares[i]` for `mpfacct<i>`) and, with `user_shares`, of
+    each user (1 + (the trace's user id // 3) mod 3: the account is the id mod 3): unequal shares at both
+    levels of the tree."""
+    shares = {f"mpfacct{i}": int(v) for i, v in enumerate(account_shares)}
+    if user_shares:
+        shares.update({j["user"]: 1 + int(j["user"].removeprefix("mpfid")) // 3 % 3 for j in plan if j.get("user")})
+    return shares
+
+
 def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
                    only: list[str] | None = None, users: bool = False, accounts: int = 0,
-                   priority_flags: str = "") -> Path:
+                   priority_flags: str = "", account_shares: list[int] | None = None,
+                   user_shares: bool = False) -> Path:
     """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
-    results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf)
-    and slurmctld's log; `priority_flags`: the cluster's PriorityFlags (e.g. NO_FAIR_TREE). Returns the JSON's
+    results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf),
+    the association tree as `sshare -a -l -P` printed it before the first run (sshare.txt: what a site gives
+    the replay with --shares) and slurmctld's log; `priority_flags`: the cluster's PriorityFlags (e.g.
+    NO_FAIR_TREE); `account_shares`, `user_shares`: unequal Fairshare (`fidelity_shares`). Returns the JSON's
     path."""
     out.mkdir(parents=True, exist_ok=True)
     plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users, accounts)
-    if priority_flags:
-        plan["priority_flags"] = priority_flags
+    shares = fidelity_shares(plan, account_shares or [], user_shares)
     account_of = {j["user"]: j["account"] for j in plan if j.get("user")}
     names = sorted(account_of)
     doc = {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_cap_min": limit_cap_min,
                     "high_share": high_share, "seed": seed, "users": len(names),
                     "accounts": len(set(account_of.values())), "trace": "KTH-SP2.normalised.swf.gz",
                     "limits_min": sorted({j["limit_min"] for j in plan}),
-                    "high_jobs": sum(j["partition"] == "high" for j in plan)},
+                    "high_jobs": sum(j["partition"] == "high" for j in plan),
+                    **({"priority_flags": priority_flags} if priority_flags else {}),
+                    **({"shares": shares} if shares else {})},
            "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
     path = out / "fidelity.json"
     env = start_slurm(f"PriorityFlags={priority_flags}" if priority_flags else "")
@@ -523,8 +542,12 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
     made: list[str] = []
     try:
         if names:
-            made = add_users(env, account_of)
+            made = add_users(env, account_of, shares)
             doc["fair_tree_ready"] = time.time()
+            tree = subprocess.run(["sshare", "-a", "-l", "-P"], env=env, capture_output=True, text=True)
+            if tree.returncode == 0:
+                (out / "sshare.txt").write_text(tree.stdout)
+                doc["sshare"] = "sshare.txt"
         for label, rule, steer in FIDELITY_RUNS:
             if only and rule not in only:
                 continue
@@ -595,12 +618,15 @@ def replay_run(jobs: list[dict], conf_path: Path, rule: str, complete_s: float) 
     """trace id -> start (s after the first real submit) in `replay_slurm`, replayed on Slurm's own clock
     (`origin_s` = the first submit's epoch second: backfill rounds reservations to bf_resolution on that
     clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says otherwise; the
-    priority recalculations from slurmctld's start, as a site's `scontrol show config` gives it."""
-    from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
+    priority recalculations from slurmctld's start, as a site's `scontrol show config` gives it; the
+    association tree's shares from `sshare` where the run saved it."""
+    from metapilot.models.simulator.slurm import read_shares, read_slurm_conf, replay_slurm
 
     first = min(j["submit"] for j in jobs if j.get("start") is not None and j.get("end") is not None)
     conf = read_slurm_conf(conf_path).with_sched(complete_s=complete_s)  # what `--complete-s` gives the commands
     conf = conf.with_priority(calc_origin_s=slurmctld_boot(conf_path))
+    if (conf_path.parent / "sshare.txt").exists():  # the association tree, as `--shares` gives it to the commands
+        conf = conf.with_shares(read_shares(conf_path.parent / "sshare.txt"))
     out = replay_slurm(fidelity_frame(jobs, first), conf, rule=rule, origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
     return {str(i): float(s) for i, s in zip(out["job_id"], out["start"])}
 
@@ -751,8 +777,10 @@ def plan_tag(plan: dict, first: dict) -> str:
         words.append(f"partitions drawn with seed {plan['seed']}")
     flags = plan.get("priority_flags", "")
     if (plan.get("users", 0) != first.get("users", 0) or plan.get("accounts", 1) != first.get("accounts", 1)
-            or flags != first.get("priority_flags", "")):
+            or flags != first.get("priority_flags", "") or plan.get("shares") != first.get("shares")):
         in_accounts = f" in {plan['accounts']} accounts" if plan.get("accounts", 1) > 1 else ""
+        if plan.get("shares"):
+            in_accounts += " with unequal shares"
         algo = ("depth-oblivious fair-share" if "DEPTH_OBLIVIOUS" in flags
                 else "classic fair-share" if "NO_FAIR_TREE" in flags else "Fair Tree")
         words.append(f"{plan['users']} users (the trace's){in_accounts}, {algo} between them" if plan.get("users")
@@ -994,6 +1022,8 @@ def section(cycle: dict | None, live: dict | None, note: str | None = None) -> s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # a run stopped with kill (SIGINT is ignored in a background job) still stops its Slurm and removes its users
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     ap.add_argument("what", nargs="?", choices=("cycle", "live", "both", "analyse", "fidelity"))
     ap.add_argument("--work", default=None, help="analyse: the slurm-live-* folder of a finished live run")
     ap.add_argument("--analyse", default=None, metavar="FILE", nargs="+",
@@ -1018,6 +1048,10 @@ def main() -> None:
                     "accounts (mpfacct<id mod N>), for Fair Tree between accounts")
     ap.add_argument("--priority-flags", default="", help="fidelity: the cluster's PriorityFlags (e.g. NO_FAIR_TREE: "
                     "classic fair-share)")
+    ap.add_argument("--account-shares", default=None, help="fidelity with --accounts: each account's Fairshare, "
+                    "comma-separated (mpfacct0 first)")
+    ap.add_argument("--user-shares", action="store_true", help="fidelity with --users: each user's Fairshare 1 + "
+                    "(its trace id // 3) mod 3")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
     ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
@@ -1031,7 +1065,9 @@ def main() -> None:
         else:
             out = Path(a.out) if a.out else REPO / "bench" / "out" / time.strftime("fidelity-%Y%m%d-%H%M", time.gmtime())
             paths = [bench_fidelity(out, a.jobs or 200, 19400 if a.first is None else a.first, a.compress or 60.0,
-                                    a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts, a.priority_flags)]
+                                    a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts, a.priority_flags,
+                                    [int(x) for x in a.account_shares.split(",")] if a.account_shares else None,
+                                    a.user_shares)]
         result = merge_fidelity([analyse_fidelity(x) for x in paths])
         if a.json:
             Path(a.json).write_text(json.dumps(result, default=float, indent=1))

@@ -49,26 +49,32 @@ def plan_origins(db: str | None, cluster: str | None, every_weeks: int, warmup_w
 
 
 def site_conf(current_conf: str | None, current_qos: dict[str, int] | None = None,
-              complete_s: float = 0.0) -> SlurmConf | None:
+              complete_s: float = 0.0, current_shares: str | None = None, con=None, cluster: str = "",
+              db: str | None = None) -> SlurmConf | None:
     """The site's Slurm as the walk forward replays it (a `SlurmConf`; None without `--current-conf`): its
-    slurm.conf, the QOS priorities slurmdbd keeps, the completing time the site measured."""
-    from metapilot.models.simulator.slurm import read_slurm_conf
+    slurm.conf, the QOS priorities and the association tree's shares slurmdbd keeps (the tree named as the
+    warehouse `con` names the cluster's jobs), the completing time the site measured."""
+    from metapilot.models.simulator.slurm import read_slurm_conf, site_shares
+    from metapilot.warehouse.secret import read_key, secret_path
 
     if not current_conf:
         return None
-    return read_slurm_conf(current_conf, current_qos).with_sched(complete_s=complete_s)
+    conf = read_slurm_conf(current_conf, current_qos).with_sched(complete_s=complete_s)
+    if current_shares:
+        conf = conf.with_shares(site_shares(current_shares, con, cluster, read_key(secret_path(db))))
+    return conf
 
 
 def past_windows_of(db: str | None, cluster: str, origins: list[datetime], current: str,
                     current_conf: str | None = None, current_qos: dict[str, int] | None = None,
-                    current_complete_s: float = 0.0) -> list:
+                    current_complete_s: float = 0.0, current_shares: str | None = None) -> list:
     """The jobs before each origin (`backtest.past_windows`), read before any fold opens the warehouse."""
     from metapilot.models.evaluation.backtest import past_windows
     from metapilot.warehouse.db import connect
 
-    conf = site_conf(current_conf, current_qos, current_complete_s)
     con = connect(db, read_only=True)
     try:
+        conf = site_conf(current_conf, current_qos, current_complete_s, current_shares, con, cluster, db)
         return past_windows(con, cluster, origins, current, conf)
     finally:
         con.close()
@@ -77,16 +83,16 @@ def past_windows_of(db: str | None, cluster: str, origins: list[datetime], curre
 @task(name="walk-forward-judge", cache_policy=NONE)
 def judge_task(db: str | None, cluster: str, folds: list, span_end: datetime, current: str, planner: bool,
                backtest_id: str, choices: list | None = None, current_conf: str | None = None,
-               current_qos: dict[str, int] | None = None, current_complete_s: float = 0.0) -> WalkForwardResult:
+               current_qos: dict[str, int] | None = None, current_complete_s: float = 0.0,
+               current_shares: str | None = None) -> WalkForwardResult:
     from metapilot.models.evaluation.backtest import run_backtest
     from metapilot.warehouse.db import connect
-
-    conf = site_conf(current_conf, current_qos, current_complete_s)
 
     log = get_run_logger()
     with warehouse_writer(db, log=log.info):
         con = connect(db)
         try:
+            conf = site_conf(current_conf, current_qos, current_complete_s, current_shares, con, cluster, db)
             return run_backtest(con, cluster, folds, span_end, current=current, planner=planner, log=log.info,
                                 backtest_id=backtest_id, choices=choices, current_conf=conf)
         finally:
@@ -236,7 +242,8 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
                   warmup_weeks: int | None = None, start: datetime | None = None, end: datetime | None = None,
                   current: str = "FCFS+EASY", steps: int = 2000, dask: str | None = None, planner: bool = True,
                   relearn: bool = False, current_conf: str | None = None,
-                  current_qos: dict[str, int] | None = None, current_complete_s: float = 0.0) -> WalkForwardResult:
+                  current_qos: dict[str, int] | None = None, current_complete_s: float = 0.0,
+                  current_shares: str | None = None) -> WalkForwardResult:
     """Walk forward over the cluster's history (see the module docstring); returns the result.
     The folds learn in parallel on the Dask cluster `dask` names (or `METAPILOT_DASK_ADDRESS`), else
     on a local one when more than one is to be learned (`local_fold_runner`), else here."""
@@ -254,7 +261,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
     # what the past says at each origin depends on no fold: replayed here while the folds learn
     # (their workers leave a core part idle: Prefect's calls, the warehouses' I/O, uneven folds)
     pasts = past_windows_of(db, cluster, [*origins, span_end], current, current_conf, current_qos,  # and at the end:
-                            current_complete_s)  # the next decision
+                            current_complete_s, current_shares)  # the next decision
     with ThreadPoolExecutor(1, thread_name_prefix="past-replays") as ex:
         past = ex.submit(past_choices, pasts, log.info)
         del pasts
@@ -267,7 +274,7 @@ def backtest_flow(db: str | None = None, cluster: str | None = None, every_weeks
             folds = [learn_fold(db, cluster, first, busy, t, steps, relearn) for t in origins]
         choices = past.result()
     out = judge_task(db, cluster, folds, span_end, current, planner, new_backtest_id(), choices, current_conf,
-                     current_qos, current_complete_s)
+                     current_qos, current_complete_s, current_shares)
     if start is None and end is None:  # a narrowed span leaves the whole walk's folds for the next run
         prune_folds(db, cluster, [f.db for f in folds])
     return out.with_folds(str(fold_root(db, cluster)))

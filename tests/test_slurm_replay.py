@@ -137,21 +137,62 @@ def test_qos_priorities_order_the_queue_and_a_weight_without_them_is_said(tmp_pa
         parse_qos_priorities("normal|high")
 
 
+def _shares(account, assoc_raw=None, acct_raw=None, root=()):
+    """Normalised shares as `replay.associations` gives them: each user's over its account's users', each
+    account's over root's children's (root's own users `root` included); 1 share each unless given."""
+    account = np.asarray(account, np.int64)
+    n_acct = int(account.max()) + 1
+    assoc_raw = np.ones(len(account)) if assoc_raw is None else np.asarray(assoc_raw, np.float64)
+    acct_raw = np.ones(n_acct) if acct_raw is None else np.asarray(acct_raw, np.float64)
+    level = np.bincount(account, weights=assoc_raw, minlength=n_acct)
+    return assoc_raw / level[account], acct_raw / (acct_raw.sum() + sum(root))
+
+
+def _fair_tree(usage, account, assoc_raw=None, acct_raw=None, root=()):
+    out = np.empty(len(usage))
+    assoc_share, acct_share = _shares(account, assoc_raw, acct_raw, root)
+    fairshare_factors(np.asarray(usage, np.float64), np.asarray(account, np.int64), assoc_share, acct_share,
+                      sum(v > 0 for v in root), len(root), out)
+    return out
+
+
 def test_fair_tree_factors_of_one_account():
-    out = np.empty(4)
-    one = np.zeros(4, np.int64)  # one account
-    fairshare_factors(np.array([0.0, 10.0, 10.0, 30.0]), one, out)
-    assert list(out) == [1.0, 0.75, 0.75, 0.25]
-    fairshare_factors(np.zeros(3), one[:3], out[:3])
-    assert list(out[:3]) == [1.0, 1.0, 1.0]
+    assert list(_fair_tree([0.0, 10.0, 10.0, 30.0], [0] * 4)) == [1.0, 0.75, 0.75, 0.25]
+    assert list(_fair_tree([0.0, 0.0, 0.0], [0] * 3)) == [1.0, 1.0, 1.0]
 
 
-def _classic(usage: list[float], account: list[int], acct_ue: list[float], algorithm: int, damping: float = 1.0):
+def test_fair_tree_counts_roots_own_user_and_ranks_it_first():
+    """sacctmgr always makes root's user association (account root): a child of root with 1 share and no
+    usage, so its level fair-share is infinite and it ranks first (fair_tree.c sorts a user before a tied
+    account), and it counts in the ranks: measured live, `sshare` gave factors rank / 26 for 25 users with
+    usage. One account of 4 users who used 0, 10, 10, 30: with root's user the ranks are 4, 3, 3, 1 of 5 (root's
+    user takes 5). Before any usage every account ties with root's user (both infinite): its first user
+    takes root's rank, 5 of 5, and so do the users tied with it."""
+    assert list(_fair_tree([0.0, 10.0, 10.0, 30.0], [0] * 4, root=(1.0,)) * 5) == pytest.approx([4, 3, 3, 1])
+    assert list(_fair_tree([0.0, 0.0, 0.0], [0] * 3, root=(1.0,)) * 4) == pytest.approx([4, 4, 4])
+
+
+def test_fair_tree_weighs_the_sites_shares():
+    """fair_tree.c: LF = S / U, S = the association's RawShares over its siblings' (`shares_norm`), U its
+    usage over its parent's. Accounts 0 (users 0, 1) and 1 (user 2) each used 50 of 100: with equal shares
+    both LF 1 (tied, their users ranked together); with account 0 holding 3 shares against 1 (S .75 / .5 = 1.5
+    against .25 / .5 = .5) every user of account 0 ranks above user 2. Within account 0 users 0 and 1 used 40
+    and 10: with equal shares user 1 (.5 / .2 = 2.5) ranks above user 0 (.5 / .8 = .625); with user 0 holding
+    9 shares against 1 (.9 / .8 = 1.125 against .1 / .2 = .5) user 0 ranks first. Shares 0: LF 0, the lowest."""
+    usage, account = [40.0, 10.0, 50.0], [0, 0, 1]
+    assert list(_fair_tree(usage, account, acct_raw=[3, 1]) * 3) == pytest.approx([2, 3, 1])
+    assert list(_fair_tree(usage, account, assoc_raw=[9, 1, 1], acct_raw=[3, 1]) * 3) == pytest.approx([3, 2, 1])
+    assert list(_fair_tree([0.0, 10.0, 50.0], account, assoc_raw=[0, 1, 1], acct_raw=[3, 1]) * 3) == \
+        pytest.approx([2, 3, 1])
+
+
+def _classic(usage: list[float], account: list[int], acct_ue: list[float], algorithm: int, damping: float = 1.0,
+             assoc_raw=None, acct_raw=None, root=()):
     usage_a, account_a, ue = np.array(usage), np.array(account, np.int64), np.array(acct_ue)
     now = np.zeros(len(acct_ue))
     total = usage_sums(usage_a, account_a, now)
-    users = np.bincount(account_a, minlength=len(acct_ue)).astype(np.int64)
-    return [effective_usage_factor(a, usage_a, account_a, total, now, users, ue, algorithm, damping)
+    assoc_share, acct_share = _shares(account, assoc_raw, acct_raw, root)
+    return [effective_usage_factor(a, usage_a, account_a, total, now, assoc_share, acct_share, ue, algorithm, damping)
             for a in range(len(usage))]
 
 
@@ -168,6 +209,20 @@ def test_classic_fairshare_takes_the_effective_usage_down_the_tree():
     assert _classic([60, 20, 0, 10, 10], [0, 0, 1, 1, 1], [0.8, 0.2], CLASSIC) == pytest.approx(
         [2 ** -(0.7 * 4), 2 ** -(0.5 * 4), 2 ** -(0.2 / 3 * 6), 2 ** -((0.1 + 0.1 / 3) * 6), 2 ** -((0.1 + 0.1 / 3) * 6)])
     assert _classic([0, 0, 0], [0] * 3, [0.0], CLASSIC) == [1.0, 1.0, 1.0]
+
+
+def test_classic_fairshare_weighs_the_sites_shares_and_roots_user():
+    """`_set_usage_efctv` with RawShares: UE = U + (UE_account - U) * shares / the siblings' shares, S = the
+    account's normalised shares times the user's; root's user (1 share) is a child of root, so 3 accounts of
+    1 share have S = 1/4 each (measured live: `sshare` NormShares 0.25). One account of users 0 (3 shares) and
+    1 (1 share) who used 30 and 10 of 40 (account UE 1): S = .75 and .25 (no root user), UE = .75 + .25 * .75
+    = .9375 and .25 + .75 * .25 = .4375, F = 2^-(.9375 / .75), 2^-(.4375 / .25). With root's user: S halves,
+    so the exponents double. Shares 0: F 0 (`priority_p_calc_fs_factor`)."""
+    f = _classic([30, 10], [0, 0], [1.0], CLASSIC, assoc_raw=[3, 1])
+    assert f == pytest.approx([2 ** -(0.9375 / 0.75), 2 ** -(0.4375 / 0.25)])
+    assert _classic([30, 10], [0, 0], [1.0], CLASSIC, assoc_raw=[3, 1], root=(1.0,)) == pytest.approx(
+        [x ** 2 for x in f])
+    assert _classic([30, 10], [0, 0], [1.0], CLASSIC, assoc_raw=[0, 1])[0] == 0.0
 
 
 def test_depth_oblivious_fairshare_as_the_plugin_computes_it():
@@ -196,13 +251,13 @@ def test_a_classic_decay_pass_sets_each_factor_when_slurm_does():
     account = np.zeros(3, np.int64)
     acct_ue, acct_now, stale, fs = np.zeros(1), np.zeros(1), np.zeros(3, np.bool_), np.ones(3)
     charged = np.array([300.0, 0.0, 300.0])
-    classic_recalc(usage, np.arange(3), account, np.array([3]), np.ones(3, np.int64), np.full(3, 5000.0), charged,
+    classic_recalc(usage, np.arange(3), account, np.full(3, 1 / 3), np.ones(1), np.ones(3, np.int64), np.full(3, 5000.0), charged,
                    np.array([2, 0]), 2, np.array([1]), 1, 600.0, 300.0, 0.0, CLASSIC, 1.0, acct_ue, acct_now, stale, fs)
     assert list(usage) == [600.0, 300.0, 300.0] and acct_ue[0] == 1.0
     assert fs[1] == pytest.approx(2 ** (-5 / 3)) and list(stale) == [True, False, True]
     usage = np.array([0.0, 0.0])
     acct_ue, stale, fs = np.zeros(1), np.zeros(2, np.bool_), np.ones(2)
-    classic_recalc(usage, np.arange(2), np.zeros(2, np.int64), np.array([2]), np.ones(2, np.int64), np.full(2, 5000.0),
+    classic_recalc(usage, np.arange(2), np.zeros(2, np.int64), np.full(2, 0.5), np.ones(1), np.ones(2, np.int64), np.full(2, 5000.0),
                    np.zeros(2), np.array([0]), 1, np.array([1]), 1, 300.0, 0.0, 0.0, CLASSIC, 1.0, acct_ue, acct_now,
                    stale, fs)
     assert acct_ue[0] == 0.0 and fs[1] == 1.0 and usage[0] == 300.0
@@ -214,8 +269,7 @@ def test_fair_tree_ranks_a_light_accounts_users_above_a_heavy_accounts():
     80 of 100, LF 0.5 / 0.8 = 0.625); 2: 0, 3: 10, 4: 10 (account 1: 20, LF 0.5 / 0.2 = 2.5). Account 1 first:
     2 (no usage, LF inf) rank 5, 3 and 4 tied (LF (1/3) / 0.5) rank 4 both; then account 0: 1 (LF 0.5 / 0.25 = 2)
     rank 2, 0 (LF 0.5 / 0.75) rank 1. On one level the users' own shares would put 1 (20 of 100) beside 3 and 4."""
-    out = np.empty(5)
-    fairshare_factors(np.array([60.0, 20.0, 0.0, 10.0, 10.0]), np.array([0, 0, 1, 1, 1]), out)
+    out = _fair_tree([60.0, 20.0, 0.0, 10.0, 10.0], [0, 0, 1, 1, 1])
     assert list(out * 5) == pytest.approx([1, 2, 5, 4, 4])
 
 
@@ -224,8 +278,7 @@ def test_fair_tree_ranks_the_users_of_tied_accounts_together():
     (fair_tree.c's tie rules): accounts 0 and 1 both used 50 of 100 (LF 1); account 2 none (its user
     ranks first). Users: 0 (account 0, all of its 50: LF 1), 1 and 2 (account 1, 40 and 10: LF 0.5/0.8 and
     0.5/0.2), 3 (account 2). Merged, 2 (2.5) before 0 (1) before 1 (0.625): ranks 4 (user 3), 3, 2, 1."""
-    out = np.empty(4)
-    fairshare_factors(np.array([50.0, 40.0, 10.0, 0.0]), np.array([0, 1, 1, 2]), out)
+    out = _fair_tree([50.0, 40.0, 10.0, 0.0], [0, 1, 1, 2])
     assert list(out * 4) == pytest.approx([2, 1, 3, 4])
 
 

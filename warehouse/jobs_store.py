@@ -4,6 +4,7 @@ cluster's history ends, which weeks it has jobs in, and a fingerprint that chang
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 import duckdb
@@ -49,3 +50,17 @@ def partitions(con: duckdb.DuckDBPyConnection, cluster: str) -> list[str | None]
 def holds_hashed_names(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the warehouse's jobs carry keyed hashes for names (the default, SPEC §8)."""
     return bool(con.execute(sql_text("jobs/hashed_names.sql")).fetchall()[0][0])
+
+
+def stored_name(con: duckdb.DuckDBPyConnection, cluster: str, names: list[str],
+                key: bytes | None) -> tuple[Callable[[str], str], int]:
+    """How the cluster's jobs name the accounts and users `names` (as `sshare` or `sacctmgr` print them):
+    by their keyed hash (SPEC §8, the default) or as they are (`--keep-names`), whichever more of the
+    cluster's jobs carry (hashed when neither is found and there is a key), and how many jobs that is."""
+    from metapilot.transforms.privacy import keyed_hash
+
+    hashes = [keyed_hash(x, key) for x in names] if key is not None else []
+    given, hashed = con.execute(sql_text("jobs/names_known.sql"), [cluster, names, hashes]).fetchall()[0]
+    if key is None or given > hashed:
+        return str, given
+    return (lambda x: keyed_hash(x, key)), hashed

@@ -68,6 +68,29 @@ QOS_PRIORITY_HELP = ("The site's QOS priorities, which slurmdbd keeps (slurm.con
                      "`sacctmgr -nP show qos format=name,priority` output, or name=priority,... (e.g. normal=0,high=100).")
 
 
+SHARES_HELP = ("The site's association tree with each account's and user's fair-share shares, which slurmdbd keeps "
+               "(slurm.conf cannot give them): a file of `sshare -a -l -P` output (or `sacctmgr -P show assoc "
+               "format=account,user,fairshare`). Without it every association has 1 share, sacctmgr's default.")
+
+
+def shares_option(value: str | None) -> str | None:
+    """`--shares` checked: a readable file of the association tree (`parse_shares`), as an absolute path."""
+    if value is None:
+        return None
+    from pathlib import Path
+
+    from metapilot.models.simulator.slurm.conf import read_shares
+
+    path = Path(value)
+    if not path.is_file():
+        raise OptionError(f"no file at {value}: save the tree with `sshare -a -l -P > shares.txt`", param_hint="--shares")
+    try:
+        read_shares(path)
+    except (ValueError, OSError, UnicodeDecodeError) as e:
+        raise OptionError(f"{value}: {e}", param_hint="--shares") from None
+    return str(path.resolve())
+
+
 COMPLETE_S_HELP = ("Seconds from a job's end to its cores going to the next job on the site's Slurm: the completing "
                    "time (epilog) and the controller's latency to its next pass (default 0; an idle slurmctld 22.05 "
                    "takes 0.3-0.5 s; slurm.conf does not say it).")

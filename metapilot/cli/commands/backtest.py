@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from metapilot.cli.options import COMPLETE_S_HELP, QOS_PRIORITY_HELP, OptionError, complete_s_option, qos_priority_option
+from metapilot.cli.options import (
+    COMPLETE_S_HELP,
+    QOS_PRIORITY_HELP,
+    SHARES_HELP,
+    OptionError,
+    complete_s_option,
+    qos_priority_option,
+    shares_option,
+)
 
 if TYPE_CHECKING:
     from metapilot.models.evaluation.walk_forward_result import WalkForwardResult
@@ -41,6 +49,7 @@ def backtest_cmd(
     current_conf: Annotated[Optional[str], typer.Option("--current-conf", help="The site's slurm.conf: the current contender is its multifactor priority under Slurm's own backfill on its nodes, and every contender is judged as that Slurm would run it (the replay's distance from the as-run history is reported).")] = None,
     qos_priority: Annotated[Optional[str], typer.Option("--qos-priority", help=QOS_PRIORITY_HELP + " With --current-conf.")] = None,
     complete_s: Annotated[Optional[float], typer.Option("--complete-s", help=COMPLETE_S_HELP + " With --current-conf.")] = None,
+    shares: Annotated[Optional[str], typer.Option("--shares", help=SHARES_HELP + " With --current-conf.")] = None,
     steps: Annotated[int, typer.Option(help="Gradient steps per fold's training run.")] = 2000,
     dask: Annotated[Optional[str], typer.Option(help="Where the folds learn: a Dask scheduler address, local:N, or slurm[:N] (pbs, sge, lsf: N worker jobs; README, On the site's own cluster) (default: side by side on a local Dask cluster, one process per usable core, when more than one fold is new; METAPILOT_WORKERS=1: one after another).")] = None,
     planner: Annotated[bool, typer.Option("--planner/--no-planner", help="Also follow the lookahead planner and its oracle bound (slower).")] = True,
@@ -70,6 +79,10 @@ def backtest_cmd(
     if qos is not None and current_conf is None:
         raise OptionError("QOS priorities weigh in the site's multifactor: add --current-conf slurm.conf",
                           param_hint="--qos-priority")
+    shares = shares_option(shares)
+    if shares is not None and current_conf is None:
+        raise OptionError("fair-share shares weigh in the site's multifactor: add --current-conf slurm.conf",
+                          param_hint="--shares")
     if complete_s_option(complete_s) is not None and current_conf is None:
         raise OptionError("the completing time is the site's Slurm's: add --current-conf slurm.conf",
                           param_hint="--complete-s")
@@ -107,7 +120,8 @@ def backtest_cmd(
 
         out = backtest_flow(db=db, cluster=name, every_weeks=every_w, warmup_weeks=warmup_w, start=t_from, end=t_to,
                             current=current, steps=steps, dask=dask, planner=planner, relearn=relearn,
-                            current_conf=current_conf, current_qos=qos, current_complete_s=complete_s or 0.0)
+                            current_conf=current_conf, current_qos=qos, current_complete_s=complete_s or 0.0,
+                            current_shares=shares)
     print_backtest(out)
     console.print(f"[dim]each fold's own warehouse (its past, policy and replays): {out.folds}; the next walk forward "
                   "reuses the folds whose past has not changed (--relearn: learn them all again)[/dim]")

@@ -10,10 +10,12 @@ import typer
 from metapilot.cli.options import (
     COMPLETE_S_HELP,
     QOS_PRIORITY_HELP,
+    SHARES_HELP,
     OptionError,
     complete_s_option,
     out_file_option,
     qos_priority_option,
+    shares_option,
     window_options,
 )
 
@@ -30,6 +32,7 @@ def simulate_cmd(
                                                       "nodes, partitions, SchedulerParameters and Priority* weights "
                                                       "(default: Slurm's defaults on the warehouse's capacity).")] = None,
     qos_priority: Annotated[Optional[str], typer.Option("--qos-priority", help=QOS_PRIORITY_HELP + " With --backfill slurm.")] = None,
+    shares: Annotated[Optional[str], typer.Option("--shares", help=SHARES_HELP + " With --backfill slurm.")] = None,
     complete_s: Annotated[Optional[float], typer.Option("--complete-s", help=COMPLETE_S_HELP + " With --backfill slurm.")] = None,
     start: Annotated[Optional[str], typer.Option("--from", help="Window start (ISO date/time, UTC), by submit time.")] = None,
     end: Annotated[Optional[str], typer.Option("--to", help="Window end (exclusive).")] = None,
@@ -54,6 +57,9 @@ def simulate_cmd(
     qos = qos_priority_option(qos_priority)
     if qos is not None and backfill.lower() != "slurm":
         raise OptionError("QOS priorities weigh in Slurm's multifactor: add --backfill slurm", param_hint="--qos-priority")
+    shares = shares_option(shares)
+    if shares is not None and backfill.lower() != "slurm":
+        raise OptionError("fair-share shares weigh in Slurm's multifactor: add --backfill slurm", param_hint="--shares")
     if complete_s_option(complete_s) is not None and backfill.lower() != "slurm":
         raise OptionError("the completing time is the slurm mode's: add --backfill slurm", param_hint="--complete-s")
     require_warehouse(db)  # a mistyped --db must not create an empty warehouse
@@ -99,6 +105,11 @@ def simulate_cmd(
         conf = conf.with_qos(qos)
     if conf is not None and complete_s is not None:
         conf = conf.with_sched(complete_s=complete_s)
+    if conf is not None and shares is not None:
+        from metapilot.models.simulator.slurm import site_shares
+        from metapilot.warehouse.secret import read_key, secret_path
+
+        conf = conf.with_shares(site_shares(shares, con, cluster, read_key(secret_path(db))))
     runs = list(RULE_PAIRS) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:

@@ -6,10 +6,14 @@ from metapilot.models.simulator.slurm.conf import (
     Partition,
     PriorityParams,
     SchedulerParams,
+    Shares,
     SlurmConf,
     conf_from_capacity,
+    parse_shares,
     parse_slurm_conf,
+    read_shares,
     read_slurm_conf,
+    site_shares,
 )
 from metapilot.models.simulator.slurm.replay import (
     SlurmSchedule,
@@ -20,6 +24,6 @@ from metapilot.models.simulator.slurm.replay import (
     workload_frame,
 )
 
-__all__ = ["Node", "Partition", "PriorityParams", "SchedulerParams", "SlurmConf", "SlurmSchedule", "conf_capacity",
-           "conf_from_capacity", "parse_slurm_conf", "read_slurm_conf", "replay_slurm", "simulate_slurm",
-           "slurm_schedule", "workload_frame"]
+__all__ = ["Node", "Partition", "PriorityParams", "SchedulerParams", "Shares", "SlurmConf", "SlurmSchedule",
+           "conf_capacity", "conf_from_capacity", "parse_shares", "parse_slurm_conf", "read_shares", "read_slurm_conf",
+           "replay_slurm", "simulate_slurm", "site_shares", "slurm_schedule", "workload_frame"]

@@ -10,7 +10,7 @@ replay does not model (licences, features, reservations, preemption, QOS limits)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -61,6 +61,30 @@ class SchedulerParams:
 
 
 @dataclass(frozen=True)
+class Shares:
+    """The site's association tree as fair-share weighs it: each association's RawShares, which slurmdbd
+    keeps, not slurm.conf (`sshare -a -l -P` prints them; `parse_shares`). `accounts`: (account, shares);
+    `users`: (account, user, shares); `root_users`: the shares of root's own user associations (sacctmgr
+    always makes root's user, with 1). An association the tree does not name has 1 share, as sacctmgr's
+    default Fairshare=1; one it names without jobs in the replay still counts among its siblings."""
+
+    accounts: tuple[tuple[str, float], ...] = ()
+    users: tuple[tuple[str, str, float], ...] = ()
+    root_users: tuple[float, ...] = (1.0,)
+    notes: tuple[str, ...] = ()
+
+    def names(self) -> list[str]:
+        """Every account and user name the tree gives."""
+        return sorted({a for a, _ in self.accounts} | {x for a, u, _ in self.users for x in (a, u)})
+
+    def renamed(self, name: Callable[[str], str]) -> Shares:
+        """The same tree with every account and user name through `name` (the warehouse's keyed hash:
+        a site's tree names people as slurmdbd does, the warehouse by pseudonym)."""
+        return replace(self, accounts=tuple((name(a), v) for a, v in self.accounts),
+                       users=tuple((name(a), name(u), v) for a, u, v in self.users))
+
+
+@dataclass(frozen=True)
 class PriorityParams:
     """priority/multifactor's settings; `multifactor` False means priority/basic (FIFO by submission)."""
 
@@ -83,6 +107,7 @@ class PriorityParams:
     calc_origin_s: float = 0.0
     # each QOS's Priority (name, value): slurmdbd's, not slurm.conf's (`sacctmgr show qos`; `parse_qos_priorities`)
     qos: tuple[tuple[str, int], ...] = ()
+    shares: Shares = field(default_factory=Shares)
 
 
 @dataclass(frozen=True)
@@ -117,6 +142,10 @@ class SlurmConf:
     def with_qos(self, qos: Mapping[str, int] | tuple[tuple[str, int], ...]) -> SlurmConf:
         """The conf with the site's QOS priorities (name -> priority; `parse_qos_priorities`)."""
         return self.with_priority(qos=tuple(sorted(dict(qos).items())))
+
+    def with_shares(self, shares: Shares) -> SlurmConf:
+        """The conf with the site's association tree (`parse_shares`); its notes join the conf's."""
+        return replace(self, priority=replace(self.priority, shares=shares), notes=self.notes + shares.notes)
 
     def qos_unweighed(self) -> str | None:
         """What the replay assumes where PriorityWeightQOS weighs and no QOS priorities were given, in
@@ -370,6 +399,85 @@ def read_qos_priorities(arg: str) -> tuple[tuple[str, int], ...]:
     """`parse_qos_priorities` of the file `arg` names, or of `arg` itself (`normal=0,high=100`)."""
     path = Path(arg)
     return parse_qos_priorities(path.read_text() if "=" not in arg and path.is_file() else arg)
+
+
+SHARES_HINT = "`sshare -a -l -P` prints them (or `sacctmgr -P show assoc format=account,user,fairshare`)"
+
+
+def parse_shares(text: str) -> Shares:
+    """The association tree from `sshare -a -l -P` (or `sshare -a -P`: `Account|User|RawShares|...`, an
+    account's name indented one space a level) or `sacctmgr -P show assoc format=account,user,fairshare`
+    (`Account|User|Share`). root's own line is passed over, root's user kept as root's; `parent` shares
+    (the association takes its parent's) and accounts below other accounts are replayed as said in the
+    notes: the replay's tree has two levels, accounts under root and users under them."""
+    rows = [ln.split("|") for ln in text.splitlines() if ln.strip()]
+    if not rows:
+        raise ValueError(f"no associations given: {SHARES_HINT}")
+    head = [c.strip().lower() for c in rows[0]]
+    share_col = next((head.index(c) for c in ("rawshares", "share", "fairshare") if c in head), None)
+    if "account" in head and "user" in head and share_col is not None:
+        acct_col, user_col, rows = head.index("account"), head.index("user"), rows[1:]
+    else:
+        acct_col, user_col, share_col = 0, 1, 2
+    accounts: dict[str, float] = {}
+    users: dict[tuple[str, str], float] = {}
+    root_users: list[float] = []
+    parent, deep = [], []
+    for r in rows:
+        if len(r) <= max(acct_col, user_col, share_col):
+            raise ValueError(f"{'|'.join(r)!r} is not Account|User|RawShares: {SHARES_HINT}")
+        raw_acct, user, value = r[acct_col], r[user_col].strip(), r[share_col].strip()
+        acct = raw_acct.strip()
+        depth = len(raw_acct) - len(raw_acct.lstrip(" "))
+        if acct == "root" and not user:
+            continue  # root itself: no shares of its own
+        if value.lower() == "parent":
+            parent.append(f"{acct}/{user}" if user else acct)
+            share = 1.0
+        else:
+            try:
+                share = float(value)
+            except ValueError:
+                raise ValueError(f"{'|'.join(r)!r}: {value!r} is not a number of shares: {SHARES_HINT}") from None
+            if share < 0 or share != share:
+                raise ValueError(f"{'|'.join(r)!r}: shares are 0 or more")
+        if acct == "root":
+            root_users.append(share)
+        elif user:
+            users[(acct, user)] = share
+        else:
+            accounts[acct] = share
+            if depth > 1:
+                deep.append(acct)
+    notes = []
+    if parent:
+        notes.append(f"Fairshare=parent replayed as 1 share: {', '.join(parent[:5])}{' ...' if len(parent) > 5 else ''}")
+    if deep:
+        notes.append(f"{len(deep)} account{'s' if len(deep) != 1 else ''} below other accounts replayed as children "
+                     f"of root with their own shares: {', '.join(deep[:5])}{' ...' if len(deep) > 5 else ''}")
+    if not accounts and not users:
+        raise ValueError(f"no account or user association in the tree given: {SHARES_HINT}")
+    return Shares(tuple(sorted(accounts.items())), tuple(sorted((a, u, v) for (a, u), v in users.items())),
+                  tuple(root_users), tuple(notes))
+
+
+def read_shares(path: str | Path) -> Shares:
+    """`parse_shares` of a file."""
+    return parse_shares(Path(path).read_text())
+
+
+def site_shares(path: str | Path, con, cluster: str, key: bytes | None) -> Shares:
+    """The tree in the file `path`, named as the warehouse names the cluster's jobs (keyed hashes unless
+    the names were kept: `jobs_store.stored_name`)."""
+    from metapilot.warehouse.jobs_store import stored_name
+
+    shares = read_shares(path)
+    name, jobs = stored_name(con, cluster, shares.names(), key)
+    if jobs == 0:
+        shares = replace(shares, notes=shares.notes + (
+            f"no job of cluster {cluster!r} ran as an account or user of {Path(path).name}: its shares weigh "
+            "nobody's jobs (is it this cluster's tree, and the warehouse's site key?)",))
+    return shares.renamed(name)
 
 
 _MF_KEYS = {"age": "weight_age", "fairshare": "weight_fairshare", "jobsize": "weight_job_size",

@@ -52,7 +52,7 @@ PENDING, RUNNING, DONE, FUTURE, EXCLUDED = 1, 2, 3, 0, 4
 
 # iparams slots
 I_BF_INTERVAL, I_BF_MAX_TEST, I_BF_MAX_USER, I_BF_RES, I_BF_WINDOW, I_QUEUE_DEPTH, I_SCHED_INTERVAL, I_BACKFILL, \
-    I_FAIRSHARE, I_N_USERS, I_BATCH_DELAY = range(11)
+    I_FAIRSHARE, I_N_USERS, I_BATCH_DELAY, I_ROOT_USERS, I_ROOT_FIRST = range(13)
 # fparams slots
 F_COMPLETE, F_W_AGE, F_W_FS, F_W_SIZE, F_W_PART, F_W_QOS, F_MAX_AGE, F_HALF_LIFE, F_CALC, F_CALC_ORIGIN, F_FS_DAMPING = \
     range(11)
@@ -149,12 +149,13 @@ def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_
 
 
 @jit_nrt
-def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_account, size_f, part_f, qos_f, excluded,
-              node_cpus, part_nodes, part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams, fparams,
-              out_start, out_end, stop):
+def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_account, assoc_share, acct_share, size_f,
+              part_f, qos_f, excluded, node_cpus, part_nodes, part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams,
+              fparams, out_start, out_end, stop):
     """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run).
     `user[j]` is the job's user (bf_max_job_user), `assoc[j]` its association (its user in its account:
-    usage and fair-share), `assoc_account[a]` association a's account.
+    usage and fair-share), `assoc_account[a]` association a's account, `assoc_share[a]` its shares within
+    the account and `acct_share[k]` account k's among root's children (normalised: `priority`).
     The queue's order rule goes by segments of time: from `seg_t[k]` on, `seg_rule[k]` (MULTIFACTOR or
     a rule's code) with the tail guard `seg_guard[k]` seconds (0: none). Returns 0, or 1 when it
     stopped early because `stop[0]` was set (by another thread: Ctrl-C)."""
@@ -172,6 +173,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     fairshare = iparams[I_FAIRSHARE]  # priority.FAIR_TREE, CLASSIC or DEPTH_OBLIVIOUS
     n_users = iparams[I_N_USERS]
     batch_delay = float(iparams[I_BATCH_DELAY])
+    n_root, n_root_first = iparams[I_ROOT_USERS], iparams[I_ROOT_FIRST]  # root's own user associations
     complete_s = fparams[F_COMPLETE]
     w_age, w_fs, w_size = fparams[F_W_AGE], fparams[F_W_FS], fparams[F_W_SIZE]
     w_part, w_qos, max_age = fparams[F_W_PART], fparams[F_W_QOS], fparams[F_MAX_AGE]
@@ -207,16 +209,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     charged = np.zeros(n)
     usage = np.zeros(assoc_account.shape[0])
     fs = np.ones(max(assoc_account.shape[0], 1))
-    # classic fair-share: each account's effective usage as the last decay pass set it, its usage now, its
-    # users; the associations whose factor is not computed since that pass (`classic_recalc`)
-    n_acct = 1
-    for a in range(assoc_account.shape[0]):
-        n_acct = max(n_acct, assoc_account[a] + 1)
+    # classic fair-share: each account's effective usage as the last decay pass set it, its usage now; the
+    # associations whose factor is not computed since that pass (`classic_recalc`)
+    n_acct = max(acct_share.shape[0], 1)
     acct_ue = np.zeros(n_acct)
     acct_now = np.zeros(n_acct)
-    acct_users = np.zeros(n_acct, np.int64)
-    for a in range(assoc_account.shape[0]):
-        acct_users[assoc_account[a]] += 1
     stale = np.zeros(max(assoc_account.shape[0], 1), np.bool_)
     # allocations: a bump pool, compacted when full
     pool_size = 4 * n_nodes + 1024
@@ -318,11 +315,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
         if t == next_calc:
             if fairshare == FAIR_TREE:
                 charge_usage(usage, assoc, cpus, out_end, charged, running, n_running, t, last_calc, half_life)
-                fairshare_factors(usage, assoc_account, fs)
+                fairshare_factors(usage, assoc_account, assoc_share, acct_share, n_root_first, n_root, fs)
             else:  # classic: the pass's own order sets each factor (`classic_recalc`)
-                classic_recalc(usage, assoc, assoc_account, acct_users, cpus, out_end, charged, running, n_running,
-                               pend, n_pend, t, last_calc, half_life, fairshare, fs_damping, acct_ue, acct_now,
-                               stale, fs)
+                classic_recalc(usage, assoc, assoc_account, assoc_share, acct_share, cpus, out_end, charged, running,
+                               n_running, pend, n_pend, t, last_calc, half_life, fairshare, fs_damping, acct_ue,
+                               acct_now, stale, fs)
             for k in range(n_pend):
                 prio[pend[k]] = job_priority(pend[k], t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs,
                                              w_size, w_part, w_qos, max_age)
@@ -357,7 +354,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                 if stale[assoc[j]]:  # classic: a user's factor is computed when a job first needs it after a pass
                     total = usage_sums(usage, assoc_account, acct_now)
                     fs[assoc[j]] = effective_usage_factor(assoc[j], usage, assoc_account, total, acct_now,
-                                                          acct_users, acct_ue, fairshare, fs_damping)
+                                                          assoc_share, acct_share, acct_ue, fairshare, fs_damping)
                     stale[assoc[j]] = False
                 prio[j] = job_priority(j, t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
                                        w_qos, max_age)

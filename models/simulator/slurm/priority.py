@@ -4,18 +4,20 @@
 
 each factor in [0, 1], the sum truncated to an integer (at least 1), as Slurm stores it:
 - age: time since submission (eligible time) / PriorityMaxAge, at most 1;
-- fairshare: Fair Tree (Slurm's default, fair_tree.html) over the jobs' accounts and their users, every
-  association with equal shares (sacctmgr's default Fairshare=1; a log carries no share): accounts
-  ranked by their level fair-share S / U among the accounts (S = 1 / accounts, U = the account's share
-  of the decayed usage), then, account by account, its users by theirs within it (S = 1 / the account's
-  users, U = the user's share of the account's usage); no usage ranks first; users with equal values
-  share a rank, and accounts with equal values have their users ranked together; factor = rank / the
-  associations (user in an account). Jobs without an account are one account, so a log without
-  accounts is one level of users. With PriorityFlags=NO_FAIR_TREE, classic fair-share over the same
-  tree as the multifactor plugin computes it: F = 2^(-(UE / S) / FairShareDampeningFactor), U an
-  association's share of all the usage (usage_norm), S its normalised shares (1 / accounts for an
-  account, that over the account's users for a user), and the effective usage UE = U for an account
-  (a child of root) and U + (UE_account - U) / the account's users for a user (`_set_usage_efctv`);
+- fairshare: Fair Tree (Slurm's default, fair_tree.html) over the jobs' accounts and their users, each
+  association with the site's RawShares where given (`conf.Shares`: `sshare -a -l -P`), else one
+  (sacctmgr's default Fairshare=1; a log carries no share), root's own user association counted beside the
+  accounts (sacctmgr always makes it): accounts ranked by their level fair-share S / U among root's children
+  (S = the account's shares over its siblings', U = the account's share of the decayed usage), then,
+  account by account, its users by theirs within it (S = the user's shares over the account's users', U =
+  the user's share of the account's usage); no usage ranks first; users with equal values share a rank, and
+  accounts with equal values have their users ranked together; factor = rank / the user associations
+  (root's included). Jobs without an account are one account, so a log without accounts is one level of
+  users. With PriorityFlags=NO_FAIR_TREE, classic fair-share over the same tree as the multifactor plugin
+  computes it: F = 2^(-(UE / S) / FairShareDampeningFactor), U an association's share of all the usage
+  (usage_norm), S its normalised shares (an account's among root's children; a user's, that times its own
+  among the account's users), and the effective usage UE = U for an account (a child of root) and
+  U + (UE_account - U) x the user's shares over its account's users' for a user (`_set_usage_efctv`);
   with DEPTH_OBLIVIOUS, that plugin's `_depth_oblivious_set_usage_efctv` for the users instead. When
   each is computed follows Slurm 22.05's decay pass (`classic_recalc`): the accounts' UE from the
   usage before the pass, a user's when a job of theirs first needs it after the pass (mid-pass, from
@@ -50,31 +52,40 @@ _DEPTH_OBLIVIOUS_F = 5.0  # the plugin's fixed f ("could be a tunable parameter"
 
 
 @jit_nrt
-def fairshare_factors(usage, account, out):
+def fairshare_factors(usage, account, assoc_share, acct_share, n_root_first, n_root, out):
     """Each association's Fair Tree factor from its decayed usage; `account[a]` is association a's account
-    (0 .. accounts - 1, each with an association: `replay.associations`). Fair Tree as slurm's fair_tree.c
-    walks a two-level tree (accounts under root, associations under their account): rank starts at the
-    number of associations, each user visited takes the rank (or its tied predecessor's) and lowers it by
-    one."""
+    (0 .. accounts - 1, each with an association: `replay.associations`), `assoc_share[a]` its shares within
+    its account and `acct_share[k]` account k's among root's children (both normalised: S); `n_root` user
+    associations of root's own (root's user, which sacctmgr always makes), of which `n_root_first` have
+    shares and no usage (level fair-share infinite: they rank first). Fair Tree as slurm's fair_tree.c walks
+    a two-level tree (accounts under root, associations under their account): level fair-share S / U, S = 0
+    the lowest, U = 0 infinite; rank starts at the number of user associations, each user visited takes the
+    rank (or its tied predecessor's) and lowers it by one; an account tied with the sibling before it (root's
+    users with no usage, for an account with none) starts its users tied."""
     n = usage.shape[0]
     if n == 0:
         return
-    n_acct = 0
-    for a in range(n):
-        n_acct = max(n_acct, account[a] + 1)
+    n_acct = acct_share.shape[0]
     acct_usage = np.zeros(n_acct)
     total = usage_sums(usage, account, acct_usage)
-    acct_users = np.zeros(n_acct, np.int64)
-    for a in range(n):
-        acct_users[account[a]] += 1
     # level fair-share S / U, no usage: infinity (the top); accounts among accounts, users within theirs
     acct_key = np.empty(n_acct)  # minus the level: sorted ascending, the highest level first
     for k in range(n_acct):
-        acct_key[k] = -np.inf if acct_usage[k] <= 0.0 else -(1.0 / n_acct) / (acct_usage[k] / total)
+        if acct_share[k] <= 0.0:
+            acct_key[k] = 0.0
+        elif acct_usage[k] <= 0.0:
+            acct_key[k] = -np.inf
+        else:
+            acct_key[k] = -acct_share[k] / (acct_usage[k] / total)
     level = np.empty(n)
     for a in range(n):
         k = account[a]
-        level[a] = np.inf if usage[a] <= 0.0 else (1.0 / acct_users[k]) / (usage[a] / acct_usage[k])
+        if assoc_share[a] <= 0.0:
+            level[a] = 0.0
+        elif usage[a] <= 0.0:
+            level[a] = np.inf
+        else:
+            level[a] = assoc_share[a] / (usage[a] / acct_usage[k])
     # accounts with the same level are one group: their users are ranked together
     accts = np.argsort(acct_key, kind="mergesort")
     group = np.zeros(n_acct, np.int64)
@@ -89,28 +100,37 @@ def fairshare_factors(usage, account, out):
     for i in range(n):
         gkey[i] = group[account[by_level[i]]]
     order = by_level[np.argsort(gkey, kind="mergesort")]
-    rnt = n  # the rank a user takes when not tied with the one before
-    rank = n
+    denom = n + n_root
+    rnt = denom  # the rank a user takes when not tied with the one before
+    rank = denom
+    rnt -= n_root_first  # root's own users first, tied among themselves at the top rank
     for pos in range(n):
         a = order[pos]
-        if pos == 0 or group[account[a]] != group[account[order[pos - 1]]] or level[a] != level[order[pos - 1]]:
+        if pos == 0:
+            tied = n_root_first > 0 and acct_key[account[a]] == -np.inf
+        else:
+            tied = group[account[a]] == group[account[order[pos - 1]]] and level[a] == level[order[pos - 1]]
+        if not tied:
             rank = rnt
-        out[a] = rank / n
+        out[a] = rank / denom
         rnt -= 1
 
 
 @jit_nrt
-def effective_usage_factor(a, usage, account, total, acct_now, acct_users, acct_ue, algorithm, damping):
+def effective_usage_factor(a, usage, account, total, acct_now, assoc_share, acct_share, acct_ue, algorithm, damping):
     """Association a's classic (or depth-oblivious) factor F = 2^(-(UE / S) / damping) from the usage now
     (`total`: root's, `acct_now`: each account's) and its account's effective usage `acct_ue` as the last
-    decay pass set it (`classic_recalc`), every association with equal shares (priority_multifactor.c:
+    decay pass set it (`classic_recalc`); S = its account's share among root's children times its own within
+    the account (`assoc_share`, `acct_share`: normalised), F = 0 without shares (priority_multifactor.c:
     `_set_usage_efctv`, `_depth_oblivious_set_usage_efctv`, `priority_p_calc_fs_factor`)."""
     k = account[a]
     u = usage[a] / total if total > 0.0 else 0.0  # usage_norm: of root's usage
-    s_acct = 1.0 / acct_ue.shape[0]
-    s = s_acct / acct_users[k]
+    s_acct = acct_share[k]
+    s = s_acct * assoc_share[a]
+    if s <= 0.0:
+        return 0.0
     if algorithm == CLASSIC:
-        ue = u + (acct_ue[k] - u) / acct_users[k]
+        ue = u + (acct_ue[k] - u) * assoc_share[a]
     elif u > 0.0 and acct_ue[k] > 0.0:
         ratio_p = acct_ue[k] / s_acct
         ratio_l = (u / s) / ((acct_now[k] / total) / s_acct)  # over its siblings' usage ratio
@@ -135,7 +155,7 @@ def usage_sums(usage, account, acct_now):
 
 
 @jit_nrt
-def classic_recalc(usage, assoc, account, acct_users, cpus, end, charged, running, n_running, pend, n_pend, now,
+def classic_recalc(usage, assoc, account, assoc_share, acct_share, cpus, end, charged, running, n_running, pend, n_pend, now,
                    last, half_life, algorithm, damping, acct_ue, acct_now, stale, fs):
     """A decay pass of classic (or depth-oblivious) fair-share in Slurm 22.05's order (`_decay_thread`): the
     accounts' effective usage is set first, from the usage before this pass (`_set_children_usage_efctv`;
@@ -164,8 +184,8 @@ def classic_recalc(usage, assoc, account, acct_users, cpus, end, charged, runnin
             a = assoc[pend[q]]
             q += 1
             if stale[a]:
-                fs[a] = effective_usage_factor(a, usage, account, total, acct_now, acct_users, acct_ue, algorithm,
-                                               damping)
+                fs[a] = effective_usage_factor(a, usage, account, total, acct_now, assoc_share, acct_share, acct_ue,
+                                               algorithm, damping)
                 stale[a] = False
 
 

@@ -22,7 +22,7 @@ from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.result import SimResult
 from metapilot.models.simulator.slurm.bits import node_bits
-from metapilot.models.simulator.slurm.conf import PriorityParams, SlurmConf, multifactor_rule
+from metapilot.models.simulator.slurm.conf import PriorityParams, Shares, SlurmConf, multifactor_rule
 from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
 from metapilot.models.simulator.slurm.nodes import pick
 from metapilot.models.simulator.slurm.priority import CLASSIC, DEPTH_OBLIVIOUS, FAIR_TREE
@@ -58,13 +58,45 @@ def _order(jobs: pl.DataFrame) -> pl.DataFrame:
     return jobs.with_columns(key.alias("_id_key")).sort(["submit", "_id_key"]).drop("_id_key")
 
 
-def associations(user: np.ndarray, accounts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Each job's association (its user in its account: what Slurm charges usage to) and each
-    association's account, as dense indices; jobs without an account share one."""
-    _, acct = np.unique(np.array(accounts.fill_null("").to_list(), dtype=object), return_inverse=True)
-    stride = int(user.max(initial=0)) + 1
-    pairs, assoc = np.unique(acct.astype(np.int64) * stride + user, return_inverse=True)
-    return assoc.astype(np.int64), (pairs // stride).astype(np.int64)
+def _only_account(shares: Shares) -> dict[str, str]:
+    """user -> account for the users the tree gives in one account only."""
+    seen: dict[str, set[str]] = {}
+    for a, u, _ in shares.users:
+        seen.setdefault(u, set()).add(a)
+    return {u: next(iter(a)) for u, a in seen.items() if len(a) == 1}
+
+
+def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series,
+                 shares: Shares = Shares()) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each job's association (its user `users[user[j]]` in its account: what Slurm charges usage to) as a
+    dense index, each association's account, each association's shares within its account and each
+    account's among root's children (normalised, root's own users counted: `priority`). Jobs without an
+    account share one, unless the tree gives their user in one account (Slurm charges a job without
+    --account to its user's default account). The associations `shares` names without jobs come after the
+    jobs' (no usage, but counted among their siblings and in Fair Tree's ranks)."""
+    acct_names = np.array(accounts.fill_null("").to_list(), dtype=object)
+    home = _only_account(shares)
+    if home:  # a job without an account ran in its user's (Slurm's default account: the user's one association)
+        blank = np.flatnonzero(acct_names == "")
+        acct_names[blank] = [home.get(str(users[user[j]]), "") for j in blank]
+    names = sorted(set(acct_names.tolist()) | {a for a, _ in shares.accounts} | {a for a, _, _ in shares.users})
+    acct_index = {a: k for k, a in enumerate(names)}
+    acct = np.array([acct_index[a] for a in acct_names], np.int64)
+    stride = len(users) + 1
+    pairs, assoc = np.unique(acct * stride + user, return_inverse=True)
+    keys = [(names[p // stride], str(users[p % stride])) for p in pairs]
+    seen = set(keys)
+    keys += [(a, u) for a, u, _ in shares.users if (a, u) not in seen]
+    assoc_account = np.array([acct_index[a] for a, _ in keys], np.int64)
+    raw_user = dict(((a, u), v) for a, u, v in shares.users)
+    assoc_raw = np.array([raw_user.get(k, 1.0) for k in keys], np.float64)
+    level = np.bincount(assoc_account, weights=assoc_raw, minlength=len(names))
+    assoc_share = np.divide(assoc_raw, level[assoc_account], out=np.zeros(len(keys)), where=level[assoc_account] > 0)
+    raw_acct = dict(shares.accounts)
+    acct_raw = np.array([raw_acct.get(a, 1.0) for a in names], np.float64)
+    root_level = acct_raw.sum() + sum(shares.root_users)
+    acct_share = acct_raw / root_level if root_level > 0 else np.zeros(len(names))
+    return assoc.astype(np.int64), assoc_account, assoc_share, acct_share
 
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
@@ -120,12 +152,12 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     min_nodes = np.maximum(jobs["nodes"].cast(pl.Int64).fill_null(0).to_numpy(), 0)
     users, user = np.unique(np.array(jobs["user"].cast(pl.Utf8).fill_null("").to_list(), dtype=object),
                             return_inverse=True)
-    assoc, assoc_account = associations(user, accounts)
+    pr = conf.priority
+    assoc, assoc_account, assoc_share, acct_share = associations(users, user, accounts, pr.shares)
     total_cpus = float(node_cpus.sum())
     cpn = float(node_cpus.max())
     est_nodes = np.maximum(min_nodes, np.ceil(cpus / cpn))
     size = (est_nodes / len(node_names) + cpus / total_cpus) / 2.0
-    pr = conf.priority
     size_f = 1.0 - size if pr.favor_small else size
     job_factor = np.array([pt.priority_job_factor for pt in parts], np.float64)
     part_f = (job_factor / job_factor.max())[part] if job_factor.max() > 0 else np.zeros(n)
@@ -164,7 +196,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
                         s.default_queue_depth, s.sched_interval, int(s.backfill), fairshare_algorithm(pr), len(users),
-                        s.batch_sched_delay],
+                        s.batch_sched_delay, len(pr.shares.root_users), sum(v > 0 for v in pr.shares.root_users)],
                        np.int64)
     mf = pr.multifactor
     fparams = np.array([s.complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
@@ -175,7 +207,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     seg_t[1:] += float(origin_s)
     start = np.empty(n)
     end = np.empty(n)
-    args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), assoc, assoc_account, size_f, part_f, qos_f,
+    args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), assoc, assoc_account, assoc_share,
+            acct_share, size_f, part_f, qos_f,
             never, node_cpus, part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t,
             np.array(codes, np.int64), seg_guard, iparams, fparams, start, end)
     t_call = time.perf_counter()
