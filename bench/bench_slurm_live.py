@@ -614,21 +614,57 @@ def slurmctld_boot(conf_path: Path) -> float:
     return 0.0
 
 
-def replay_run(jobs: list[dict], conf_path: Path, rule: str, complete_s: float) -> dict[str, float]:
-    """trace id -> start (s after the first real submit) in `replay_slurm`, replayed on Slurm's own clock
-    (`origin_s` = the first submit's epoch second: backfill rounds reservations to bf_resolution on that
-    clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says otherwise; the
-    priority recalculations from slurmctld's start, as a site's `scontrol show config` gives it; the
-    association tree's shares from `sshare` where the run saved it."""
+def replay_frame(jobs: list[dict], conf_path: Path, rule: str, complete_s: float):
+    """The run replayed by `replay_slurm` (its frame: `start` in s after the first real submit, `init_prio`),
+    on Slurm's own clock (`origin_s` = the first submit's epoch second: backfill rounds reservations to
+    bf_resolution on that clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says
+    otherwise; the priority recalculations from slurmctld's start, as a site's `scontrol show config` gives
+    it; the association tree's shares from `sshare` where the run saved it."""
+    import polars as pl
+
     from metapilot.models.simulator.slurm import read_shares, read_slurm_conf, replay_slurm
+    from metapilot.transforms.privacy import keyed_hash
+    from metapilot.warehouse.secret import read_key
 
     first = min(j["submit"] for j in jobs if j.get("start") is not None and j.get("end") is not None)
     conf = read_slurm_conf(conf_path).with_sched(complete_s=complete_s)  # what `--complete-s` gives the commands
     conf = conf.with_priority(calc_origin_s=slurmctld_boot(conf_path))
-    if (conf_path.parent / "sshare.txt").exists():  # the association tree, as `--shares` gives it to the commands
-        conf = conf.with_shares(read_shares(conf_path.parent / "sshare.txt"))
-    out = replay_slurm(fidelity_frame(jobs, first), conf, rule=rule, origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
+    frame = fidelity_frame(jobs, first)
+    plan = json.loads((conf_path.parent / "fidelity.json").read_text())["plan"]
+    if not plan.get("users"):  # every job was root's, in root's own association (the records hold its pseudonym)
+        frame = frame.with_columns(pl.lit("root").alias("user"), pl.lit("root").alias("account"))
+    if (conf_path.parent / "sshare.txt").exists():  # the association tree, as `--shares` gives it to the commands,
+        tree = read_shares(conf_path.parent / "sshare.txt")  # named as `collect` stored the jobs' names
+        key = read_key(conf_path.parent / "secret.key")
+        conf = conf.with_shares(tree.renamed(lambda x: keyed_hash(x, key)) if key is not None else tree)
+    return replay_slurm(frame, conf, rule=rule, origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
+
+
+def replay_run(jobs: list[dict], conf_path: Path, rule: str, complete_s: float) -> dict[str, float]:
+    """trace id -> start (s after the first real submit) in the replay (`replay_frame`)."""
+    out = replay_frame(jobs, conf_path, rule, complete_s)
     return {str(i): float(s) for i, s in zip(out["job_id"], out["start"])}
+
+
+def initial_priorities(path: Path, label: str, complete_s: float) -> dict | None:
+    """The replay's priority of each job at its submission against slurmctld's (`InitPrio` in its log): how
+    many are equal, how many within 1%, of how many (None without the log, or for a steered run, whose
+    order is the site factor's)."""
+    log = slurmctld_log(path)
+    doc = json.loads(path.read_text())
+    run = doc["runs"][label]
+    if log is None or run["rule"] != "multifactor":
+        return None
+    real = {}
+    for _, msg in _log_lines(log):
+        if msg.startswith("_slurm_rpc_submit_batch_job: JobId=") and "InitPrio=" in msg:
+            real[msg.split("JobId=")[1].split()[0]] = float(msg.split("InitPrio=")[1].split()[0])
+    out = replay_frame(run["jobs"], path.parent / doc["conf"], run["rule"], complete_s)
+    mine = {str(i): p for i, p in zip(out["job_id"], out["init_prio"])}
+    pairs = [(real[j["slurm_id"]], mine[str(j["trace_id"])]) for j in run["jobs"]
+             if j["slurm_id"] in real and mine.get(str(j["trace_id"])) is not None]
+    return {"jobs": len(pairs), "equal": sum(a == b for a, b in pairs),
+            "within_1pct": sum(abs(a - b) <= 0.01 * max(a, 1.0) for a, b in pairs)}
 
 
 def slurmctld_log(path: Path) -> Path | None:
@@ -677,7 +713,10 @@ def analyse_fidelity(path: Path, textbook: bool = True) -> dict:
             values.insert(1, (round(lat, 1), f"complete_s={round(lat, 1):g} (the run's start latency)"))
         for cs, what in values:
             pred = replay_run(run["jobs"], conf, run["rule"], cs)
-            rows.append({"run": label, "replay": f"replay_slurm {run['rule']}, {what}", **compare(real, pred)})
+            row = {"run": label, "replay": f"replay_slurm {run['rule']}, {what}", **compare(real, pred)}
+            if "start latency" in what:
+                row["init_prio"] = initial_priorities(path, label, cs)
+            rows.append(row)
         if textbook:
             plan = [{"id": j["trace_id"], "limit_min": j["limit_min"], "cores": j["cores"]} for j in run["jobs"]]
             pol = "FCFS" if run["rule"] == "multifactor" else run["rule"]
@@ -886,10 +925,13 @@ def bar_lines(result: dict) -> list[str]:
         if "start latency" not in c["replay"]:
             continue
         ok = abs(c["mean_dev"]) <= BAR_MEAN and c["tau"] >= BAR_TAU
+        ip = c.get("init_prio")
+        prio = (f"; initial priorities (slurmctld's InitPrio) {ip['equal']} of {ip['jobs']} equal, "
+                f"{ip['within_1pct']} within 1%" if ip else "")
         out.append(f"- {c['run']}: mean wait {100 * c['mean_dev']:+.1f}%, tau-b {c['tau']:.3f} (tau-a {c['tau_a']:.3f}): "
                    f"**{'met' if ok else 'not met'}**" + ("" if ok else " (" + ", ".join(
                        x for x, bad in (("mean wait", abs(c["mean_dev"]) > BAR_MEAN), ("tau-b", c["tau"] < BAR_TAU))
-                       if bad) + ")"))
+                       if bad) + ")") + prio)
     return out
 
 

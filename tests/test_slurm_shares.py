@@ -63,11 +63,28 @@ def test_the_associations_weigh_the_shares_and_count_the_trees_silent_users():
     siblings (mpfid120 halves mpfid114's share) and comes after the jobs' associations."""
     tree = parse_shares(SSHARE)
     users = np.array(["mpfid114", "mpfid109"], dtype=object)
-    assoc, account, assoc_share, acct_share = associations(users, np.array([0, 1]), pl.Series(["mpfacct0", "mpfacct1"]),
-                                                           tree)
-    assert list(acct_share) == pytest.approx([4 / 8, 2 / 8, 1 / 8])
-    assert len(assoc_share) == 6 and list(assoc_share[:2]) == pytest.approx([0.5, 0.5])
-    assert list(account[:2]) == [0, 1] and list(assoc) == [0, 1]
+    a = associations(users, np.array([0, 1]), pl.Series(["mpfacct0", "mpfacct1"]), tree)
+    assert list(a.acct_share) == pytest.approx([4 / 8, 2 / 8, 1 / 8])
+    assert len(a.share) == 6 and list(a.share[:2]) == pytest.approx([0.5, 0.5])
+    assert list(a.account[:2]) == [0, 1] and list(a.assoc) == [0, 1] and (a.root_users, a.root_first) == (1, 1)
+
+
+def test_roots_own_jobs_run_in_roots_association():
+    """Jobs of user root (in account root or none) ran in root's own user association: it is then the jobs'
+    association, not one more beside them. Every job root's, Fair Tree weight 10000: one user association,
+    rank 1 of 1, so every job's priority at submission is 10000 (slurmctld's InitPrio on the live runs,
+    200 of 200, where counting root's association twice gave 5000 after the first usage); another user's
+    jobs count root's association beside theirs (rank 1 of 2 once it has usage, from the recalculation at 60 s
+    on: 5000)."""
+    frame = pl.DataFrame({"job_id": ["1", "2"], "submit": [0.0, 70.0], "run": [100.0, 10.0],
+                          "time_limit": [100.0, 10.0], "cpus": [1, 1], "nodes": [None, None], "partition": [None, None],
+                          "user": ["root", "root"], "qos": [None, None], "account": ["root", None]},
+                         schema_overrides={"nodes": pl.Int64, "partition": pl.Utf8, "qos": pl.Utf8, "account": pl.Utf8})
+    a = associations(np.array(["root"], dtype=object), np.array([0, 0]), frame["account"])
+    assert a.root_users == 0 and a.acct_share.tolist() == [1.0] and a.assoc.tolist() == [0, 0]
+    assert replay_slurm(frame, ONE_CPU, rule="multifactor")["init_prio"].to_list() == [10000, 10000]
+    other = frame.with_columns(pl.lit("ann").alias("user"), pl.lit(None, pl.Utf8).alias("account"))
+    assert replay_slurm(other, ONE_CPU, rule="multifactor")["init_prio"].to_list() == [10000, 5000]
 
 
 def test_the_sites_shares_order_the_accounts_and_a_job_without_one_goes_to_its_users():

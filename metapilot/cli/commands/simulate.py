@@ -105,7 +105,7 @@ def simulate_cmd(
         conf = conf.with_qos(qos)
     if conf is not None and complete_s is not None:
         conf = conf.with_sched(complete_s=complete_s)
-    if conf is not None and shares is not None:
+    if conf is not None:  # the association tree (every association one share without --shares), named as the jobs
         from metapilot.models.simulator.slurm import site_shares
         from metapilot.warehouse.secret import read_key, secret_path
 

@@ -65,13 +65,15 @@ class Shares:
     """The site's association tree as fair-share weighs it: each association's RawShares, which slurmdbd
     keeps, not slurm.conf (`sshare -a -l -P` prints them; `parse_shares`). `accounts`: (account, shares);
     `users`: (account, user, shares); `root_users`: the shares of root's own user associations (sacctmgr
-    always makes root's user, with 1). An association the tree does not name has 1 share, as sacctmgr's
-    default Fairshare=1; one it names without jobs in the replay still counts among its siblings."""
+    always makes root's user, with 1), `root` its (account, user) names, as the jobs name them. An
+    association the tree does not name has 1 share, as sacctmgr's default Fairshare=1; one it names without
+    jobs in the replay still counts among its siblings."""
 
     accounts: tuple[tuple[str, float], ...] = ()
     users: tuple[tuple[str, str, float], ...] = ()
     root_users: tuple[float, ...] = (1.0,)
     notes: tuple[str, ...] = ()
+    root: tuple[str, str] = ("root", "root")
 
     def names(self) -> list[str]:
         """Every account and user name the tree gives."""
@@ -81,7 +83,8 @@ class Shares:
         """The same tree with every account and user name through `name` (the warehouse's keyed hash:
         a site's tree names people as slurmdbd does, the warehouse by pseudonym)."""
         return replace(self, accounts=tuple((name(a), v) for a, v in self.accounts),
-                       users=tuple((name(a), name(u), v) for a, u, v in self.users))
+                       users=tuple((name(a), name(u), v) for a, u, v in self.users),
+                       root=(name(self.root[0]), name(self.root[1])))
 
 
 @dataclass(frozen=True)
@@ -466,14 +469,14 @@ def read_shares(path: str | Path) -> Shares:
     return parse_shares(Path(path).read_text())
 
 
-def site_shares(path: str | Path, con, cluster: str, key: bytes | None) -> Shares:
-    """The tree in the file `path`, named as the warehouse names the cluster's jobs (keyed hashes unless
-    the names were kept: `jobs_store.stored_name`)."""
+def site_shares(path: str | Path | None, con, cluster: str, key: bytes | None) -> Shares:
+    """The tree in the file `path` (None: every association with one share), named as the warehouse names
+    the cluster's jobs (keyed hashes unless the names were kept: `jobs_store.stored_name`), root's too."""
     from metapilot.warehouse.jobs_store import stored_name
 
-    shares = read_shares(path)
-    name, jobs = stored_name(con, cluster, shares.names(), key)
-    if jobs == 0:
+    shares = read_shares(path) if path is not None else Shares()
+    name, jobs = stored_name(con, cluster, shares.names() + ["root"], key)
+    if jobs == 0 and path is not None:
         shares = replace(shares, notes=shares.notes + (
             f"no job of cluster {cluster!r} ran as an account or user of {Path(path).name}: its shares weigh "
             "nobody's jobs (is it this cluster's tree, and the warehouse's site key?)",))

@@ -151,8 +151,9 @@ def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_
 @jit_nrt
 def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_account, assoc_share, acct_share, size_f,
               part_f, qos_f, excluded, node_cpus, part_nodes, part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams,
-              fparams, out_start, out_end, stop):
-    """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run).
+              fparams, out_start, out_end, out_prio, stop):
+    """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run) and
+    its multifactor priority at submission (`out_prio`, slurmctld's InitPrio; NaN under a fixed rule).
     `user[j]` is the job's user (bf_max_job_user), `assoc[j]` its association (its user in its account:
     usage and fair-share), `assoc_account[a]` association a's account, `assoc_share[a]` its shares within
     the account and `acct_share[k]` account k's among root's children (normalised: `priority`).
@@ -196,6 +197,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     for j in range(n):
         out_start[j] = np.nan
         out_end[j] = np.nan
+        out_prio[j] = np.nan
         if excluded[j]:
             status[j] = EXCLUDED
     free = node_cpus.copy()
@@ -358,6 +360,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                     stale[assoc[j]] = False
                 prio[j] = job_priority(j, t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
                                        w_qos, max_age)
+                out_prio[j] = prio[j]
             last_sub = t
         if event or last_sub == t:
             bf_dirty = True

@@ -35,8 +35,9 @@ ACCOUNT = "account"  # optional: the job's account, for Fair Tree (a log without
 
 @dataclass(frozen=True)
 class SlurmSchedule:
-    """The replay: `jobs` (the input rows in submit order, with `start`, `end`, `wait`), how many could
-    never fit, and what the replay had to assume, in words."""
+    """The replay: `jobs` (the input rows in submit order, with `start`, `end`, `wait` and `init_prio`, the
+    multifactor priority a job got at submission: slurmctld's InitPrio), how many could never fit, and what
+    the replay had to assume, in words."""
 
     jobs: pl.DataFrame
     never_fit: int
@@ -66,19 +67,42 @@ def _only_account(shares: Shares) -> dict[str, str]:
     return {u: next(iter(a)) for u, a in seen.items() if len(a) == 1}
 
 
-def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series,
-                 shares: Shares = Shares()) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each job's association (its user `users[user[j]]` in its account: what Slurm charges usage to) as a
-    dense index, each association's account, each association's shares within its account and each
-    account's among root's children (normalised, root's own users counted: `priority`). Jobs without an
-    account share one, unless the tree gives their user in one account (Slurm charges a job without
-    --account to its user's default account). The associations `shares` names without jobs come after the
-    jobs' (no usage, but counted among their siblings and in Fair Tree's ranks)."""
+@dataclass(frozen=True)
+class Associations:
+    """The association tree as the kernel weighs it (`priority`): each job's association (`assoc`), each
+    association's account, its shares within its account and each account's among root's children
+    (normalised), and root's own user associations with no jobs (`root_users`; `root_first`: those with
+    shares, which Fair Tree ranks first)."""
+
+    assoc: np.ndarray
+    account: np.ndarray
+    share: np.ndarray
+    acct_share: np.ndarray
+    root_users: int
+    root_first: int
+
+
+_ROOT = "\0root"  # the account key of root's own user association where jobs ran in it
+
+
+def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, shares: Shares = Shares()) -> Associations:
+    """Each job's association (its user `users[user[j]]` in its account: what Slurm charges usage to) and the
+    tree's shares. Jobs without an account share one, unless the tree gives their user in one account
+    (Slurm charges a job without --account to its user's default account). The associations `shares` names
+    without jobs come after the jobs' (no usage, but counted among their siblings and in Fair Tree's ranks).
+    Jobs of root's own user (`shares.root`, in root's account or none) ran in root's user association, a
+    child of root with its shares: it is then one of the jobs' associations, not one more."""
     acct_names = np.array(accounts.fill_null("").to_list(), dtype=object)
     home = _only_account(shares)
     if home:  # a job without an account ran in its user's (Slurm's default account: the user's one association)
         blank = np.flatnonzero(acct_names == "")
         acct_names[blank] = [home.get(str(users[user[j]]), "") for j in blank]
+    root_acct, root_user = shares.root
+    user_names = np.array([str(x) for x in users], dtype=object)[user] if len(user) else np.array([], dtype=object)
+    is_root = (user_names == root_user) & ((acct_names == "") | (acct_names == root_acct))
+    root_users = list(shares.root_users)
+    if is_root.any():
+        acct_names[is_root] = _ROOT
     names = sorted(set(acct_names.tolist()) | {a for a, _ in shares.accounts} | {a for a, _, _ in shares.users})
     acct_index = {a: k for k, a in enumerate(names)}
     acct = np.array([acct_index[a] for a in acct_names], np.int64)
@@ -93,10 +117,13 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series,
     level = np.bincount(assoc_account, weights=assoc_raw, minlength=len(names))
     assoc_share = np.divide(assoc_raw, level[assoc_account], out=np.zeros(len(keys)), where=level[assoc_account] > 0)
     raw_acct = dict(shares.accounts)
+    if is_root.any():  # root's user ran jobs: its association is the jobs', with its own shares
+        raw_acct[_ROOT] = root_users.pop(0) if root_users else 1.0
     acct_raw = np.array([raw_acct.get(a, 1.0) for a in names], np.float64)
-    root_level = acct_raw.sum() + sum(shares.root_users)
+    root_level = acct_raw.sum() + sum(root_users)
     acct_share = acct_raw / root_level if root_level > 0 else np.zeros(len(names))
-    return assoc.astype(np.int64), assoc_account, assoc_share, acct_share
+    return Associations(assoc.astype(np.int64), assoc_account, assoc_share, acct_share, len(root_users),
+                        sum(v > 0 for v in root_users))
 
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
@@ -153,7 +180,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     users, user = np.unique(np.array(jobs["user"].cast(pl.Utf8).fill_null("").to_list(), dtype=object),
                             return_inverse=True)
     pr = conf.priority
-    assoc, assoc_account, assoc_share, acct_share = associations(users, user, accounts, pr.shares)
+    tree = associations(users, user, accounts, pr.shares)
     total_cpus = float(node_cpus.sum())
     cpn = float(node_cpus.max())
     est_nodes = np.maximum(min_nodes, np.ceil(cpus / cpn))
@@ -196,7 +223,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
                         s.default_queue_depth, s.sched_interval, int(s.backfill), fairshare_algorithm(pr), len(users),
-                        s.batch_sched_delay, len(pr.shares.root_users), sum(v > 0 for v in pr.shares.root_users)],
+                        s.batch_sched_delay, tree.root_users, tree.root_first],
                        np.int64)
     mf = pr.multifactor
     fparams = np.array([s.complete_s, pr.weight_age if mf else 0, pr.weight_fairshare if mf else 0,
@@ -207,10 +234,11 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     seg_t[1:] += float(origin_s)
     start = np.empty(n)
     end = np.empty(n)
-    args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), assoc, assoc_account, assoc_share,
-            acct_share, size_f, part_f, qos_f,
+    init_prio = np.empty(n)
+    args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), tree.assoc, tree.account, tree.share,
+            tree.acct_share, size_f, part_f, qos_f,
             never, node_cpus, part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t,
-            np.array(codes, np.int64), seg_guard, iparams, fparams, start, end)
+            np.array(codes, np.int64), seg_guard, iparams, fparams, start, end, init_prio)
     t_call = time.perf_counter()
     stoppable(lambda stop: run_slurm(*args, stop), np.zeros(1, np.uint8))  # Ctrl-C stops a replay of hours
     engine_s = time.perf_counter() - t_call
@@ -218,7 +246,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     end -= float(origin_s)
     if never.any():
         notes.append(f"{int(never.sum())} jobs can never fit their partition's nodes: not replayed")
-    out = jobs.with_columns(pl.Series("start", start).fill_nan(None), pl.Series("end", end).fill_nan(None)) \
+    out = jobs.with_columns(pl.Series("start", start).fill_nan(None), pl.Series("end", end).fill_nan(None),
+                            pl.Series("init_prio", init_prio).fill_nan(None)) \
         .with_columns((pl.col("start") - pl.col("submit")).alias("wait"))
     return SlurmSchedule(out, int(never.sum()), tuple(notes), engine_s)
 
