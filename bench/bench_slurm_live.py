@@ -447,6 +447,13 @@ def remove_users(names: list[str]) -> None:
         subprocess.run(["userdel", u], capture_output=True)
 
 
+def named(job: dict) -> dict:
+    """The plan's own user and account names of a job (the runs' made-up `mpfid` users, not people): the
+    record keeps them instead of the warehouse's pseudonyms, so that it replays with the tree `sshare`
+    printed, without the run's site key."""
+    return {k: job[k] for k in ("user", "account") if job.get(k)}
+
+
 def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict], env: dict) -> list[dict]:
     """One record per planned job: the plan's side (trace id, cores, limit, sleep, partition asked for) and
     what `metapilot collect` loaded (submit/eligible/start/end epoch seconds, partition, cpus, limit, state),
@@ -477,7 +484,8 @@ def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict],
         sid = ids.get(j["id"])
         rec = by_slurm.get(sid, {}) if sid else {}
         out.append({"trace_id": j["id"], "slurm_id": sid, "cores": j["cores"], "limit_min": j["limit_min"],
-                    "sleep": j["sleep"], "partition_asked": j["partition"], "priority": prio.get(sid), **rec})
+                    "sleep": j["sleep"], "partition_asked": j["partition"], "priority": prio.get(sid), **rec,
+                    **named(j)})
     return out
 
 

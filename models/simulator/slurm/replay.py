@@ -105,7 +105,7 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, share
         acct_names[is_root] = _ROOT
     names = sorted(set(acct_names.tolist()) | {a for a, _ in shares.accounts} | {a for a, _, _ in shares.users})
     acct_index = {a: k for k, a in enumerate(names)}
-    acct = np.array([acct_index[a] for a in acct_names], np.int64)
+    acct = pl.Series(acct_names.tolist(), dtype=pl.Utf8).replace_strict(acct_index, return_dtype=pl.Int64).to_numpy()
     stride = len(users) + 1
     pairs, assoc = np.unique(acct * stride + user, return_inverse=True)
     keys = [(names[p // stride], str(users[p % stride])) for p in pairs]
