@@ -404,10 +404,11 @@ def fidelity_plan(n: int, first: int, compress: float, limit_cap_min: int, high_
 FIDELITY_ACCOUNT = "mpfid"
 
 
-def add_users(env: dict, account_of: dict[str, str], shares: dict[str, int] | None = None) -> list[str]:
+def add_users(env: dict, account_of: dict[str, str], shares: dict[str, int] | None = None,
+              parent_of: dict[str, str] | None = None) -> list[str]:
     """Unix users (those not there yet: returned, for `remove_users`) and their associations in their Slurm
-    account (`account_of`: user -> account), each account or user named in `shares` with that Fairshare
-    (sacctmgr's default 1 otherwise); waits for the decay thread's first Fair Tree pass over them
+    account (`account_of`: user -> account; an account in `parent_of` below that account, the others under
+    root), each account or user named in `shares` with that Fairshare (sacctmgr's default 1 otherwise); waits for the decay thread's first Fair Tree pass over them
     (PriorityCalcPeriod): until then a new association's fair-share factor is 0, a state no replay of a
     site's history starts from."""
     import pwd
@@ -423,7 +424,8 @@ def add_users(env: dict, account_of: dict[str, str], shares: dict[str, int] | No
     cluster = env["METAPILOT_SLURM_CLUSTER"]
     for acct in sorted(set(account_of.values())):
         members = [u for u in names if account_of[u] == acct]
-        subprocess.run(["sacctmgr", "-i", "add", "account", acct, f"cluster={cluster}"], env=env,
+        up = [f"parent={(parent_of or {})[acct]}"] if acct in (parent_of or {}) else []
+        subprocess.run(["sacctmgr", "-i", "add", "account", acct, f"cluster={cluster}", *up], env=env,
                        check=True, capture_output=True, text=True)
         subprocess.run(["sacctmgr", "-i", "add", "user", "name=" + ",".join(members), f"account={acct}",
                         f"cluster={cluster}"], env=env, check=True, capture_output=True, text=True)
@@ -515,16 +517,17 @@ def fidelity_shares(plan: list[dict], account_shares: list[int], user_shares: bo
 def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
                    only: list[str] | None = None, users: bool = False, accounts: int = 0,
                    priority_flags: str = "", account_shares: list[int] | None = None,
-                   user_shares: bool = False) -> Path:
+                   user_shares: bool = False, nested: bool = False) -> Path:
     """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
     results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf),
     the association tree as `sshare -a -l -P` printed it before the first run (sshare.txt: what a site gives
     the replay with --shares) and slurmctld's log; `priority_flags`: the cluster's PriorityFlags (e.g.
-    NO_FAIR_TREE); `account_shares`, `user_shares`: unequal Fairshare (`fidelity_shares`). Returns the JSON's
-    path."""
+    NO_FAIR_TREE); `account_shares`, `user_shares`: unequal Fairshare (`fidelity_shares`); `nested`: the last
+    account below the one before it (a three-level tree). Returns the JSON's path."""
     out.mkdir(parents=True, exist_ok=True)
     plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users, accounts)
     shares = fidelity_shares(plan, account_shares or [], user_shares)
+    parent_of = {f"mpfacct{accounts - 1}": f"mpfacct{accounts - 2}"} if nested and accounts >= 2 else {}
     account_of = {j["user"]: j["account"] for j in plan if j.get("user")}
     names = sorted(account_of)
     doc = {"plan": {"jobs": len(plan), "first": first, "compress": compress, "limit_cap_min": limit_cap_min,
@@ -533,7 +536,7 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
                     "limits_min": sorted({j["limit_min"] for j in plan}),
                     "high_jobs": sum(j["partition"] == "high" for j in plan),
                     **({"priority_flags": priority_flags} if priority_flags else {}),
-                    **({"shares": shares} if shares else {})},
+                    **({"shares": shares} if shares else {}), **({"parents": parent_of} if parent_of else {})},
            "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
     path = out / "fidelity.json"
     env = start_slurm(f"PriorityFlags={priority_flags}" if priority_flags else "")
@@ -550,7 +553,7 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
     made: list[str] = []
     try:
         if names:
-            made = add_users(env, account_of, shares)
+            made = add_users(env, account_of, shares, parent_of)
             doc["fair_tree_ready"] = time.time()
             tree = subprocess.run(["sshare", "-a", "-l", "-P"], env=env, capture_output=True, text=True)
             if tree.returncode == 0:
@@ -824,10 +827,13 @@ def plan_tag(plan: dict, first: dict) -> str:
         words.append(f"partitions drawn with seed {plan['seed']}")
     flags = plan.get("priority_flags", "")
     if (plan.get("users", 0) != first.get("users", 0) or plan.get("accounts", 1) != first.get("accounts", 1)
-            or flags != first.get("priority_flags", "") or plan.get("shares") != first.get("shares")):
+            or flags != first.get("priority_flags", "") or plan.get("shares") != first.get("shares")
+            or plan.get("parents") != first.get("parents")):
         in_accounts = f" in {plan['accounts']} accounts" if plan.get("accounts", 1) > 1 else ""
         if plan.get("shares"):
             in_accounts += " with unequal shares"
+        if plan.get("parents"):
+            in_accounts += ", one below another"
         algo = ("depth-oblivious fair-share" if "DEPTH_OBLIVIOUS" in flags
                 else "classic fair-share" if "NO_FAIR_TREE" in flags else "Fair Tree")
         words.append(f"{plan['users']} users (the trace's){in_accounts}, {algo} between them" if plan.get("users")
@@ -1100,6 +1106,8 @@ def main() -> None:
                     "classic fair-share)")
     ap.add_argument("--account-shares", default=None, help="fidelity with --accounts: each account's Fairshare, "
                     "comma-separated (mpfacct0 first)")
+    ap.add_argument("--nested", action="store_true", help="fidelity with --accounts N: the last account below the "
+                    "one before it (a three-level tree)")
     ap.add_argument("--user-shares", action="store_true", help="fidelity with --users: each user's Fairshare 1 + "
                     "(its trace id // 3) mod 3")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
@@ -1117,7 +1125,7 @@ def main() -> None:
             paths = [bench_fidelity(out, a.jobs or 200, 19400 if a.first is None else a.first, a.compress or 60.0,
                                     a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts, a.priority_flags,
                                     [int(x) for x in a.account_shares.split(",")] if a.account_shares else None,
-                                    a.user_shares)]
+                                    a.user_shares, a.nested)]
         result = merge_fidelity([analyse_fidelity(x) for x in paths])
         if a.json:
             Path(a.json).write_text(json.dumps(result, default=float, indent=1))

@@ -22,6 +22,7 @@ from metapilot.models.simulator.slurm.conf import (
 from metapilot.models.simulator.slurm.priority import (
     CLASSIC,
     DEPTH_OBLIVIOUS,
+    account_effective_usage,
     classic_recalc,
     effective_usage_factor,
     fairshare_factors,
@@ -152,7 +153,7 @@ def _fair_tree(usage, account, assoc_raw=None, acct_raw=None, root=()):
     out = np.empty(len(usage))
     assoc_share, acct_share = _shares(account, assoc_raw, acct_raw, root)
     fairshare_factors(np.asarray(usage, np.float64), np.asarray(account, np.int64), assoc_share, acct_share,
-                      sum(v > 0 for v in root), len(root), out)
+                      np.full(len(acct_share), -1), sum(v > 0 for v in root), len(root), out)
     return out
 
 
@@ -190,10 +191,11 @@ def _classic(usage: list[float], account: list[int], acct_ue: list[float], algor
              assoc_raw=None, acct_raw=None, root=()):
     usage_a, account_a, ue = np.array(usage), np.array(account, np.int64), np.array(acct_ue)
     now = np.zeros(len(acct_ue))
-    total = usage_sums(usage_a, account_a, now)
+    top = np.full(len(acct_ue), -1)  # every account a child of root
+    total = usage_sums(usage_a, account_a, top, now)
     assoc_share, acct_share = _shares(account, assoc_raw, acct_raw, root)
-    return [effective_usage_factor(a, usage_a, account_a, total, now, assoc_share, acct_share, ue, algorithm, damping)
-            for a in range(len(usage))]
+    return [effective_usage_factor(a, usage_a, account_a, total, now, assoc_share, acct_share, top, ue, algorithm,
+                                   damping) for a in range(len(usage))]
 
 
 def test_classic_fairshare_takes_the_effective_usage_down_the_tree():
@@ -225,6 +227,24 @@ def test_classic_fairshare_weighs_the_sites_shares_and_roots_user():
     assert _classic([30, 10], [0, 0], [1.0], CLASSIC, assoc_raw=[0, 1])[0] == 0.0
 
 
+def test_classic_fairshare_takes_the_effective_usage_down_a_deeper_tree():
+    """`_set_children_usage_efctv` down the tree: root holds account A (1 share) and root's user (1: A's S
+    .5); A holds user u and sub-account B (1 share each: S .5 within A, .25 of the tree), B holds user v.
+    u used 30, v 10 of 40. A (a child of root): UE = U = 1. B: U .25, UE = .25 + (1 - .25) * .5 = .625. v
+    (alone in B, S .25): UE = .25 + (.625 - .25) * 1 = .625, F = 2^-(.625 / .25); u (S .25): UE = .75 +
+    (1 - .75) * .5 = .875, F = 2^-(.875 / .25)."""
+    usage, account, parent = np.array([30.0, 10.0]), np.array([0, 1]), np.array([-1, 0])
+    assoc_share, acct_share = np.array([0.5, 1.0]), np.array([0.5, 0.5])
+    now, ue = np.zeros(2), np.zeros(2)
+    total = usage_sums(usage, account, parent, now)
+    assert list(now) == [40.0, 10.0]
+    account_effective_usage(now, total, acct_share, parent, CLASSIC, ue)
+    assert list(ue) == pytest.approx([1.0, 0.625])
+    f = [effective_usage_factor(a, usage, account, total, now, assoc_share, acct_share, parent, ue, CLASSIC, 1.0)
+         for a in range(2)]
+    assert f == pytest.approx([2 ** -(0.875 / 0.25), 2 ** -(0.625 / 0.25)])
+
+
 def test_depth_oblivious_fairshare_as_the_plugin_computes_it():
     """`_depth_oblivious_set_usage_efctv`: F = 2^-R, R = ratio_p * ratio_l^k, ratio_p = the account's UE / S
     (its U, a child of root), ratio_l = (U / S) / the siblings' usage ratio, k = 1 where log(ratio_p) and
@@ -251,13 +271,14 @@ def test_a_classic_decay_pass_sets_each_factor_when_slurm_does():
     account = np.zeros(3, np.int64)
     acct_ue, acct_now, stale, fs = np.zeros(1), np.zeros(1), np.zeros(3, np.bool_), np.ones(3)
     charged = np.array([300.0, 0.0, 300.0])
-    classic_recalc(usage, np.arange(3), account, np.full(3, 1 / 3), np.ones(1), np.ones(3, np.int64), np.full(3, 5000.0), charged,
+    classic_recalc(usage, np.arange(3), account, np.full(3, 1 / 3), np.ones(1), np.full(1, -1), np.ones(3, np.int64), np.full(3, 5000.0), charged,
                    np.array([2, 0]), 2, np.array([1]), 1, 600.0, 300.0, 0.0, CLASSIC, 1.0, acct_ue, acct_now, stale, fs)
     assert list(usage) == [600.0, 300.0, 300.0] and acct_ue[0] == 1.0
     assert fs[1] == pytest.approx(2 ** (-5 / 3)) and list(stale) == [True, False, True]
     usage = np.array([0.0, 0.0])
     acct_ue, stale, fs = np.zeros(1), np.zeros(2, np.bool_), np.ones(2)
-    classic_recalc(usage, np.arange(2), np.zeros(2, np.int64), np.full(2, 0.5), np.ones(1), np.ones(2, np.int64), np.full(2, 5000.0),
+    classic_recalc(usage, np.arange(2), np.zeros(2, np.int64), np.full(2, 0.5), np.ones(1), np.full(1, -1),
+                   np.ones(2, np.int64), np.full(2, 5000.0),
                    np.zeros(2), np.array([0]), 1, np.array([1]), 1, 300.0, 0.0, 0.0, CLASSIC, 1.0, acct_ue, acct_now,
                    stale, fs)
     assert acct_ue[0] == 0.0 and fs[1] == 1.0 and usage[0] == 300.0
@@ -273,13 +294,32 @@ def test_fair_tree_ranks_a_light_accounts_users_above_a_heavy_accounts():
     assert list(out * 5) == pytest.approx([1, 2, 5, 4, 4])
 
 
-def test_fair_tree_ranks_the_users_of_tied_accounts_together():
-    """Sibling accounts with the same level fair-share have their children merged before sorting
-    (fair_tree.c's tie rules): accounts 0 and 1 both used 50 of 100 (LF 1); account 2 none (its user
-    ranks first). Users: 0 (account 0, all of its 50: LF 1), 1 and 2 (account 1, 40 and 10: LF 0.5/0.8 and
-    0.5/0.2), 3 (account 2). Merged, 2 (2.5) before 0 (1) before 1 (0.625): ranks 4 (user 3), 3, 2, 1."""
+def test_fair_tree_walks_tied_accounts_one_after_the_other():
+    """fair_tree.c's tie rules as its code runs them (fair_tree.html says tied sibling accounts have their
+    children merged, but `_count_tied_accounts` stops at the first account it meets, so none is merged): an
+    account tied with the sibling before it is walked in turn, its first user tied with the user before.
+    Accounts 0 and 1 both used 50 of 100 (LF 1); account 2 none (its user ranks first). Users: 0 (account 0,
+    all of its 50), 1 and 2 (account 1, 40 and 10: LF 0.5/0.8 and 0.5/0.2), 3 (account 2). User 3 rank 4;
+    account 0: user 0 rank 3; account 1, tied with account 0: user 2 (its first, 2.5) tied, rank 3; user 1
+    rank 1 (one rank per user visited)."""
     out = _fair_tree([50.0, 40.0, 10.0, 0.0], [0, 1, 1, 2])
-    assert list(out * 4) == pytest.approx([2, 1, 3, 4])
+    assert list(out * 4) == pytest.approx([3, 1, 3, 4])
+
+
+def test_fair_tree_walks_accounts_below_accounts():
+    """A deeper tree (fair_tree.c recurses): root has accounts 0 (3 shares) and 1 (1 share); account 0
+    has user 0 and sub-account 2 (users 1, 2), with 1 share each. Usage: user 0 30, users 1 and 2 10 and 0,
+    user 3 (account 1) 60, of 100. At root: account 0 (40 of 100, S .75: LF 1.875) before account 1 (60,
+    S .25: LF .417). In account 0: sub-account 2 (10 of 40, S .5: LF 2) before user 0 (30 of 40: LF .667).
+    In account 2: user 2 (no usage, LF inf) before user 1. Ranks: user 2 4, user 1 3, user 0 2, user 3 1."""
+    usage = np.array([30.0, 10.0, 0.0, 60.0])
+    account = np.array([0, 2, 2, 1])
+    parent = np.array([-1, -1, 0])
+    assoc_share = np.array([0.5, 0.5, 0.5, 1.0])  # user 0 beside sub-account 2 in account 0; users 1, 2 in 2
+    acct_share = np.array([0.75, 0.25, 0.5])
+    out = np.empty(4)
+    fairshare_factors(usage, account, assoc_share, acct_share, parent, 0, 0, out)
+    assert list(out * 4) == pytest.approx([2, 3, 4, 1])
 
 
 def test_the_replay_charges_each_account_and_ranks_its_users_under_it():

@@ -41,20 +41,46 @@ def test_the_tree_as_sshare_prints_it():
     assert tree.root_users == (1.0,) and tree.notes == ()
 
 
-def test_the_tree_as_sacctmgr_prints_it_and_what_the_replay_cannot_follow():
-    """`sacctmgr -P show assoc format=account,user,fairshare`: `parent` shares and an account below another
-    are replayed as the notes say; a line that is not Account|User|shares is refused with the command."""
-    tree = parse_shares("Account|User|Share\nroot||1\nroot|root|1\nphys||10\n  theory||5\n   theory|ann|parent\n"
-                        "phys|bob|2\n")
-    assert tree.accounts == (("phys", 10.0), ("theory", 5.0))
-    assert tree.users == (("phys", "bob", 2.0), ("theory", "ann", 1.0))
-    assert any("Fairshare=parent" in n and "theory/ann" in n for n in tree.notes)
-    assert any("below other accounts" in n and "theory" in n for n in tree.notes)
+def test_a_deeper_tree_as_sshare_and_sacctmgr_print_it():
+    """An account below another: sshare indents it one space more than its parent; sacctmgr names the parent
+    (`format=account,user,fairshare,parentname`: `Par Name`). `parent` shares are replayed as one share, as
+    the notes say; accounts that are each other's parents, and a line that is not Account|User|shares, are
+    refused with the command that prints a tree."""
+    indented = parse_shares("Account|User|RawShares\nroot|||\n root|root|1\n phys||10\n  theory||5\n"
+                            "   theory|ann|parent\n  phys|bob|2\n")
+    named = parse_shares("Account|User|Share|Par Name\nroot||1|\nroot|root|1|\nphys||10|root\ntheory||5|phys\n"
+                         "theory|ann|parent|\nphys|bob|2|\n")
+    for tree in (indented, named):
+        assert tree.accounts == (("phys", 10.0), ("theory", 5.0)) and tree.parents == (("theory", "phys"),)
+        assert tree.users == (("phys", "bob", 2.0), ("theory", "ann", 1.0)) and tree.root_users == (1.0,)
+        assert any("Fairshare=parent" in n and "theory/ann" in n for n in tree.notes)
     for bad, words in (("Account|User|RawShares\nphys|bob|many\n", "not a number"), ("", "sshare -a -l -P"),
                        ("Account|User|RawShares\nphys|bob\n", "not Account|User|RawShares"),
-                       ("Account|User|RawShares\nroot|||\n", "no account or user")):
+                       ("Account|User|RawShares\nroot|||\n", "no account or user"),
+                       ("Account|User|Share|Par Name\na||1|b\nb||1|a\n", "each other's parents")):
         with pytest.raises(ValueError, match=words):
             parse_shares(bad)
+
+
+def test_an_account_below_another_is_weighed_under_it():
+    """The replay of a deeper tree: account 'phys' (users bob and carl) holds sub-account 'theory' (user ann).
+    By 3,600 on one CPU bob ran 2,400 s, ann 1,200 s; carl and ann then wait. Flat (theory a child of root
+    beside phys, 1 share each, root's user beside them), theory's 1,200 of 3,600 is the lighter account:
+    ann's job goes first. Under phys, phys holds all 3,600 and within it theory (1,200 of 3,600, S 1/2: LF
+    1.5) ranks above bob (2,400, S 1/4: LF .375) but below carl (no usage, S 1/4: LF inf): carl's job first."""
+    jobs = pl.DataFrame({"job_id": ["1", "2", "3", "4"], "submit": [0.0, 2400.0, 3500.0, 3501.0],
+                         "run": [2400.0, 1200.0, 60.0, 60.0], "time_limit": [2400.0, 1200.0, 60.0, 60.0],
+                         "cpus": [1] * 4, "nodes": [None] * 4, "partition": [None] * 4,
+                         "user": ["bob", "ann", "carl", "ann"], "qos": [None] * 4,
+                         "account": ["phys", "theory", "phys", "theory"]},
+                        schema_overrides={"nodes": pl.Int64, "partition": pl.Utf8, "qos": pl.Utf8})
+    flat = parse_shares("Account|User|RawShares\n root|root|1\n phys||1\n  phys|bob|1\n  phys|carl|1\n"
+                        " theory||1\n  theory|ann|1\n")
+    deep = parse_shares("Account|User|RawShares\n root|root|1\n phys||1\n  phys|bob|1\n  phys|carl|1\n"
+                        "  theory||2\n   theory|ann|1\n")
+    assert deep.parents == (("theory", "phys"),)
+    assert replay_slurm(jobs, ONE_CPU.with_shares(flat), rule="multifactor")["start"].to_list() == [0, 2400, 3660, 3600]
+    assert replay_slurm(jobs, ONE_CPU.with_shares(deep), rule="multifactor")["start"].to_list() == [0, 2400, 3600, 3660]
 
 
 def test_the_associations_weigh_the_shares_and_count_the_trees_silent_users():

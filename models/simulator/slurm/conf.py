@@ -64,8 +64,9 @@ class SchedulerParams:
 class Shares:
     """The site's association tree as fair-share weighs it: each association's RawShares, which slurmdbd
     keeps, not slurm.conf (`sshare -a -l -P` prints them; `parse_shares`). `accounts`: (account, shares);
-    `users`: (account, user, shares); `root_users`: the shares of root's own user associations (sacctmgr
-    always makes root's user, with 1), `root` its (account, user) names, as the jobs name them. An
+    `users`: (account, user, shares); `parents`: (account, its parent account) for the accounts below
+    another (the others are root's children); `root_users`: the shares of root's own user associations
+    (sacctmgr always makes root's user, with 1), `root` its (account, user) names, as the jobs name them. An
     association the tree does not name has 1 share, as sacctmgr's default Fairshare=1; one it names without
     jobs in the replay still counts among its siblings."""
 
@@ -74,6 +75,7 @@ class Shares:
     root_users: tuple[float, ...] = (1.0,)
     notes: tuple[str, ...] = ()
     root: tuple[str, str] = ("root", "root")
+    parents: tuple[tuple[str, str], ...] = ()
 
     def names(self) -> list[str]:
         """Every account and user name the tree gives."""
@@ -84,7 +86,8 @@ class Shares:
         a site's tree names people as slurmdbd does, the warehouse by pseudonym)."""
         return replace(self, accounts=tuple((name(a), v) for a, v in self.accounts),
                        users=tuple((name(a), name(u), v) for a, u, v in self.users),
-                       root=(name(self.root[0]), name(self.root[1])))
+                       root=(name(self.root[0]), name(self.root[1])),
+                       parents=tuple((name(a), name(p)) for a, p in self.parents))
 
 
 @dataclass(frozen=True)
@@ -409,23 +412,26 @@ SHARES_HINT = "`sshare -a -l -P` prints them (or `sacctmgr -P show assoc format=
 
 def parse_shares(text: str) -> Shares:
     """The association tree from `sshare -a -l -P` (or `sshare -a -P`: `Account|User|RawShares|...`, an
-    account's name indented one space a level) or `sacctmgr -P show assoc format=account,user,fairshare`
-    (`Account|User|Share`). root's own line is passed over, root's user kept as root's; `parent` shares
-    (the association takes its parent's) and accounts below other accounts are replayed as said in the
-    notes: the replay's tree has two levels, accounts under root and users under them."""
+    account's name indented one space a level, so its parent is the account above it one level up) or
+    `sacctmgr -P show assoc format=account,user,fairshare[,parentname]` (`Account|User|Share[|Par Name]`).
+    root's own line is passed over, root's user kept as root's; `parent` shares (the association takes its
+    parent's) are replayed as one share, as the notes say."""
     rows = [ln.split("|") for ln in text.splitlines() if ln.strip()]
     if not rows:
         raise ValueError(f"no associations given: {SHARES_HINT}")
     head = [c.strip().lower() for c in rows[0]]
     share_col = next((head.index(c) for c in ("rawshares", "share", "fairshare") if c in head), None)
+    parent_col = next((head.index(c) for c in ("par name", "parentname") if c in head), None)
     if "account" in head and "user" in head and share_col is not None:
         acct_col, user_col, rows = head.index("account"), head.index("user"), rows[1:]
     else:
         acct_col, user_col, share_col = 0, 1, 2
     accounts: dict[str, float] = {}
     users: dict[tuple[str, str], float] = {}
+    parents: dict[str, str] = {}
+    above: dict[int, str] = {}  # the last account seen at each indentation
     root_users: list[float] = []
-    parent, deep = [], []
+    parent = []
     for r in rows:
         if len(r) <= max(acct_col, user_col, share_col):
             raise ValueError(f"{'|'.join(r)!r} is not Account|User|RawShares: {SHARES_HINT}")
@@ -433,6 +439,7 @@ def parse_shares(text: str) -> Shares:
         acct = raw_acct.strip()
         depth = len(raw_acct) - len(raw_acct.lstrip(" "))
         if acct == "root" and not user:
+            above[depth] = acct
             continue  # root itself: no shares of its own
         if value.lower() == "parent":
             parent.append(f"{acct}/{user}" if user else acct)
@@ -450,18 +457,30 @@ def parse_shares(text: str) -> Shares:
             users[(acct, user)] = share
         else:
             accounts[acct] = share
-            if depth > 1:
-                deep.append(acct)
-    notes = []
-    if parent:
-        notes.append(f"Fairshare=parent replayed as 1 share: {', '.join(parent[:5])}{' ...' if len(parent) > 5 else ''}")
-    if deep:
-        notes.append(f"{len(deep)} account{'s' if len(deep) != 1 else ''} below other accounts replayed as children "
-                     f"of root with their own shares: {', '.join(deep[:5])}{' ...' if len(deep) > 5 else ''}")
+            up = r[parent_col].strip() if parent_col is not None and len(r) > parent_col else above.get(depth - 1, "")
+            if up and up != "root":
+                parents[acct] = up
+            above[depth] = acct
     if not accounts and not users:
         raise ValueError(f"no account or user association in the tree given: {SHARES_HINT}")
+    loop = _first_loop(parents)
+    if loop:
+        raise ValueError(f"the accounts {' -> '.join(loop)} are each other's parents: {SHARES_HINT}")
+    notes = [f"Fairshare=parent replayed as 1 share: {', '.join(parent[:5])}{' ...' if len(parent) > 5 else ''}"] \
+        if parent else []
     return Shares(tuple(sorted(accounts.items())), tuple(sorted((a, u, v) for (a, u), v in users.items())),
-                  tuple(root_users), tuple(notes))
+                  tuple(root_users), tuple(notes), parents=tuple(sorted(parents.items())))
+
+
+def _first_loop(parents: Mapping[str, str]) -> list[str]:
+    for start in parents:
+        seen, k = [start], parents[start]
+        while k in parents:
+            if k in seen:
+                return seen[seen.index(k):] + [k]
+            seen.append(k)
+            k = parents[k]
+    return []
 
 
 def read_shares(path: str | Path) -> Shares:

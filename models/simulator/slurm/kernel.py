@@ -149,14 +149,15 @@ def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_
 
 
 @jit_nrt
-def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_account, assoc_share, acct_share, size_f,
-              part_f, qos_f, excluded, node_cpus, part_nodes, part_tier, part_excl, seg_t, seg_rule, seg_guard, iparams,
-              fparams, out_start, out_end, out_prio, stop):
+def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_account, assoc_share, acct_share,
+              acct_parent, size_f, part_f, qos_f, excluded, node_cpus, part_nodes, part_tier, part_excl, seg_t, seg_rule,
+              seg_guard, iparams, fparams, out_start, out_end, out_prio, stop):
     """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run) and
     its multifactor priority at submission (`out_prio`, slurmctld's InitPrio; NaN under a fixed rule).
     `user[j]` is the job's user (bf_max_job_user), `assoc[j]` its association (its user in its account:
-    usage and fair-share), `assoc_account[a]` association a's account, `assoc_share[a]` its shares within
-    the account and `acct_share[k]` account k's among root's children (normalised: `priority`).
+    usage and fair-share), `assoc_account[a]` association a's account, `assoc_share[a]` its shares and
+    `acct_share[k]` account k's over their siblings', `acct_parent[k]` account k's parent (-1: root; parents
+    before their children: `priority`).
     The queue's order rule goes by segments of time: from `seg_t[k]` on, `seg_rule[k]` (MULTIFACTOR or
     a rule's code) with the tail guard `seg_guard[k]` seconds (0: none). Returns 0, or 1 when it
     stopped early because `stop[0]` was set (by another thread: Ctrl-C)."""
@@ -317,11 +318,11 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
         if t == next_calc:
             if fairshare == FAIR_TREE:
                 charge_usage(usage, assoc, cpus, out_end, charged, running, n_running, t, last_calc, half_life)
-                fairshare_factors(usage, assoc_account, assoc_share, acct_share, n_root_first, n_root, fs)
+                fairshare_factors(usage, assoc_account, assoc_share, acct_share, acct_parent, n_root_first, n_root, fs)
             else:  # classic: the pass's own order sets each factor (`classic_recalc`)
-                classic_recalc(usage, assoc, assoc_account, assoc_share, acct_share, cpus, out_end, charged, running,
-                               n_running, pend, n_pend, t, last_calc, half_life, fairshare, fs_damping, acct_ue,
-                               acct_now, stale, fs)
+                classic_recalc(usage, assoc, assoc_account, assoc_share, acct_share, acct_parent, cpus, out_end,
+                               charged, running, n_running, pend, n_pend, t, last_calc, half_life, fairshare,
+                               fs_damping, acct_ue, acct_now, stale, fs)
             for k in range(n_pend):
                 prio[pend[k]] = job_priority(pend[k], t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs,
                                              w_size, w_part, w_qos, max_age)
@@ -354,9 +355,10 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
             n_pend += 1
             if multifactor:
                 if stale[assoc[j]]:  # classic: a user's factor is computed when a job first needs it after a pass
-                    total = usage_sums(usage, assoc_account, acct_now)
+                    total = usage_sums(usage, assoc_account, acct_parent, acct_now)
                     fs[assoc[j]] = effective_usage_factor(assoc[j], usage, assoc_account, total, acct_now,
-                                                          assoc_share, acct_share, acct_ue, fairshare, fs_damping)
+                                                          assoc_share, acct_share, acct_parent, acct_ue, fairshare,
+                                                          fs_damping)
                     stale[assoc[j]] = False
                 prio[j] = job_priority(j, t, submit, fs, assoc, size_f, part_f, qos_f, w_age, w_fs, w_size, w_part,
                                        w_qos, max_age)

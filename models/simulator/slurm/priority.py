@@ -4,22 +4,22 @@
 
 each factor in [0, 1], the sum truncated to an integer (at least 1), as Slurm stores it:
 - age: time since submission (eligible time) / PriorityMaxAge, at most 1;
-- fairshare: Fair Tree (Slurm's default, fair_tree.html) over the jobs' accounts and their users, each
-  association with the site's RawShares where given (`conf.Shares`: `sshare -a -l -P`), else one
-  (sacctmgr's default Fairshare=1; a log carries no share), root's own user association counted beside the
-  accounts (sacctmgr always makes it): accounts ranked by their level fair-share S / U among root's children
-  (S = the account's shares over its siblings', U = the account's share of the decayed usage), then,
-  account by account, its users by theirs within it (S = the user's shares over the account's users', U =
-  the user's share of the account's usage); no usage ranks first; users with equal values share a rank, and
-  accounts with equal values have their users ranked together; factor = rank / the user associations
-  (root's included). Jobs without an account are one account, so a log without accounts is one level of
-  users. With PriorityFlags=NO_FAIR_TREE, classic fair-share over the same tree as the multifactor plugin
-  computes it: F = 2^(-(UE / S) / FairShareDampeningFactor), U an association's share of all the usage
-  (usage_norm), S its normalised shares (an account's among root's children; a user's, that times its own
-  among the account's users), and the effective usage UE = U for an account (a child of root) and
-  U + (UE_account - U) x the user's shares over its account's users' for a user (`_set_usage_efctv`);
-  with DEPTH_OBLIVIOUS, that plugin's `_depth_oblivious_set_usage_efctv` for the users instead. When
-  each is computed follows Slurm 22.05's decay pass (`classic_recalc`): the accounts' UE from the
+- fairshare: Fair Tree (Slurm's default, fair_tree.html, walked as fair_tree.c does) over the site's
+  association tree: accounts (below root or below other accounts) and users in them, each with the
+  site's RawShares where given (`conf.Shares`: `sshare -a -l -P`), else one (sacctmgr's default
+  Fairshare=1; a log carries no share), root's own user association beside root's accounts (sacctmgr
+  always makes it). At each account, root first, its children (users and sub-accounts) by their level
+  fair-share S / U, highest first (S = its shares over its siblings', U = its usage over the account's;
+  no usage ranks first), a user before an account of the same level: a user takes the next rank (a
+  predecessor's of equal level: a tie), an account is walked in turn; factor = rank / the user
+  associations (root's included). Without the tree, jobs' accounts are root's children and jobs without
+  an account one account, so a log without accounts is one level of users. With
+  PriorityFlags=NO_FAIR_TREE, classic fair-share over the same tree as the multifactor plugin computes it:
+  F = 2^(-(UE / S) / FairShareDampeningFactor), U an association's share of all the usage (usage_norm),
+  S its normalised shares (its shares over its siblings' times its parent's), and the effective usage
+  UE = U for a child of root and U + (UE_parent - U) x its shares over its siblings' below
+  (`_set_usage_efctv`); with DEPTH_OBLIVIOUS, that plugin's `_depth_oblivious_set_usage_efctv` instead.
+  When each is computed follows Slurm 22.05's decay pass (`classic_recalc`): the accounts' UE from the
   usage before the pass, a user's when a job of theirs first needs it after the pass (mid-pass, from
   the usage charged so far, for a pending job), so a user with no usage keeps F = 1 until the pass
   after its account's first usage.
@@ -52,124 +52,202 @@ _DEPTH_OBLIVIOUS_F = 5.0  # the plugin's fixed f ("could be a tunable parameter"
 
 
 @jit_nrt
-def fairshare_factors(usage, account, assoc_share, acct_share, n_root_first, n_root, out):
-    """Each association's Fair Tree factor from its decayed usage; `account[a]` is association a's account
-    (0 .. accounts - 1, each with an association: `replay.associations`), `assoc_share[a]` its shares within
-    its account and `acct_share[k]` account k's among root's children (both normalised: S); `n_root` user
-    associations of root's own (root's user, which sacctmgr always makes), of which `n_root_first` have
-    shares and no usage (level fair-share infinite: they rank first). Fair Tree as slurm's fair_tree.c walks
-    a two-level tree (accounts under root, associations under their account): level fair-share S / U, S = 0
-    the lowest, U = 0 infinite; rank starts at the number of user associations, each user visited takes the
-    rank (or its tied predecessor's) and lowers it by one; an account tied with the sibling before it (root's
-    users with no usage, for an account with none) starts its users tied."""
+def fairshare_factors(usage, account, assoc_share, acct_share, acct_parent, n_root_first, n_root, out):
+    """Each association's Fair Tree factor from its decayed usage, as slurm's fair_tree.c walks the tree:
+    `account[a]` is association a's account, `acct_parent[k]` account k's parent account (-1: root; parents
+    come before their children), `assoc_share[a]` and `acct_share[k]` the shares over their siblings' (users
+    and accounts under the same parent; S); `n_root` user associations of root's own (root's user, which
+    sacctmgr always makes), of which `n_root_first` have shares and no usage. At each account (root first)
+    its children get the level fair-share S / U (U = their usage over the account's; S = 0 the lowest, U = 0
+    infinite) and are visited highest first, a user before an account of the same level: a user takes the
+    rank, or its predecessor's where their levels are equal, and the rank goes down by one; an account is
+    walked in turn, its first child tied with the sibling before the account where the account's level is
+    that sibling's (fair_tree.c merges no tied accounts: `_count_tied_accounts` stops at the first
+    account). factor = rank / the user associations, root's included."""
     n = usage.shape[0]
     if n == 0:
         return
     n_acct = acct_share.shape[0]
     acct_usage = np.zeros(n_acct)
-    total = usage_sums(usage, account, acct_usage)
-    # level fair-share S / U, no usage: infinity (the top); accounts among accounts, users within theirs
-    acct_key = np.empty(n_acct)  # minus the level: sorted ascending, the highest level first
+    total = usage_sums(usage, account, acct_parent, acct_usage)
+    # children of each account and of root (node n_acct): users (kind 0) before accounts (kind 1) of one level
+    n_kids = np.zeros(n_acct + 1, np.int64)
+    for a in range(n):
+        n_kids[account[a]] += 1
     for k in range(n_acct):
-        if acct_share[k] <= 0.0:
-            acct_key[k] = 0.0
-        elif acct_usage[k] <= 0.0:
-            acct_key[k] = -np.inf
-        else:
-            acct_key[k] = -acct_share[k] / (acct_usage[k] / total)
-    level = np.empty(n)
+        n_kids[acct_parent[k] if acct_parent[k] >= 0 else n_acct] += 1
+    n_kids[n_acct] += n_root
+    first = np.zeros(n_acct + 2, np.int64)
+    for k in range(n_acct + 1):
+        first[k + 1] = first[k] + n_kids[k]
+    kid = np.empty(first[n_acct + 1], np.int64)  # >= 0: an association; -1 - k: account k; -1 - n_acct: root's user
+    kid_level = np.empty(first[n_acct + 1])
+    kid_kind = np.empty(first[n_acct + 1], np.int64)
+    fill = first[:n_acct + 1].copy()
+    for r in range(n_root):
+        q = fill[n_acct]
+        fill[n_acct] += 1
+        kid[q] = -1 - n_acct
+        kid_level[q] = np.inf if r < n_root_first else 0.0
+        kid_kind[q] = 0
     for a in range(n):
         k = account[a]
+        q = fill[k]
+        fill[k] += 1
+        kid[q] = a
+        kid_kind[q] = 0
         if assoc_share[a] <= 0.0:
-            level[a] = 0.0
-        elif usage[a] <= 0.0:
-            level[a] = np.inf
+            kid_level[q] = 0.0
+        elif usage[a] <= 0.0 or acct_usage[k] <= 0.0:
+            kid_level[q] = np.inf
         else:
-            level[a] = assoc_share[a] / (usage[a] / acct_usage[k])
-    # accounts with the same level are one group: their users are ranked together
-    accts = np.argsort(acct_key, kind="mergesort")
-    group = np.zeros(n_acct, np.int64)
-    g = 0
-    for q in range(1, n_acct):
-        if acct_key[accts[q]] != acct_key[accts[q - 1]]:
-            g += 1
-        group[accts[q]] = g
-    # users by (their account's group, level highest first): two stable sorts, the minor key first
-    by_level = np.argsort(-level, kind="mergesort")
-    gkey = np.empty(n)
-    for i in range(n):
-        gkey[i] = group[account[by_level[i]]]
-    order = by_level[np.argsort(gkey, kind="mergesort")]
+            kid_level[q] = assoc_share[a] / (usage[a] / acct_usage[k])
+    for k in range(n_acct):
+        p = acct_parent[k]
+        above = total if p < 0 else acct_usage[p]
+        node = n_acct if p < 0 else p
+        q = fill[node]
+        fill[node] += 1
+        kid[q] = -1 - k
+        kid_kind[q] = 1
+        if acct_share[k] <= 0.0:
+            kid_level[q] = 0.0
+        elif acct_usage[k] <= 0.0 or above <= 0.0:
+            kid_level[q] = np.inf
+        else:
+            kid_level[q] = acct_share[k] / (acct_usage[k] / above)
+    for node in range(n_acct + 1):  # highest level first, a user before an account, then in index order
+        lo, hi = first[node], first[node + 1]
+        if hi - lo > 1:
+            by_kind = np.argsort(kid_kind[lo:hi], kind="mergesort")
+            order = by_kind[np.argsort(-kid_level[lo:hi][by_kind], kind="mergesort")]
+            kid[lo:hi] = kid[lo:hi][order]
+            kid_level[lo:hi] = kid_level[lo:hi][order]
+            kid_kind[lo:hi] = kid_kind[lo:hi][order]
     denom = n + n_root
-    rnt = denom  # the rank a user takes when not tied with the one before
     rank = denom
-    rnt -= n_root_first  # root's own users first, tied among themselves at the top rank
-    for pos in range(n):
-        a = order[pos]
-        if pos == 0:
-            tied = n_root_first > 0 and acct_key[account[a]] == -np.inf
+    rnt = denom  # the rank a user takes when not tied with the one before
+    # the walk, depth first: each frame an account (root: n_acct), its next child, whether its first is tied
+    stack_node = np.empty(n_acct + 2, np.int64)
+    stack_pos = np.empty(n_acct + 2, np.int64)
+    stack_tied = np.zeros(n_acct + 2, np.bool_)
+    depth = 0
+    stack_node[0], stack_pos[0], stack_tied[0] = n_acct, first[n_acct], False
+    while depth >= 0:
+        node, q = stack_node[depth], stack_pos[depth]
+        if q >= first[node + 1]:
+            depth -= 1
+            continue
+        stack_pos[depth] = q + 1
+        if q == first[node]:
+            tied = stack_tied[depth]
         else:
-            tied = group[account[a]] == group[account[order[pos - 1]]] and level[a] == level[order[pos - 1]]
-        if not tied:
-            rank = rnt
-        out[a] = rank / denom
-        rnt -= 1
+            tied = kid_level[q] == kid_level[q - 1]
+        c = kid[q]
+        if c >= 0 or c == -1 - n_acct:  # a user
+            if not tied:
+                rank = rnt
+            if c >= 0:
+                out[c] = rank / denom
+            rnt -= 1
+        else:
+            depth += 1
+            stack_node[depth], stack_pos[depth], stack_tied[depth] = -1 - c, first[-1 - c], tied
 
 
 @jit_nrt
-def effective_usage_factor(a, usage, account, total, acct_now, assoc_share, acct_share, acct_ue, algorithm, damping):
-    """Association a's classic (or depth-oblivious) factor F = 2^(-(UE / S) / damping) from the usage now
-    (`total`: root's, `acct_now`: each account's) and its account's effective usage `acct_ue` as the last
-    decay pass set it (`classic_recalc`); S = its account's share among root's children times its own within
-    the account (`assoc_share`, `acct_share`: normalised), F = 0 without shares (priority_multifactor.c:
-    `_set_usage_efctv`, `_depth_oblivious_set_usage_efctv`, `priority_p_calc_fs_factor`)."""
-    k = account[a]
-    u = usage[a] / total if total > 0.0 else 0.0  # usage_norm: of root's usage
-    s_acct = acct_share[k]
-    s = s_acct * assoc_share[a]
-    if s <= 0.0:
-        return 0.0
+def account_norm_share(k, acct_share, acct_parent):
+    """Account k's shares as a share of the whole tree (`shares_norm` of classic fair-share: its shares
+    over its siblings' times its parent's)."""
+    s = 1.0
+    while k >= 0:
+        s *= acct_share[k]
+        k = acct_parent[k]
+    return s
+
+
+@jit_nrt
+def _effective_usage(u, s_within, s_norm, parent_ue, parent_norm, parent_u, algorithm):
+    """The effective usage of an association below an account (priority_multifactor.c: `_set_usage_efctv`,
+    or `_depth_oblivious_set_usage_efctv`): `u` its usage over root's, `s_within` its shares over its
+    siblings', `s_norm` over the tree's; the parent's effective usage, shares and usage over the tree's."""
     if algorithm == CLASSIC:
-        ue = u + (acct_ue[k] - u) * assoc_share[a]
-    elif u > 0.0 and acct_ue[k] > 0.0:
-        ratio_p = acct_ue[k] / s_acct
-        ratio_l = (u / s) / ((acct_now[k] / total) / s_acct)  # over its siblings' usage ratio
+        return u + (parent_ue - u) * s_within
+    if u > 0.0 and parent_ue > 0.0 and parent_u > 0.0 and parent_norm > 0.0:
+        ratio_p = parent_ue / parent_norm
+        ratio_l = (u / s_norm) / (parent_u / parent_norm)  # over its siblings' usage ratio
         x = 1.0
         if math.log(ratio_p) * math.log(ratio_l) < 0.0:
             x = 1.0 / (1.0 + (_DEPTH_OBLIVIOUS_F * math.log(ratio_p)) ** 2)
-        ue = ratio_p * ratio_l ** x * s
-    else:
-        ue = u
+        return ratio_p * ratio_l ** x * s_norm
+    return u
+
+
+@jit_nrt
+def account_effective_usage(acct_now, total, acct_share, acct_parent, algorithm, acct_ue):
+    """Every account's effective usage from the usage now, root's children first (their usage over root's),
+    then down the tree (`_set_children_usage_efctv`)."""
+    for k in range(acct_ue.shape[0]):
+        u = acct_now[k] / total if total > 0.0 else 0.0
+        p = acct_parent[k]
+        if p < 0:
+            acct_ue[k] = u
+        else:
+            acct_ue[k] = _effective_usage(u, acct_share[k], account_norm_share(k, acct_share, acct_parent), acct_ue[p],
+                                          account_norm_share(p, acct_share, acct_parent),
+                                          acct_now[p] / total if total > 0.0 else 0.0, algorithm)
+
+
+@jit_nrt
+def effective_usage_factor(a, usage, account, total, acct_now, assoc_share, acct_share, acct_parent, acct_ue, algorithm,
+                           damping):
+    """Association a's classic (or depth-oblivious) factor F = 2^(-(UE / S) / damping) from the usage now
+    (`total`: root's, `acct_now`: each account's, its sub-accounts' included) and its account's effective
+    usage `acct_ue` as the last decay pass set it (`classic_recalc`); S = its shares over the tree's (its
+    account's `account_norm_share` times its own over its siblings'), F = 0 without shares
+    (priority_multifactor.c: `_set_usage_efctv`, `_depth_oblivious_set_usage_efctv`,
+    `priority_p_calc_fs_factor`)."""
+    k = account[a]
+    u = usage[a] / total if total > 0.0 else 0.0  # usage_norm: of root's usage
+    s_acct = account_norm_share(k, acct_share, acct_parent)
+    s = s_acct * assoc_share[a]
+    if s <= 0.0:
+        return 0.0
+    ue = _effective_usage(u, assoc_share[a], s, acct_ue[k], s_acct, acct_now[k] / total if total > 0.0 else 0.0,
+                          algorithm)
     return 2.0 ** (-(ue / s) / damping)
 
 
 @jit_nrt
-def usage_sums(usage, account, acct_now):
-    """Root's usage (returned) and each account's (`acct_now`)."""
+def usage_sums(usage, account, acct_parent, acct_now):
+    """Root's usage (returned) and each account's (`acct_now`), its sub-accounts' included (parents come
+    before their children)."""
     acct_now[:] = 0.0
     total = 0.0
     for b in range(usage.shape[0]):
         total += usage[b]
         acct_now[account[b]] += usage[b]
+    for k in range(acct_now.shape[0] - 1, -1, -1):
+        if acct_parent[k] >= 0:
+            acct_now[acct_parent[k]] += acct_now[k]
     return total
 
 
 @jit_nrt
-def classic_recalc(usage, assoc, account, assoc_share, acct_share, cpus, end, charged, running, n_running, pend, n_pend, now,
-                   last, half_life, algorithm, damping, acct_ue, acct_now, stale, fs):
+def classic_recalc(usage, assoc, account, assoc_share, acct_share, acct_parent, cpus, end, charged, running, n_running,
+                   pend, n_pend, now, last, half_life, algorithm, damping, acct_ue, acct_now, stale, fs):
     """A decay pass of classic (or depth-oblivious) fair-share in Slurm 22.05's order (`_decay_thread`): the
-    accounts' effective usage is set first, from the usage before this pass (`_set_children_usage_efctv`;
-    an account is a child of root: its share of root's usage), and every user's is marked stale; then the
-    usage decays and the jobs are walked in job list order (job id): a running job is charged, and a
-    pending job's priority needs its user's factor, computed then from the usage charged so far. A user
-    still stale after the pass gets its factor at its next job's submission (`stale[a]`: True). Measured
-    live: 190 of 200 jobs' initial priorities exactly, the others within 2%."""
-    total = usage_sums(usage, account, acct_now)
-    for k in range(acct_ue.shape[0]):
-        acct_ue[k] = acct_now[k] / total if total > 0.0 else 0.0
+    accounts' effective usage is set first, from the usage before this pass (`_set_children_usage_efctv`,
+    `account_effective_usage`), and every user's is marked stale; then the usage decays and the jobs are
+    walked in job list order (job id): a running job is charged, and a pending job's priority needs its
+    user's factor, computed then from the usage charged so far. A user still stale after the pass gets its
+    factor at its next job's submission (`stale[a]`: True). Measured live: 190 of 200 jobs' initial
+    priorities exactly, the others within 2%."""
+    total = usage_sums(usage, account, acct_parent, acct_now)
+    account_effective_usage(acct_now, total, acct_share, acct_parent, algorithm, acct_ue)
     stale[:] = True
     decay_usage(usage, now, last, half_life)
-    total = usage_sums(usage, account, acct_now)
+    total = usage_sums(usage, account, acct_parent, acct_now)
     run = np.sort(running[:n_running])
     i = 0
     q = 0
@@ -178,14 +256,17 @@ def classic_recalc(usage, assoc, account, assoc_share, acct_share, cpus, end, ch
             j = run[i]
             i += 1
             c = charge_job(j, usage, assoc, cpus, end, charged, now)
-            acct_now[account[assoc[j]]] += c
+            k = account[assoc[j]]
+            while k >= 0:  # the account and those above it
+                acct_now[k] += c
+                k = acct_parent[k]
             total += c
         else:
             a = assoc[pend[q]]
             q += 1
             if stale[a]:
-                fs[a] = effective_usage_factor(a, usage, account, total, acct_now, assoc_share, acct_share, acct_ue,
-                                               algorithm, damping)
+                fs[a] = effective_usage_factor(a, usage, account, total, acct_now, assoc_share, acct_share, acct_parent,
+                                               acct_ue, algorithm, damping)
                 stale[a] = False
 
 

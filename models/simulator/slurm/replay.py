@@ -70,14 +70,15 @@ def _only_account(shares: Shares) -> dict[str, str]:
 @dataclass(frozen=True)
 class Associations:
     """The association tree as the kernel weighs it (`priority`): each job's association (`assoc`), each
-    association's account, its shares within its account and each account's among root's children
-    (normalised), and root's own user associations with no jobs (`root_users`; `root_first`: those with
-    shares, which Fair Tree ranks first)."""
+    association's account and its shares over its siblings', each account's shares over its siblings' and
+    its parent account (-1: root; parents come before their children), and root's own user associations
+    with no jobs (`root_users`; `root_first`: those with shares, which Fair Tree ranks first)."""
 
     assoc: np.ndarray
     account: np.ndarray
     share: np.ndarray
     acct_share: np.ndarray
+    acct_parent: np.ndarray
     root_users: int
     root_first: int
 
@@ -103,9 +104,19 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, share
     root_users = list(shares.root_users)
     if is_root.any():
         acct_names[is_root] = _ROOT
-    names = sorted(set(acct_names.tolist()) | {a for a, _ in shares.accounts} | {a for a, _, _ in shares.users})
+    up = dict(shares.parents)
+    listed = set(acct_names.tolist()) | {a for a, _ in shares.accounts} | {a for a, _, _ in shares.users} | set(up.values())
+
+    def depth(a: str) -> int:
+        d = 0
+        while a in up:
+            a, d = up[a], d + 1
+        return d
+
+    names = sorted(listed, key=lambda a: (depth(a), a))  # parents before their children
     acct_index = {a: k for k, a in enumerate(names)}
     acct = pl.Series(acct_names.tolist(), dtype=pl.Utf8).replace_strict(acct_index, return_dtype=pl.Int64).to_numpy()
+    acct_parent = np.array([acct_index[up[a]] if a in up else -1 for a in names], np.int64)
     stride = len(users) + 1
     pairs, assoc = np.unique(acct * stride + user, return_inverse=True)
     keys = [(names[p // stride], str(users[p % stride])) for p in pairs]
@@ -114,15 +125,18 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, share
     assoc_account = np.array([acct_index[a] for a, _ in keys], np.int64)
     raw_user = dict(((a, u), v) for a, u, v in shares.users)
     assoc_raw = np.array([raw_user.get(k, 1.0) for k in keys], np.float64)
-    level = np.bincount(assoc_account, weights=assoc_raw, minlength=len(names))
-    assoc_share = np.divide(assoc_raw, level[assoc_account], out=np.zeros(len(keys)), where=level[assoc_account] > 0)
     raw_acct = dict(shares.accounts)
     if is_root.any():  # root's user ran jobs: its association is the jobs', with its own shares
         raw_acct[_ROOT] = root_users.pop(0) if root_users else 1.0
     acct_raw = np.array([raw_acct.get(a, 1.0) for a in names], np.float64)
-    root_level = acct_raw.sum() + sum(root_users)
-    acct_share = acct_raw / root_level if root_level > 0 else np.zeros(len(names))
-    return Associations(assoc.astype(np.int64), assoc_account, assoc_share, acct_share, len(root_users),
+    # each parent's shares to share out: its users' and its sub-accounts' (root's: its accounts' and users')
+    level = np.bincount(assoc_account, weights=assoc_raw, minlength=len(names) + 1)
+    level += np.bincount(np.where(acct_parent < 0, len(names), acct_parent), weights=acct_raw, minlength=len(names) + 1)
+    level[len(names)] += sum(root_users)
+    assoc_share = np.divide(assoc_raw, level[assoc_account], out=np.zeros(len(keys)), where=level[assoc_account] > 0)
+    acct_level = level[np.where(acct_parent < 0, len(names), acct_parent)]
+    acct_share = np.divide(acct_raw, acct_level, out=np.zeros(len(names)), where=acct_level > 0)
+    return Associations(assoc.astype(np.int64), assoc_account, assoc_share, acct_share, acct_parent, len(root_users),
                         sum(v > 0 for v in root_users))
 
 
@@ -236,7 +250,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     end = np.empty(n)
     init_prio = np.empty(n)
     args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), tree.assoc, tree.account, tree.share,
-            tree.acct_share, size_f, part_f, qos_f,
+            tree.acct_share, tree.acct_parent, size_f, part_f, qos_f,
             never, node_cpus, part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t,
             np.array(codes, np.int64), seg_guard, iparams, fparams, start, end, init_prio)
     t_call = time.perf_counter()
