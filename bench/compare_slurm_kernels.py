@@ -61,11 +61,20 @@ def build(src: Path, root: Path, name: str):
         (pkg / f"{m}.py").write_text(text)
     run = importlib.import_module(f"{name}.kernel").run_slurm
     params = inspect.signature(run.py_func).parameters
-    adapt = run
-    if "assoc" not in params:  # the replay passes (..., user, assoc, assoc_account, size_f, ...)
-        adapt = lambda *args, _r=adapt: _r(*args[:7], *args[9:])  # noqa: E731
-    if "stop" not in params:
-        adapt = lambda *args, _r=adapt: _r(*args[:-1])  # noqa: E731
+    def adapt(*args):
+        """The replay's arguments (..., user, assoc, assoc_account, assoc_share, acct_share, acct_parent,
+        size_f, ..., out_start, out_end, out_prio, stop) as an older kernel takes them."""
+        args = list(args)
+        if "out_prio" not in params:
+            del args[-2]
+        if "acct_parent" not in params:  # before the site's association tree
+            del args[9:12]
+        if "assoc" not in params:  # before the associations
+            del args[7:9]
+        if "stop" not in params:
+            del args[-1]
+        return run(*args)
+
     return adapt
 
 
