@@ -212,10 +212,14 @@ def test_current_conf_judges_every_contender_on_the_sites_slurm(walked, tmp_path
     assert "The site's Slurm (its slurm.conf) replayed against what it lived over the span" in md
     bad = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), "--current-conf", str(tmp_path / "no.conf")])
     assert bad.exit_code == 2 and "no slurm.conf at" in bad.output
+    tree = tmp_path / "shares.txt"
+    tree.write_text("Account|User|RawShares\n root|root|1\n hpc||1\n")  # as `sshare -a -l -P` prints it
     for args, words in ((["--qos-priority", "normal=0"], "add --current-conf"),  # QOS priorities weigh in its multifactor
                         (["--current-conf", str(conf), "--qos-priority", "normal"], "name|priority"),
                         (["--complete-s", "1"], "add --current-conf"),  # the completing time is its Slurm's
-                        (["--current-conf", str(conf), "--complete-s", "-1"], "0 or more")):
+                        (["--current-conf", str(conf), "--complete-s", "-1"], "0 or more"),
+                        (["--shares", str(tree)], "add --current-conf"),  # the association tree is its Slurm's
+                        (["--current-conf", str(conf), "--shares", str(tmp_path / "none.txt")], "sshare -a -l -P")):
         bad = CliRunner().invoke(app, ["backtest", "--db", str(d / "w.duckdb"), *args])
         assert bad.exit_code == 2 and words in bad.output, (args, bad.output)
 
