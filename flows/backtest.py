@@ -55,14 +55,14 @@ def site_conf(current_conf: str | None, current_qos: dict[str, int] | None = Non
     slurm.conf, the QOS priorities and the association tree's shares slurmdbd keeps (the tree named as the
     warehouse `con` names the cluster's jobs), the completing time the site measured."""
     from metapilot.models.simulator.slurm import read_shares, read_slurm_conf, site_shares
-    from metapilot.warehouse.secret import read_key, secret_path
+    from metapilot.warehouse.secret import readable_key
 
     if not current_conf:
         return None
     conf = read_slurm_conf(current_conf, current_qos).with_sched(complete_s=complete_s)
     if con is None:  # names as the tree gives them
         return conf.with_shares(read_shares(current_shares)) if current_shares else conf
-    return conf.with_shares(site_shares(current_shares, con, cluster, read_key(secret_path(db))))
+    return conf.with_shares(site_shares(current_shares, con, cluster, readable_key(db)))
 
 
 def past_windows_of(db: str | None, cluster: str, origins: list[datetime], current: str,

@@ -58,6 +58,15 @@ def read_key(path: Path) -> bytes | None:
     return bytes.fromhex(text)
 
 
+def readable_key(db: str | Path | None = None) -> bytes | None:
+    """The warehouse's site key if there is a readable one, else None: for matching names a site's tools
+    print to the warehouse's pseudonyms, where no key only means they are matched as given."""
+    try:
+        return read_key(secret_path(db))
+    except SiteKeyError:
+        return None
+
+
 def _create_key(path: Path) -> bytes:
     path.parent.mkdir(parents=True, exist_ok=True)
     key = secrets.token_bytes(32)

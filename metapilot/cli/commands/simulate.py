@@ -107,9 +107,9 @@ def simulate_cmd(
         conf = conf.with_sched(complete_s=complete_s)
     if conf is not None:  # the association tree (every association one share without --shares), named as the jobs
         from metapilot.models.simulator.slurm import site_shares
-        from metapilot.warehouse.secret import read_key, secret_path
+        from metapilot.warehouse.secret import readable_key
 
-        conf = conf.with_shares(site_shares(shares, con, cluster, read_key(secret_path(db))))
+        conf = conf.with_shares(site_shares(shares, con, cluster, readable_key(db)))
     runs = list(RULE_PAIRS) if all_baselines else [(policy.upper(), backfill.lower())]
     summaries = []
     for pol, bf in runs:
