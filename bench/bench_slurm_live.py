@@ -588,6 +588,22 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
     return path
 
 
+def keep_results(out: Path, dest: Path) -> None:
+    """A run's raw results where the repository keeps them (bench/results/...): its JSON, slurm.conf,
+    association tree and slurmctld's log (gzipped); not its warehouse or site key (the records carry the
+    runs' made-up users' own names)."""
+    import gzip
+    import shutil
+
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in [out / "fidelity.json", out / "fidelity.slurm.conf", out / "sshare.txt", *out.glob("*.steer.log")]:
+        if path.exists():
+            shutil.copy(path, dest / path.name)
+    if (out / "slurmctld.log").exists():
+        with open(out / "slurmctld.log", "rb") as f, gzip.open(dest / "slurmctld.log.gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+
+
 def fidelity_frame(jobs: list[dict], base: float = 0.0):
     """The replay's input for one run: real submit times (epoch seconds less `base`), real run times
     (end - start), the limit, cores and partition each job ran with; one user (every job was root's)."""
@@ -1110,6 +1126,8 @@ def main() -> None:
                     "one before it (a three-level tree)")
     ap.add_argument("--user-shares", action="store_true", help="fidelity with --users: each user's Fairshare 1 + "
                     "(its trace id // 3) mod 3")
+    ap.add_argument("--keep", default=None, metavar="DIR", help="fidelity: also copy the run's raw results (no "
+                    "warehouse, no key) to DIR, e.g. bench/results/issue51-fidelity/run-NAME")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", default=None)
     ap.add_argument("--note", default=None, help="a sentence for the section (how the run went)")
@@ -1126,6 +1144,8 @@ def main() -> None:
                                     a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts, a.priority_flags,
                                     [int(x) for x in a.account_shares.split(",")] if a.account_shares else None,
                                     a.user_shares, a.nested)]
+            if a.keep:
+                keep_results(out, Path(a.keep))
         result = merge_fidelity([analyse_fidelity(x) for x in paths])
         if a.json:
             Path(a.json).write_text(json.dumps(result, default=float, indent=1))
