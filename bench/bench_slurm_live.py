@@ -682,10 +682,7 @@ def initial_priorities(path: Path, label: str, complete_s: float) -> dict | None
     run = doc["runs"][label]
     if log is None or run["rule"] != "multifactor":
         return None
-    real = {}
-    for _, msg in _log_lines(log):
-        if msg.startswith("_slurm_rpc_submit_batch_job: JobId=") and "InitPrio=" in msg:
-            real[msg.split("JobId=")[1].split()[0]] = float(msg.split("InitPrio=")[1].split()[0])
+    real = {jid: e["init_prio"] for jid, e in log_events(log).items() if "init_prio" in e}
     out = replay_frame(run["jobs"], path.parent / doc["conf"], run["rule"], complete_s)
     mine = {str(i): p for i, p in zip(out["job_id"], out["init_prio"])}
     pairs = [(real[j["slurm_id"]], mine[str(j["trace_id"])]) for j in run["jobs"]
@@ -780,14 +777,16 @@ def _log_lines(log: Path) -> Iterator[tuple[float, str]]:
 
 
 def log_events(log: Path) -> dict[str, dict]:
-    """Slurm job id -> what slurmctld's log says, in epoch seconds with milliseconds: `submit`, `start`
-    and how (`main`: the main scheduler's "sched: Allocate"; `backfill`: a backfill pass's start), `done`
-    (the completion slurmctld handled)."""
+    """Slurm job id -> what slurmctld's log says, in epoch seconds with milliseconds: `submit` (and
+    `init_prio`, the priority it was given), `start` and how (`main`: the main scheduler's "sched:
+    Allocate"; `backfill`: a backfill pass's start), `done` (the completion slurmctld handled)."""
     out: dict[str, dict] = {}
     for t, msg in _log_lines(log):
         if msg.startswith("_slurm_rpc_submit_batch_job: JobId="):
             jid = msg.split("JobId=")[1].split()[0]
             out.setdefault(jid, {})["submit"] = t
+            if "InitPrio=" in msg:
+                out[jid]["init_prio"] = float(msg.split("InitPrio=")[1].split()[0])
         elif msg.startswith("sched: Allocate JobId="):
             jid = msg.split("JobId=")[1].split()[0]
             out.setdefault(jid, {}).update(start=t, how="main")

@@ -97,10 +97,9 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, share
     home = _only_account(shares)
     if home:  # a job without an account ran in its user's (Slurm's default account: the user's one association)
         blank = np.flatnonzero(acct_names == "")
-        acct_names[blank] = [home.get(str(users[user[j]]), "") for j in blank]
+        acct_names[blank] = [home.get(users[user[j]], "") for j in blank]
     root_acct, root_user = shares.root
-    user_names = np.array([str(x) for x in users], dtype=object)[user] if len(user) else np.array([], dtype=object)
-    is_root = (user_names == root_user) & ((acct_names == "") | (acct_names == root_acct))
+    is_root = (users[user] == root_user) & ((acct_names == "") | (acct_names == root_acct))
     root_users = list(shares.root_users)
     if is_root.any():
         acct_names[is_root] = _ROOT
@@ -119,7 +118,7 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, share
     acct_parent = np.array([acct_index[up[a]] if a in up else -1 for a in names], np.int64)
     stride = len(users) + 1
     pairs, assoc = np.unique(acct * stride + user, return_inverse=True)
-    keys = [(names[p // stride], str(users[p % stride])) for p in pairs]
+    keys = [(names[p // stride], users[p % stride]) for p in pairs]
     seen = set(keys)
     keys += [(a, u) for a, u, _ in shares.users if (a, u) not in seen]
     assoc_account = np.array([acct_index[a] for a, _ in keys], np.int64)
