@@ -139,7 +139,8 @@ def run_live(plan: list[dict], env: dict, db: str, steer: list[str] | None, clus
         part = ["-p", j["partition"]] if j.get("partition") else []
         part += [f"--uid={j['user']}"] if j.get("user") else []
         part += [f"--account={j['account']}"] if j.get("account") else []
-        out = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp", "-N", "1", "-n", str(j["cores"]),
+        part += ["-N", "1"] if j.get("nodes_asked", 1) == 1 else []  # 0: as many nodes as its CPUs need
+        out = subprocess.run(["sbatch", "--parsable", "-o", "/dev/null", "--chdir", "/tmp", "-n", str(j["cores"]),
                               "-t", str(j["limit_min"]), *part, "-J", f"kth{j['id']}", "--wrap", f"sleep {j['sleep']}"],
                              env=env, capture_output=True, text=True, check=True)
         ids[j["id"]] = out.stdout.strip().split(";")[0]
@@ -233,13 +234,15 @@ def compare(real: dict, pred: dict) -> dict:
             "tau": kendall_tau_b(rs, ps), "tau_a": kendall_tau(rs, ps), "tau_a_cap": kendall_tau(rs, rs)}
 
 
-def start_slurm(conf_extra: str = "") -> dict[str, str]:
-    """A real one-node Slurm of 100 CPUs (scripts/slurm.sh) and the environment its commands need;
-    `conf_extra`: lines added to its slurm.conf."""
+def start_slurm(conf_extra: str = "", nodes: int = 1) -> dict[str, str]:
+    """A real Slurm of 100 CPUs (scripts/slurm.sh): one node, or `nodes` nodes of 100 / `nodes` CPUs (one
+    slurmd each), and the environment its commands need; `conf_extra`: lines added to its slurm.conf."""
     from slurm_fixtures import parse_exports
 
-    env = {**os.environ, "METAPILOT_SLURM_CPUS": "100", "METAPILOT_SLURM_NO_INSTALL": "1",
-           "METAPILOT_SLURM_CONF_EXTRA": conf_extra}
+    if nodes < 1 or 100 % nodes:
+        raise SystemExit(f"--nodes {nodes}: the 100 CPUs must split evenly over the nodes (1, 2, 4, 5, 10, ...)")
+    env = {**os.environ, "METAPILOT_SLURM_CPUS": str(100 // nodes), "METAPILOT_SLURM_NODES": str(nodes),
+           "METAPILOT_SLURM_NO_INSTALL": "1", "METAPILOT_SLURM_CONF_EXTRA": conf_extra}
     start = subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "start"], env=env, capture_output=True, text=True)
     if start.returncode:
         raise SystemExit(start.stderr)
@@ -458,7 +461,8 @@ def named(job: dict) -> dict:
 
 def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict], env: dict) -> list[dict]:
     """One record per planned job: the plan's side (trace id, cores, limit, sleep, partition asked for) and
-    what `metapilot collect` loaded (submit/eligible/start/end epoch seconds, partition, cpus, limit, state),
+    what `metapilot collect` loaded (submit/eligible/start/end epoch seconds, partition, cpus, limit, state,
+    the nodes it ran on),
     plus the priority sacct last recorded for the job."""
     from metapilot.warehouse.db import connect
 
@@ -466,13 +470,13 @@ def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict],
     try:
         rows = con.execute(
             "SELECT job_id, epoch(submit_time), epoch(eligible_time), epoch(start_time), epoch(end_time), partition, "
-            "qos, timelimit_s, req_cpus, alloc_cpus, req_nodes, alloc_nodes, state, user_id, account_id FROM jobs "
-            "WHERE cluster = ?",
+            "qos, timelimit_s, req_cpus, alloc_cpus, req_nodes, alloc_nodes, state, user_id, account_id, node_list "
+            "FROM jobs WHERE cluster = ?",
             [cluster]).fetchall()
     finally:
         con.close()
     keys = ("submit", "eligible", "start", "end", "partition", "qos", "limit_s", "req_cpus", "alloc_cpus", "req_nodes",
-            "alloc_nodes", "state", "user", "account")
+            "alloc_nodes", "state", "user", "account", "node_list")
     by_slurm = {r[0]: dict(zip(keys, r[1:])) for r in rows}
     prio = {}
     res = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,Priority", "-j", ",".join(ids.values())], env=env,
@@ -486,7 +490,8 @@ def collected_jobs(db: str, cluster: str, ids: dict[str, str], plan: list[dict],
         sid = ids.get(j["id"])
         rec = by_slurm.get(sid, {}) if sid else {}
         out.append({"trace_id": j["id"], "slurm_id": sid, "cores": j["cores"], "limit_min": j["limit_min"],
-                    "sleep": j["sleep"], "partition_asked": j["partition"], "priority": prio.get(sid), **rec,
+                    "sleep": j["sleep"], "partition_asked": j["partition"], "priority": prio.get(sid),
+                    "nodes_asked": j.get("nodes_asked", 1), **rec,
                     **named(j)})
     return out
 
@@ -517,15 +522,19 @@ def fidelity_shares(plan: list[dict], account_shares: list[int], user_shares: bo
 def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min: int, high_share: float, seed: int,
                    only: list[str] | None = None, users: bool = False, accounts: int = 0,
                    priority_flags: str = "", account_shares: list[int] | None = None,
-                   user_shares: bool = False, nested: bool = False) -> Path:
+                   user_shares: bool = False, nested: bool = False, nodes: int = 1) -> Path:
     """Run the plan on a real Slurm once per run of FIDELITY_RUNS (or `only`: their rule names); the raw
     results go to out/fidelity.json after each run, beside the slurm.conf the runs used (fidelity.slurm.conf),
     the association tree as `sshare -a -l -P` printed it before the first run (sshare.txt: what a site gives
     the replay with --shares) and slurmctld's log; `priority_flags`: the cluster's PriorityFlags (e.g.
     NO_FAIR_TREE); `account_shares`, `user_shares`: unequal Fairshare (`fidelity_shares`); `nested`: the last
-    account below the one before it (a three-level tree). Returns the JSON's path."""
+    account below the one before it (a three-level tree); `nodes`: the 100 CPUs on that many nodes (each
+    pending job's reservation then holds only the nodes it would use). Returns the JSON's path."""
     out.mkdir(parents=True, exist_ok=True)
     plan = fidelity_plan(n, first, compress, limit_cap_min, high_share, seed, users, accounts)
+    if nodes > 1:  # a job of more CPUs than a node has spans nodes: no -N, as a site's `sbatch -n` would
+        for j in plan:
+            j["nodes_asked"] = 0
     shares = fidelity_shares(plan, account_shares or [], user_shares)
     parent_of = {f"mpfacct{accounts - 1}": f"mpfacct{accounts - 2}"} if nested and accounts >= 2 else {}
     account_of = {j["user"]: j["account"] for j in plan if j.get("user")}
@@ -535,11 +544,12 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
                     "accounts": len(set(account_of.values())), "trace": "KTH-SP2.normalised.swf.gz",
                     "limits_min": sorted({j["limit_min"] for j in plan}),
                     "high_jobs": sum(j["partition"] == "high" for j in plan),
+                    **({"nodes": nodes} if nodes > 1 else {}),
                     **({"priority_flags": priority_flags} if priority_flags else {}),
                     **({"shares": shares} if shares else {}), **({"parents": parent_of} if parent_of else {})},
            "conf": "fidelity.slurm.conf", "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "runs": {}}
     path = out / "fidelity.json"
-    env = start_slurm(f"PriorityFlags={priority_flags}" if priority_flags else "")
+    env = start_slurm(f"PriorityFlags={priority_flags}" if priority_flags else "", nodes)
     cluster = env["METAPILOT_SLURM_CLUSTER"]
     sdir = Path(env["METAPILOT_SLURM_DIR"])
     import shutil
@@ -580,9 +590,9 @@ def bench_fidelity(out: Path, n: int, first: int, compress: float, limit_cap_min
             shutil.copy(sdir / "log" / "slurmctld.log", out / "slurmctld.log")
             print(f"{label}: {len(ids)} jobs in {span:.0f} s", flush=True)
     finally:
-        for name in ("slurmctld.log", "slurmd.log"):
-            if (sdir / "log" / name).exists():
-                shutil.copy(sdir / "log" / name, out / name)
+        for log in [sdir / "log" / "slurmctld.log", *sorted((sdir / "log").glob("slurmd*.log"))]:
+            if log.exists():
+                shutil.copy(log, out / log.name)
         subprocess.run(["bash", str(REPO / "scripts" / "slurm.sh"), "stop", str(sdir)], env=env)
         remove_users(made)
     return path
@@ -606,7 +616,8 @@ def keep_results(out: Path, dest: Path) -> None:
 
 def fidelity_frame(jobs: list[dict], base: float = 0.0):
     """The replay's input for one run: real submit times (epoch seconds less `base`), real run times
-    (end - start), the limit, cores and partition each job ran with; one user (every job was root's)."""
+    (end - start), the limit, cores and partition each job ran with, the nodes it asked for (`-N 1`, or 0:
+    any number), its user, QOS and account."""
     import polars as pl
 
     done = [j for j in jobs if j.get("start") is not None and j.get("end") is not None]
@@ -616,7 +627,7 @@ def fidelity_frame(jobs: list[dict], base: float = 0.0):
         "run": [float(j["end"] - j["start"]) for j in done],
         "time_limit": [float(j["limit_s"] if j.get("limit_s") else 60 * j["limit_min"]) for j in done],
         "cpus": [int(j.get("alloc_cpus") or j["cores"]) for j in done],
-        "nodes": [1 for _ in done],
+        "nodes": [j.get("nodes_asked", 1) for j in done],
         "partition": [j.get("partition") or j["partition_asked"] for j in done],
         "user": [j.get("user") for j in done],
         "qos": [j.get("qos") for j in done],
@@ -840,6 +851,8 @@ def plan_tag(plan: dict, first: dict) -> str:
         words.append(f"limits at most {plan['limit_cap_min']} min")
     if plan["seed"] != first["seed"]:
         words.append(f"partitions drawn with seed {plan['seed']}")
+    if plan.get("nodes", 1) != first.get("nodes", 1):
+        words.append(f"{plan.get('nodes', 1)} nodes of {100 // plan.get('nodes', 1)} CPUs")
     flags = plan.get("priority_flags", "")
     if (plan.get("users", 0) != first.get("users", 0) or plan.get("accounts", 1) != first.get("accounts", 1)
             or flags != first.get("priority_flags", "") or plan.get("shares") != first.get("shares")
@@ -972,7 +985,7 @@ def conf_settings(conf_path: Path) -> str:
     s, pr = c.sched, c.priority
     parts = ", ".join(f"`{p.name}` PriorityTier={p.priority_tier}{' (default)' if p.default else ''}"
                       for p in c.partitions)
-    return (f"{len(c.nodes)} node of {c.nodes[0].cpus} CPUs (select/cons_tres, CR_Core), partitions {parts} on it; "
+    return (f"{len(c.nodes)} node{'s' if len(c.nodes) > 1 else ''} of {c.nodes[0].cpus} CPUs (select/cons_tres, CR_Core), partitions {parts} on it; "
             f"sched/backfill with bf_interval={s.bf_interval}, sched_interval={s.sched_interval}, "
             f"bf_window={s.bf_window_min} min, bf_resolution={s.bf_resolution} s, bf_max_job_test={s.bf_max_job_test}, "
             f"default_queue_depth={s.default_queue_depth}, batch_sched_delay={s.batch_sched_delay} s; "
@@ -1125,6 +1138,8 @@ def main() -> None:
                     "one before it (a three-level tree)")
     ap.add_argument("--user-shares", action="store_true", help="fidelity with --users: each user's Fairshare 1 + "
                     "(its trace id // 3) mod 3")
+    ap.add_argument("--nodes", type=int, default=1, help="fidelity: the 100 CPUs on this many nodes (one slurmd "
+                    "each, on this host): reservations hold nodes, not the whole cluster")
     ap.add_argument("--keep", default=None, metavar="DIR", help="fidelity: also copy the run's raw results (no "
                     "warehouse, no key) to DIR, e.g. bench/results/issue51-fidelity/run-NAME")
     ap.add_argument("--write", action="store_true", help="write the section of docs/benchmarks.md")
@@ -1142,7 +1157,7 @@ def main() -> None:
             paths = [bench_fidelity(out, a.jobs or 200, 19400 if a.first is None else a.first, a.compress or 60.0,
                                     a.limit_cap, a.high_share, a.seed, only, a.users, a.accounts, a.priority_flags,
                                     [int(x) for x in a.account_shares.split(",")] if a.account_shares else None,
-                                    a.user_shares, a.nested)]
+                                    a.user_shares, a.nested, a.nodes)]
             if a.keep:
                 keep_results(out, Path(a.keep))
         result = merge_fidelity([analyse_fidelity(x) for x in paths])

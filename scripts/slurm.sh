@@ -19,13 +19,16 @@
 # (PriorityTier=2). priority/multifactor with non-zero age, fair-share, partition and QOS weights (what
 # a site has), and short fixed bf_interval / sched_interval / sched_min_interval so that the timing of
 # Slurm's own scheduling passes is known in tests. Logs of the daemons: DIR/log/.
-# Environment: METAPILOT_SLURM_CLUSTER (default mini), METAPILOT_SLURM_CPUS (default 64),
+# Environment: METAPILOT_SLURM_CLUSTER (default mini), METAPILOT_SLURM_CPUS (default 64: each node's CPUs),
+# METAPILOT_SLURM_NODES (default 1: the node is this host; N > 1: nodes n1..nN, one slurmd each, all on this
+# host on ports of their own, so that reservations and the node choice of a cluster can be watched),
 # METAPILOT_SLURM_NO_INSTALL=1 (fail instead of installing), METAPILOT_SLURM_CONF_EXTRA (lines added to
 # slurm.conf, e.g. PriorityFlags=NO_FAIR_TREE).
 set -euo pipefail
 
 CLUSTER="${METAPILOT_SLURM_CLUSTER:-mini}"
 CPUS="${METAPILOT_SLURM_CPUS:-64}"
+NODES="${METAPILOT_SLURM_NODES:-1}"
 PACKAGES=(slurm-wlm slurmdbd munge mariadb-server)
 NEEDED=(slurmctld slurmd slurmdbd munged mariadbd mariadb-install-db sinfo sbatch sacct scontrol sacctmgr)
 
@@ -151,7 +154,7 @@ SlurmdSpoolDir=$DIR/spool/%n
 SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
-SlurmdLogFile=$DIR/log/slurmd.log
+SlurmdLogFile=$DIR/log/slurmd$( [ "$NODES" -gt 1 ] && echo "-%n").log
 SlurmctldDebug=info
 SlurmdDebug=info
 MpiDefault=none
@@ -185,16 +188,32 @@ PriorityWeightJobSize=0
 PriorityWeightPartition=1000
 PriorityWeightQOS=1000
 SlurmdParameters=config_overrides
-NodeName=$host NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=64000 State=UNKNOWN
-PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP PriorityTier=1
-PartitionName=high Nodes=$host MaxTime=INFINITE State=UP PriorityTier=2
+$(node_lines)
+PartitionName=debug Nodes=$(node_set) Default=YES MaxTime=INFINITE State=UP PriorityTier=1
+PartitionName=high Nodes=$(node_set) MaxTime=INFINITE State=UP PriorityTier=2
 EOF
     if [ -n "${METAPILOT_SLURM_CONF_EXTRA:-}" ]; then
         printf '%s\n' "$METAPILOT_SLURM_CONF_EXTRA" >> "$DIR/slurm.conf"
     fi
 }
 
+node_set() {  # the nodes, as slurm.conf names them
+    if [ "$NODES" -gt 1 ]; then echo "n[1-$NODES]"; else echo "$host"; fi
+}
+
+node_lines() {  # one slurmd a node; several on this host each listen on a port of their own
+    local i
+    if [ "$NODES" -le 1 ]; then
+        echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=64000 State=UNKNOWN"
+        return
+    fi
+    for i in $(seq 1 "$NODES"); do
+        echo "NodeName=n$i NodeHostname=$host NodeAddr=127.0.0.1 Port=$(free_port) CPUs=$CPUS RealMemory=64000 State=UNKNOWN"
+    done
+}
+
 start() {
+    [[ "$NODES" =~ ^[1-9][0-9]*$ ]] || die "METAPILOT_SLURM_NODES must be a whole number of nodes, not '$NODES'"
     install_packages
     PATH="$PATH:/usr/sbin:/sbin"
     DIR="$(mktemp -d "${TMPDIR:-/tmp}/metapilot-slurm.XXXXXX")"
@@ -237,7 +256,12 @@ start() {
 
     launch slurmctld slurmctld -D -i -f "$DIR/slurm.conf"
     wait_for 60 slurmctld scontrol ping || fail_start "slurmctld did not start"
-    launch slurmd slurmd -D -f "$DIR/slurm.conf"
+    if [ "$NODES" -gt 1 ]; then
+        local i
+        for i in $(seq 1 "$NODES"); do launch "slurmd-n$i" slurmd -D -N "n$i" -f "$DIR/slurm.conf"; done
+    else
+        launch slurmd slurmd -D -f "$DIR/slurm.conf"
+    fi
     wait_for 90 "node idle" bash -c '[ "$(sinfo -h -N -o %T | sort -u)" = idle ]' \
         || fail_start "the node did not become idle (sinfo: $(sinfo -h -N -o '%N %T %E' 2>&1 | head -3))"
     trap - INT TERM HUP
@@ -294,7 +318,7 @@ stop_dir() {
             done
         fi
     fi
-    for name in slurmd slurmctld slurmdbd mariadbd munged; do
+    for name in $(awk '$1 ~ /^slurmd-/ {print $1}' "$d/pids") slurmd slurmctld slurmdbd mariadbd munged; do
         pid="$(DIR=$d pid_of "$name")"
         local t0=$SECONDS
         [ -n "$pid" ] && stop_pid "$pid"

@@ -85,10 +85,11 @@ def missing_tools() -> list[str]:
     return [t for t in TOOLS if shutil.which(t, path=path) is None]
 
 
-def start_cluster() -> tuple[SlurmCluster, bool]:
-    """(cluster, started here). Skips the calling test when Slurm cannot be had."""
+def start_cluster(settings: dict[str, str] | None = None) -> tuple[SlurmCluster, bool]:
+    """(cluster, started here). Skips the calling test when Slurm cannot be had. `settings`: scripts/slurm.sh's
+    environment for a cluster of its own (e.g. METAPILOT_SLURM_NODES): always started here, beside any other."""
     folder = os.environ.get("METAPILOT_SLURM_DIR")
-    if folder and (Path(folder) / "slurm.conf").exists() and not (Path(folder) / "stopped").exists():
+    if not settings and folder and (Path(folder) / "slurm.conf").exists() and not (Path(folder) / "stopped").exists():
         env = {**os.environ, "SLURM_CONF": str(Path(folder) / "slurm.conf")}
         return SlurmCluster(Path(folder), Path(folder) / "slurm.conf",
                             os.environ.get("METAPILOT_SLURM_CLUSTER", "mini"), env), False
@@ -98,7 +99,8 @@ def start_cluster() -> tuple[SlurmCluster, bool]:
                   "munge mariadb-server as root, or METAPILOT_SLURM_INSTALL=1 to let scripts/slurm.sh do it)")
         warnings.warn(reason, stacklevel=2)
         pytest.skip(reason)
-    env = {**os.environ, "METAPILOT_SLURM_NO_INSTALL": "0" if os.environ.get("METAPILOT_SLURM_INSTALL") == "1" else "1"}
+    env = {**os.environ, "METAPILOT_SLURM_NO_INSTALL": "0" if os.environ.get("METAPILOT_SLURM_INSTALL") == "1" else "1",
+           **(settings or {})}
     res = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=900)
     if res.returncode != 0:
         pytest.fail(f"scripts/slurm.sh start failed:\n{res.stderr[-4000:]}")

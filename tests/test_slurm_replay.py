@@ -411,6 +411,57 @@ def test_exclusive_partition_gives_whole_nodes():
     assert starts(jobs, shared) == [0, 0, 0]
 
 
+def choose(free: list[int], cpus: int, min_nodes: int = 0, node_cpus: int = 8, exclusive: bool = False,
+           allowed: list[int] | None = None) -> list[tuple[int, int]]:
+    """`pick` on nodes 1..n with these free CPUs: [(node, CPUs)], 1-based, or [] when the job does not fit."""
+    from metapilot.models.simulator.slurm.nodes import pick
+
+    n = len(free)
+    words = max(1, (n + 63) // 64)
+    free_a, caps = np.array(free, np.int64), np.full(n, node_cpus, np.int64)
+    allow, live = np.zeros(words, np.uint64), np.zeros(words, np.uint64)
+    node_bits(np.isin(np.arange(1, n + 1), allowed) if allowed else np.ones(n, np.bool_), allow)
+    node_bits(free_a > 0, live)
+    out_n, out_c = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    k = pick(cpus, min_nodes, exclusive, allow, live, free_a, caps, out_n, out_c)
+    return [(int(out_n[q]) + 1, int(out_c[q])) for q in range(k)] if k >= 0 else []
+
+
+def test_a_one_node_job_goes_to_the_tightest_set_of_consecutive_nodes():
+    """cons_tres's `_eval_nodes`: nodes 1-2 (6 + 4 free) and node 4 (5 free) are two sets of consecutive
+    nodes; a 4-CPU job takes the tightest set that holds it, {4}, not node 2, the tightest node."""
+    assert choose([6, 4, 0, 5], 4) == [(4, 4)]
+    assert choose([6, 4, 0, 5], 4, min_nodes=1) == [(4, 4)]
+    assert choose([6, 4, 0, 3], 4) == [(2, 4)]  # {4} is too small: in {1, 2}, node 2 fits tightest
+
+
+def test_a_wider_job_takes_its_sets_nodes_in_index_order():
+    """10 CPUs: {1, 2} (12 free) holds the job and {4} (8) does not, so nodes 1 and 2 in index order, not
+    node 4 first (the most free); with no set that holds it, the largest set first, then the next."""
+    assert choose([6, 6, 0, 8], 10) == [(1, 6), (2, 4)]
+    assert choose([5, 0, 7, 0, 4], 14) == [(3, 7), (1, 5), (5, 2)]
+    assert choose([5, 0, 7, 0, 4], 17) == []
+    assert choose([6, 6, 0, 8], 10, min_nodes=1) == []  # -N 1: no node has 10 CPUs free
+
+
+def test_a_job_on_several_nodes_leaves_a_cpu_for_each_node_it_still_needs():
+    assert choose([8, 8, 8], 4, min_nodes=3) == [(1, 2), (2, 1), (3, 1)]
+
+
+def test_a_whole_node_job_takes_the_tightest_run_of_idle_nodes():
+    """OverSubscribe=EXCLUSIVE: node 2 is busy, so the idle nodes are {1} and {3, 4}; a job of two nodes
+    takes {3, 4}, a job of one takes node 1 (the first of the tightest sets: one node each way)."""
+    assert choose([8, 3, 8, 8], 16, exclusive=True) == [(3, 8), (4, 8)]
+    assert choose([8, 3, 8, 8], 1, exclusive=True) == [(1, 8)]
+    assert choose([8, 3, 8, 8], 17, exclusive=True) == [(3, 8), (4, 8), (1, 8)]
+
+
+def test_nodes_a_job_may_not_use_break_the_sets():
+    """Node 2 reserved in the backfill map (not allowed): nodes 1 and 3 are two sets of one node."""
+    assert choose([4, 8, 4], 6, allowed=[1, 3]) == [(1, 4), (3, 2)]
+    assert choose([4, 8, 4], 6) == [(2, 6)]  # one set: node 2 holds it alone
+
+
 def test_a_job_that_never_fits_is_left_out_and_counted():
     from metapilot.models.simulator.slurm import slurm_schedule
 

@@ -1,12 +1,11 @@
 """Where a job's CPUs go (select/cons_tres with CR_Core, as the replay models it; issue 51).
 
-A job asks for `cpus` CPUs on at least `min_nodes` nodes (0: any number). On a partition with
-`OverSubscribe=EXCLUSIVE` it gets whole nodes: max(min_nodes, ceil(cpus / CPUs per node)) idle ones,
-lowest index first. Otherwise, a job that fits on one node (and asked for at most one) goes to the
-node that fits it most tightly (fewest free CPUs, lowest index on ties: best fit, as cons_tres
-packs); a wider job takes nodes with the most free CPUs first until it has its CPUs and its node
-count. `pick` writes the choice (node, CPUs) into `out_node`/`out_cpus` and returns how many nodes, or
--1 when the job does not fit the free CPUs of the allowed nodes.
+A job asks for `cpus` CPUs on `min_nodes` nodes (1: exactly one, `-N 1`; 0: any number). `pick` chooses
+them as cons_tres's `_eval_nodes` does: from sets of consecutive usable nodes, the tightest set that
+holds the job (or the largest while none does), in it the tightest single node for a job that wants
+one, else the set's nodes in index order; on a partition with `OverSubscribe=EXCLUSIVE` only idle
+nodes, each taken whole. It writes the choice (node, CPUs) into `out_node`/`out_cpus` and returns how
+many nodes, or -1 when the job does not fit the free CPUs of the allowed nodes.
 
 `will_run` is Slurm's will-run test: when the job could start on the allowed nodes if the running jobs
 ended at their planned ends (start + time limit), taken away in that order (`running` is kept so) in
@@ -28,121 +27,100 @@ WILL_RUN_WINDOW = 30.0  # s: cons_tres's first will-run window (`time_window = 3
 
 @jit_nrt
 def pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
-    """`allowed`: the nodes the job may use; `live`: the nodes with free CPUs (free > 0), both as bit
-    words: only nodes in both can hold a job, so only those are walked, in index order."""
-    n_nodes = free.shape[0]
+    """select/cons_tres's `_eval_nodes` (Slurm 22.05, nodes of equal weight, no topology): the usable
+    nodes (allowed, with free CPUs; idle ones for a whole-node job) form sets of consecutive indices; the
+    set chosen is the tightest that holds the rest of the job (fewest CPUs, the first on ties), or, while
+    none does, the one with the most CPUs; in it, a job still wanting one node takes the node that fits
+    it most tightly, otherwise its nodes in index order, each giving what the job still needs (leaving a
+    CPU for each node it still needs; a whole-node job takes every CPU); then the next set. `min_nodes`
+    1 is exactly one node (`-N 1`), 0 any number. `allowed`: the nodes the job may use; `live`: the
+    nodes with free CPUs, both as bit words: only nodes in both can hold a job, so only those are
+    walked, in index order."""
     n_words = allowed.shape[0]
-    if exclusive:
-        cpn = 0
-        for w in range(n_words):
-            x = allowed[w]
-            while x != 0:
-                i = (w << 6) + lowest(x)
-                x &= x - _ONE
-                if node_cpus[i] > cpn:
-                    cpn = node_cpus[i]
-        if cpn == 0:
-            return -1
-        want = max(min_nodes, (cpus + cpn - 1) // cpn)
-        k = 0
-        got = 0
-        for w in range(n_words):
-            x = allowed[w] & live[w]
-            while x != 0:
-                i = (w << 6) + lowest(x)
-                x &= x - _ONE
-                if free[i] == node_cpus[i]:
-                    out_node[k] = i
-                    out_cpus[k] = node_cpus[i]
-                    k += 1
-                    got += node_cpus[i]
-                    if k >= want and got >= cpus:
-                        return k
+    n = 0
+    for w in range(n_words):
+        x = allowed[w] & live[w]
+        while x != 0:
+            n += 1
+            x &= x - _ONE
+    if n == 0:
         return -1
-    if min_nodes <= 1:
-        best = -1
-        for w in range(n_words):
-            x = allowed[w] & live[w]
-            while x != 0:
-                i = (w << 6) + lowest(x)
-                x &= x - _ONE
-                if free[i] >= cpus and (best < 0 or free[i] < free[best]):
-                    best = i
-                    if free[i] == cpus:  # no node fits tighter, and later ones have higher indices
-                        break
-            if best >= 0 and free[best] == cpus:
-                break
-        if best >= 0:
-            out_node[0] = best
-            out_cpus[0] = cpus
-            return 1
-        if min_nodes == 1:
-            return -1
-    # spread: most free first (a stable order on ties: the lowest index)
-    total = 0
-    count = 0
-    top_free = 0
+    cand = np.empty(n, np.int64)  # the usable nodes in index order, and what each can give
+    avail = np.empty(n, np.int64)
+    set_first = np.empty(n, np.int64)  # sets of consecutive nodes: positions in `cand`
+    set_last = np.empty(n, np.int64)
+    set_cpus = np.zeros(n, np.int64)
+    set_nodes = np.zeros(n, np.int64)
+    m = -1
+    c = 0
+    prev = -2
     for w in range(n_words):
         x = allowed[w] & live[w]
         while x != 0:
             i = (w << 6) + lowest(x)
             x &= x - _ONE
-            total += free[i]
-            count += 1
-            if free[i] > top_free:
-                top_free = free[i]
-    if total < cpus or count < min_nodes or cpus < min_nodes:
-        return -1
-    # the candidates by free CPUs, most first, lowest index on ties: a counting sort on the free CPUs where
-    # they take few values (nodes hold tens of CPUs), else a sort on the same key
-    cand = np.empty(count, np.int64)
-    if top_free <= 4 * count + 64:
-        start = np.zeros(top_free + 2, np.int64)
-        for w in range(n_words):
-            x = allowed[w] & live[w]
-            while x != 0:
-                i = (w << 6) + lowest(x)
-                x &= x - _ONE
-                start[top_free - free[i] + 1] += 1
-        for v in range(1, top_free + 2):
-            start[v] += start[v - 1]
-        for w in range(n_words):
-            x = allowed[w] & live[w]
-            while x != 0:
-                i = (w << 6) + lowest(x)
-                x &= x - _ONE
-                b = top_free - free[i]
-                cand[start[b]] = i
-                start[b] += 1
-    else:
-        key = np.empty(count, np.int64)
-        c = 0
-        for w in range(n_words):
-            x = allowed[w] & live[w]
-            while x != 0:
-                i = (w << 6) + lowest(x)
-                x &= x - _ONE
-                cand[c] = i
-                key[c] = -free[i] * (n_nodes + 1) + i
-                c += 1
-        cand = cand[np.argsort(key)]
-    left = cpus
+            if exclusive and free[i] != node_cpus[i]:
+                continue  # a whole-node job takes only idle nodes: a busy one breaks the set
+            if i != prev + 1:
+                m += 1
+                set_first[m] = c
+            prev = i
+            cand[c] = i
+            avail[c] = free[i]
+            set_last[m] = c
+            set_cpus[m] += free[i]
+            set_nodes[m] += 1
+            c += 1
+    m += 1
+    rem_cpus = cpus
+    rem_nodes = max(min_nodes, 1)
+    max_nodes = 1 if min_nodes == 1 else n
     k = 0
-    for i in cand:
-        if left <= 0 and k >= min_nodes:
+    while max_nodes > 0:
+        best = -1
+        best_cpus = 0
+        best_enough = False
+        for s in range(m):
+            if set_nodes[s] == 0:
+                continue
+            enough = set_cpus[s] >= rem_cpus and set_nodes[s] >= rem_nodes
+            if (best < 0 or (enough and not best_enough) or (enough and set_cpus[s] < best_cpus)
+                    or (not enough and set_cpus[s] > best_cpus)):
+                best = s
+                best_cpus = set_cpus[s]
+                best_enough = enough
+        if best < 0:
             break
-        # leave at least one CPU for each node still needed to reach min_nodes
-        still = min_nodes - k - 1
-        take = min(free[i], left - still) if still > 0 else min(free[i], left)
-        if take < 1:
-            take = 1
-        out_node[k] = i
-        out_cpus[k] = take
-        left -= take
-        k += 1
-    if left > 0:
-        return -1
-    return k
+        only = -1  # the one node of a job that still wants one, if a node of the set holds it
+        if rem_nodes <= 1:
+            for q in range(set_first[best], set_last[best] + 1):
+                if avail[q] >= rem_cpus and (only < 0 or avail[q] < avail[only]):
+                    only = q
+                    if avail[q] == rem_cpus:
+                        break
+        for q in range(set_first[best], set_last[best] + 1):
+            if (rem_nodes <= 0 and rem_cpus <= 0) or max_nodes == 0:
+                break
+            if only >= 0 and q != only:
+                continue
+            a = avail[q]
+            if max_nodes == 1 and a < rem_cpus:
+                continue
+            if not exclusive:  # what the job still needs, less a CPU for each other node it still needs
+                need = rem_cpus - max(rem_nodes - 1, 0)
+                if a > need:
+                    a = max(need, 1)
+            out_node[k] = cand[q]
+            out_cpus[k] = a
+            k += 1
+            rem_cpus -= a
+            rem_nodes -= 1
+            max_nodes -= 1
+        if rem_nodes <= 0 and rem_cpus <= 0:
+            return k
+        set_cpus[best] = 0
+        set_nodes[best] = 0
+    return -1
 
 
 @jit_nrt
