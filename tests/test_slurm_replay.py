@@ -462,6 +462,32 @@ def test_nodes_a_job_may_not_use_break_the_sets():
     assert choose([4, 8, 4], 6) == [(2, 6)]  # one set: node 2 holds it alone
 
 
+def test_the_first_set_shortcut_chooses_what_the_full_table_of_sets_does():
+    """`pick` tries the first set chosen without building the table of sets (`_pick_first_set`), and falls back to
+    the whole table (`_pick_sets`) when that set does not hold the job: the same nodes and CPUs either way."""
+    from metapilot.models.simulator.slurm.nodes import _pick_sets, pick
+
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        n = int(rng.integers(1, 140))
+        caps = rng.choice([1, 4, 8, 16], n) if rng.random() < 0.3 else np.full(n, int(rng.choice([1, 8, 25])))
+        free = np.where(rng.random(n) < 0.3, 0, rng.integers(0, caps + 1)).astype(np.int64)
+        free = np.minimum(free, caps).astype(np.int64)
+        words = (n + 63) // 64
+        allow, live = np.zeros(words, np.uint64), np.zeros(words, np.uint64)
+        node_bits(rng.random(n) < 0.85, allow)
+        node_bits(free > 0, live)
+        cpus = int(rng.integers(1, max(2, int(caps.sum()) // 2)))
+        min_nodes = int(rng.choice([0, 0, 1, 2, 3]))
+        excl = bool(rng.random() < 0.25)
+        a_n, a_c, b_n, b_c = (np.full(n, -1, np.int64) for _ in range(4))
+        ka = pick(cpus, min_nodes, excl, allow, live, free, caps.astype(np.int64), a_n, a_c)
+        kb = _pick_sets(cpus, min_nodes, excl, allow, live, free, caps.astype(np.int64), b_n, b_c)
+        assert ka == kb
+        if ka > 0:
+            assert list(a_n[:ka]) == list(b_n[:kb]) and list(a_c[:ka]) == list(b_c[:kb])
+
+
 def test_a_job_that_never_fits_is_left_out_and_counted():
     from metapilot.models.simulator.slurm import slurm_schedule
 

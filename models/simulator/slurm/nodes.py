@@ -36,6 +36,77 @@ def pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, o
     1 is exactly one node (`-N 1`), 0 any number. `allowed`: the nodes the job may use; `live`: the
     nodes with free CPUs, both as bit words: only nodes in both can hold a job, so only those are
     walked, in index order."""
+    k = _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
+    if k != -2:
+        return k
+    return _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
+
+
+@jit_nrt
+def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
+    """`pick` where the first set chosen holds the job (nearly every call), without building the table of
+    sets: one walk finds that set as `_pick_sets` would (its consecutive nodes are then read by index);
+    -1: no usable node; -2: the set does not hold the job, so `_pick_sets` goes on to the next sets."""
+    rem_nodes = max(min_nodes, 1)
+    best_first, best_last, best_cpus, best_enough = -1, -1, 0, False
+    first, last, set_cpus, set_nodes = -1, -2, 0, 0
+    for w in range(allowed.shape[0] + 1):  # one word past the end closes the last set
+        x = allowed[w] & live[w] if w < allowed.shape[0] else _ONE
+        while x != 0:
+            i = (w << 6) + lowest(x) if w < allowed.shape[0] else -5
+            x &= x - _ONE
+            if i >= 0 and exclusive and free[i] != node_cpus[i]:
+                continue
+            if i != last + 1:  # the set so far ends: is it the one to choose?
+                if set_nodes > 0:
+                    enough = set_cpus >= cpus and set_nodes >= rem_nodes
+                    if (best_first < 0 or (enough and not best_enough) or (enough and set_cpus < best_cpus)
+                            or (not enough and set_cpus > best_cpus)):
+                        best_first, best_last, best_cpus, best_enough = first, last, set_cpus, enough
+                first, set_cpus, set_nodes = i, 0, 0
+            if i < 0:
+                break
+            last = i
+            set_cpus += free[i]
+            set_nodes += 1
+    if best_first < 0:
+        return -1
+    if not best_enough:
+        return -2
+    rem_cpus = cpus
+    max_nodes = 1 if min_nodes == 1 else best_last - best_first + 1
+    only = -1
+    if rem_nodes <= 1:
+        for i in range(best_first, best_last + 1):
+            if free[i] >= rem_cpus and (only < 0 or free[i] < free[only]):
+                only = i
+                if free[i] == rem_cpus:
+                    break
+    k = 0
+    for i in range(best_first, best_last + 1):
+        if (rem_nodes <= 0 and rem_cpus <= 0) or max_nodes == 0:
+            break
+        if only >= 0 and i != only:
+            continue
+        a = free[i]
+        if max_nodes == 1 and a < rem_cpus:
+            continue
+        if not exclusive:
+            need = rem_cpus - max(rem_nodes - 1, 0)
+            if a > need:
+                a = max(need, 1)
+        out_node[k] = i
+        out_cpus[k] = a
+        k += 1
+        rem_cpus -= a
+        rem_nodes -= 1
+        max_nodes -= 1
+    return k if rem_nodes <= 0 and rem_cpus <= 0 else -2
+
+
+@jit_nrt
+def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
+    """`pick` in full: the table of sets, taken one after another until the job has its CPUs and nodes."""
     n_words = allowed.shape[0]
     n = 0
     for w in range(n_words):
