@@ -43,47 +43,27 @@ def pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, o
 
 
 @jit_nrt
-def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
-    """`pick` where the first set chosen holds the job (nearly every call), without building the table of
-    sets: one walk finds that set as `_pick_sets` would (its consecutive nodes are then read by index);
-    -1: no usable node; -2: the set does not hold the job, so `_pick_sets` goes on to the next sets."""
-    rem_nodes = max(min_nodes, 1)
-    best_first, best_last, best_cpus, best_enough = -1, -1, 0, False
-    first, last, set_cpus, set_nodes = -1, -2, 0, 0
-    for w in range(allowed.shape[0] + 1):  # one word past the end closes the last set
-        x = allowed[w] & live[w] if w < allowed.shape[0] else _ONE
-        while x != 0:
-            i = (w << 6) + lowest(x) if w < allowed.shape[0] else -5
-            x &= x - _ONE
-            if i >= 0 and exclusive and free[i] != node_cpus[i]:
-                continue
-            if i != last + 1:  # the set so far ends: is it the one to choose?
-                if set_nodes > 0:
-                    enough = set_cpus >= cpus and set_nodes >= rem_nodes
-                    if (best_first < 0 or (enough and not best_enough) or (enough and set_cpus < best_cpus)
-                            or (not enough and set_cpus > best_cpus)):
-                        best_first, best_last, best_cpus, best_enough = first, last, set_cpus, enough
-                first, set_cpus, set_nodes = i, 0, 0
-            if i < 0:
-                break
-            last = i
-            set_cpus += free[i]
-            set_nodes += 1
-    if best_first < 0:
-        return -1
-    if not best_enough:
-        return -2
-    rem_cpus = cpus
-    max_nodes = 1 if min_nodes == 1 else best_last - best_first + 1
+def _chosen_over(enough, set_cpus, best, best_enough, best_cpus):
+    """Whether a set is chosen over the best so far (`best` < 0: none yet), as `_eval_nodes` compares them:
+    the first set that holds the job, then a tighter one that holds it; while none holds it, a larger one."""
+    return (best < 0 or (enough and not best_enough) or (enough and set_cpus < best_cpus)
+            or (not enough and set_cpus > best_cpus))
+
+
+@jit_nrt
+def _take_from_set(first, last, rem_cpus, rem_nodes, max_nodes, exclusive, free, out_node, out_cpus, k):
+    """The job's nodes from the set of consecutive nodes `first`..`last`: a job still wanting one node takes
+    the node that fits it most tightly, if one does, else the nodes in index order, each giving what the job
+    still needs less a CPU for each other node it still needs (a whole-node job: every CPU). Returns
+    (k, rem_cpus, rem_nodes, max_nodes) after them."""
     only = -1
     if rem_nodes <= 1:
-        for i in range(best_first, best_last + 1):
+        for i in range(first, last + 1):
             if free[i] >= rem_cpus and (only < 0 or free[i] < free[only]):
                 only = i
                 if free[i] == rem_cpus:
                     break
-    k = 0
-    for i in range(best_first, best_last + 1):
+    for i in range(first, last + 1):
         if (rem_nodes <= 0 and rem_cpus <= 0) or max_nodes == 0:
             break
         if only >= 0 and i != only:
@@ -101,12 +81,49 @@ def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, 
         rem_cpus -= a
         rem_nodes -= 1
         max_nodes -= 1
+    return k, rem_cpus, rem_nodes, max_nodes
+
+
+@jit_nrt
+def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
+    """`pick` where the first set chosen holds the job (nearly every call), without building the table of
+    sets: one walk finds that set as `_pick_sets` would; -1: no usable node; -2: the set does not hold
+    the job, so `_pick_sets` goes on to the next sets."""
+    rem_nodes = max(min_nodes, 1)
+    best_first, best_last, best_cpus, best_enough = -1, -1, 0, False
+    first, last, set_cpus, set_nodes = -1, -2, 0, 0
+    for w in range(allowed.shape[0] + 1):  # one word past the end closes the last set
+        x = allowed[w] & live[w] if w < allowed.shape[0] else _ONE
+        while x != 0:
+            i = (w << 6) + lowest(x) if w < allowed.shape[0] else -5
+            x &= x - _ONE
+            if i >= 0 and exclusive and free[i] != node_cpus[i]:
+                continue
+            if i != last + 1:  # the set so far ends: is it the one to choose?
+                if set_nodes > 0:
+                    enough = set_cpus >= cpus and set_nodes >= rem_nodes
+                    if _chosen_over(enough, set_cpus, best_first, best_enough, best_cpus):
+                        best_first, best_last, best_cpus, best_enough = first, last, set_cpus, enough
+                first, set_cpus, set_nodes = i, 0, 0
+            if i < 0:
+                break
+            last = i
+            set_cpus += free[i]
+            set_nodes += 1
+    if best_first < 0:
+        return -1
+    if not best_enough:
+        return -2
+    max_nodes = 1 if min_nodes == 1 else best_last - best_first + 1
+    k, rem_cpus, rem_nodes, _ = _take_from_set(best_first, best_last, cpus, rem_nodes, max_nodes, exclusive, free,
+                                               out_node, out_cpus, 0)
     return k if rem_nodes <= 0 and rem_cpus <= 0 else -2
 
 
 @jit_nrt
 def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
-    """`pick` in full: the table of sets, taken one after another until the job has its CPUs and nodes."""
+    """`pick` in full: the table of sets (each a run of consecutive node indices), taken one after another
+    until the job has its CPUs and nodes."""
     n_words = allowed.shape[0]
     n = 0
     for w in range(n_words):
@@ -116,15 +133,11 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
             x &= x - _ONE
     if n == 0:
         return -1
-    cand = np.empty(n, np.int64)  # the usable nodes in index order, and what each can give
-    avail = np.empty(n, np.int64)
-    set_first = np.empty(n, np.int64)  # sets of consecutive nodes: positions in `cand`
+    set_first = np.empty(n, np.int64)  # sets of consecutive nodes: first and last node index
     set_last = np.empty(n, np.int64)
     set_cpus = np.zeros(n, np.int64)
     set_nodes = np.zeros(n, np.int64)
     m = -1
-    c = 0
-    prev = -2
     for w in range(n_words):
         x = allowed[w] & live[w]
         while x != 0:
@@ -132,16 +145,12 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
             x &= x - _ONE
             if exclusive and free[i] != node_cpus[i]:
                 continue  # a whole-node job takes only idle nodes: a busy one breaks the set
-            if i != prev + 1:
+            if m < 0 or i != set_last[m] + 1:
                 m += 1
-                set_first[m] = c
-            prev = i
-            cand[c] = i
-            avail[c] = free[i]
-            set_last[m] = c
+                set_first[m] = i
+            set_last[m] = i
             set_cpus[m] += free[i]
             set_nodes[m] += 1
-            c += 1
     m += 1
     rem_cpus = cpus
     rem_nodes = max(min_nodes, 1)
@@ -155,38 +164,14 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
             if set_nodes[s] == 0:
                 continue
             enough = set_cpus[s] >= rem_cpus and set_nodes[s] >= rem_nodes
-            if (best < 0 or (enough and not best_enough) or (enough and set_cpus[s] < best_cpus)
-                    or (not enough and set_cpus[s] > best_cpus)):
+            if _chosen_over(enough, set_cpus[s], best, best_enough, best_cpus):
                 best = s
                 best_cpus = set_cpus[s]
                 best_enough = enough
         if best < 0:
             break
-        only = -1  # the one node of a job that still wants one, if a node of the set holds it
-        if rem_nodes <= 1:
-            for q in range(set_first[best], set_last[best] + 1):
-                if avail[q] >= rem_cpus and (only < 0 or avail[q] < avail[only]):
-                    only = q
-                    if avail[q] == rem_cpus:
-                        break
-        for q in range(set_first[best], set_last[best] + 1):
-            if (rem_nodes <= 0 and rem_cpus <= 0) or max_nodes == 0:
-                break
-            if only >= 0 and q != only:
-                continue
-            a = avail[q]
-            if max_nodes == 1 and a < rem_cpus:
-                continue
-            if not exclusive:  # what the job still needs, less a CPU for each other node it still needs
-                need = rem_cpus - max(rem_nodes - 1, 0)
-                if a > need:
-                    a = max(need, 1)
-            out_node[k] = cand[q]
-            out_cpus[k] = a
-            k += 1
-            rem_cpus -= a
-            rem_nodes -= 1
-            max_nodes -= 1
+        k, rem_cpus, rem_nodes, max_nodes = _take_from_set(set_first[best], set_last[best], rem_cpus, rem_nodes,
+                                                           max_nodes, exclusive, free, out_node, out_cpus, k)
         if rem_nodes <= 0 and rem_cpus <= 0:
             return k
         set_cpus[best] = 0
