@@ -63,7 +63,7 @@ def variant(kind: str, src: Path = SRC) -> str:
     """kernel.py's text for one variant."""
     text = (src / "kernel.py").read_text()
     if kind == "count":
-        text, n = re.subn(r"^(def run_slurm\([^)]*?out_start, out_end, stop)\):", r"\1, cnt):", text, count=1,
+        text, n = re.subn(r"^(def run_slurm\([^)]*?out_start, out_end, out_prio, stop)\):", r"\1, cnt):", text, count=1,
                           flags=re.M | re.S)
         if n != 1:
             raise SystemExit("anchor not found: run_slurm's signature")
