@@ -914,6 +914,57 @@ def sensitivity(path: Path) -> list[dict]:
     return rows
 
 
+def logged_pass_rows(path: Path) -> list[dict]:
+    """Each run replayed from slurmctld's millisecond submissions and completions with the backfill passes at
+    the instants slurmctld's log says they began (`_attempt_backfill: beginning`), not on the replay's whole-second
+    grid: a copy of the kernel built for the run (`profile_slurm_replay.logged_passes`). The main scheduler's
+    passes leave no line unless they start a job, so they stay modelled. Says how much the passes' sub-second
+    instants alone explain (eleventh session: not enough to converge)."""
+
+    import polars as pl
+
+    import metapilot.models.simulator.slurm.replay as replay_mod
+    import profile_slurm_replay as prof
+    from metapilot.models.controller.asrun import kendall_tau_b
+    from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
+
+    doc = json.loads(path.read_text())
+    log = slurmctld_log(path)
+    if log is None:
+        return []
+    ev = log_events(log)
+    root = Path(tempfile.mkdtemp(prefix="logged-passes-"))
+    npy = root / "passes.npy"
+    np.save(npy, np.array([t for t, m in _log_lines(log) if m.endswith("_attempt_backfill: beginning")]))
+    sys.path.insert(0, str(root))
+    real_kernel = replay_mod.run_slurm
+    replay_mod.run_slurm = prof.build(f"logged passes:{npy}", root).run_slurm
+    conf = read_slurm_conf(path.parent / doc["conf"])
+    conf = conf.with_priority(calc_origin_s=slurmctld_boot(path.parent / doc["conf"]))  # as `replay_run`
+    rows = []
+    try:
+        for label, run in doc["runs"].items():
+            jobs = [j for j in run["jobs"] if j.get("start") is not None and j.get("end") is not None]
+            timed = [j for j in jobs if all(k in ev.get(j["slurm_id"], {}) for k in ("submit", "start", "done"))]
+            if len(timed) < len(jobs):
+                continue
+            e = [ev[j["slurm_id"]] for j in timed]
+            base = min(x["submit"] for x in e)
+            frame = fidelity_frame(timed, 0.0).with_columns(pl.Series("submit", [x["submit"] - base for x in e]),
+                                                             pl.Series("run", [x["done"] - x["start"] for x in e]))
+            rs = np.array([x["start"] - base for x in e])
+            sub = np.array([x["submit"] - base for x in e])
+            for cs in (0.0, 0.05):
+                ps = replay_slurm(frame, conf.with_sched(complete_s=cs), rule=run["rule"], origin_s=base)["start"]
+                pw, rw = ps.to_numpy() - sub, rs - sub
+                rows.append({"run": label, "inputs": "slurmctld's milliseconds and its logged backfill passes",
+                             "complete_s": cs, "mean_dev": (pw.mean() - rw.mean()) / rw.mean(),
+                             "tau": kendall_tau_b(rs, ps.to_numpy())})
+    finally:
+        replay_mod.run_slurm = real_kernel
+    return rows
+
+
 def merge_fidelity(results: list[dict]) -> dict:
     """Several fidelity analyses (one a JSON) as one table: a run of a later file is labelled with what its
     workload changes from the first's (`plan_tag`), and a run of a workload already run again as such."""
@@ -1113,8 +1164,8 @@ def main() -> None:
     ap.add_argument("--analyse", default=None, metavar="FILE", nargs="+",
                     help="the fidelity table again from fidelity runs' JSON files (no Slurm needed)")
     ap.add_argument("--sensitivity", action="store_true",
-                    help="with --analyse: each run replayed with submissions seen late and with slurmctld's millisecond "
-                         "times (what moves the replay)")
+                    help="with --analyse: each run replayed with submissions seen late, with slurmctld's millisecond "
+                         "times, and with those and its logged backfill passes (what moves the replay)")
     ap.add_argument("--diagnose", action="store_true",
                     help="fidelity: where each run's replay misses, job by job, with what slurmctld's log says")
     ap.add_argument("--out", default=None, help="fidelity: the folder for the raw results (default bench/out/fidelity-<time>)")
@@ -1178,7 +1229,7 @@ def main() -> None:
         if a.sensitivity:
             print("| run | inputs | complete_s | mean wait deviation | Kendall tau |\n|---|---|---:|---:|---:|")
             for path in paths:
-                for r in sensitivity(path):
+                for r in sensitivity(path) + logged_pass_rows(path):
                     print(f"| {r['run']}{plan_tag(json.loads(path.read_text())['plan'], result['plan'])} | "
                           f"{r['inputs']} | {r['complete_s']:g} | {100 * r['mean_dev']:+.1f}% | {r['tau']:.3f} |")
         if a.diagnose:

@@ -101,9 +101,23 @@ def variant(kind: str, src: Path = SRC) -> str:
                     r"\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
                     r"\n\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
                     "\n", 1)
+    elif kind.startswith("logged passes:"):
+        text = logged_passes(text, kind.removeprefix("logged passes:"))
     elif kind not in ("copy", "x2 will_run"):  # will_run is doubled in will_run_cache.py
         raise ValueError(kind)
     return text
+
+
+def logged_passes(text: str, npy: str) -> str:
+    """kernel.py's text with the backfill passes at given instants (a sorted .npy of epoch seconds, e.g. the
+    `_attempt_backfill: beginning` lines of slurmctld's log) instead of every bf_interval on the clock's grid:
+    what the replay would do if it knew when Slurm's passes ran (bench_slurm_live.py --sensitivity)."""
+    text = _sub(text, r"^@jit_nrt\ndef _next_tick\(x, iv\):",
+                f"BF_T = np.load({npy!r})\n\n\n@jit_nrt\ndef _next_pass(x):\n    i = np.searchsorted(BF_T, x)\n"
+                "    return BF_T[i] if i < BF_T.shape[0] else np.inf\n\n\n@jit_nrt\ndef _next_tick(x, iv):", 1)
+    text = _sub(text, r"next_bf = _next_tick\(t0, bf_interval\)", "next_bf = _next_pass(t0)", 1)
+    text = _sub(text, r"next_bf = _next_tick\(clock, bf_interval\)", "next_bf = _next_pass(clock)", 1)
+    return _sub(text, r"next_bf = t \+ bf_interval", "next_bf = _next_pass(t + 1e-6)", 1)
 
 
 def build(kind: str, root: Path, src: Path = SRC):
