@@ -921,6 +921,8 @@ def logged_pass_rows(path: Path) -> list[dict]:
     passes leave no line unless they start a job, so they stay modelled. Says how much the passes' sub-second
     instants alone explain (eleventh session: not enough to converge)."""
 
+    import shutil
+
     import polars as pl
 
     import metapilot.models.simulator.slurm.replay as replay_mod
@@ -962,6 +964,8 @@ def logged_pass_rows(path: Path) -> list[dict]:
                              "tau": kendall_tau_b(rs, ps.to_numpy())})
     finally:
         replay_mod.run_slurm = real_kernel
+        sys.path.remove(str(root))
+        shutil.rmtree(root, ignore_errors=True)  # the copy is loaded: its files are not needed again
     return rows
 
 
