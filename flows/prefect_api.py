@@ -143,6 +143,7 @@ class TemporaryPrefectServer:
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
         self._log = tempfile.NamedTemporaryFile(prefix="metapilot-prefect-api-", suffix=".log", delete=False)
+        self._answered = False  # the API answered: its log is not needed after a clean stop
 
     @property
     def api_url(self) -> str:
@@ -176,6 +177,7 @@ class TemporaryPrefectServer:
                 meanwhile()
                 meanwhile = None
             if self._wait_healthy(time.monotonic() + self.timeout_s):
+                self._answered = True
                 return self.api_url
             code = self.process.poll() if self.process else None
             self.stop()
@@ -188,6 +190,9 @@ class TemporaryPrefectServer:
             "server (`prefect server start`) and set PREFECT_API_URL=http://127.0.0.1:4200/api")
 
     def stop(self) -> None:
+        """Stop the API. Its log goes with it when it answered and was still running (an hourly command
+        would otherwise leave a file in the temporary folder each run); a start that failed, or an API that
+        died on its own, keeps the log the error names."""
         p, self.process = self.process, None
         if p is None or p.poll() is not None:
             return
@@ -197,6 +202,9 @@ class TemporaryPrefectServer:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
+        if self._answered:
+            self._log.close()
+            Path(self._log.name).unlink(missing_ok=True)
 
 
 def _drain_prefect_workers() -> None:

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -131,6 +132,7 @@ def test_a_slow_start_is_retried_and_the_first_try_is_stopped():
     finally:
         server.stop()
     assert not alive(first[1])
+    assert not Path(server._log.name).exists()  # a clean stop leaves no log in the temporary folder
 
 
 def test_a_failed_start_is_one_message_and_leaves_nothing(capsys):
@@ -140,6 +142,9 @@ def test_a_failed_start_is_one_message_and_leaves_nothing(capsys):
         server.start(log=lambda m: None)
     assert "METAPILOT_PREFECT_START_TIMEOUT_S" in str(e.value) and "PREFECT_API_URL" in str(e.value)
     assert len(pids) == 2 and not any(alive(p) for p in pids)
+    log = Path(server._log.name)
+    assert str(log) in str(e.value) and log.exists()  # the log the error names is kept
+    log.unlink()
 
 
 @pytest.fixture
@@ -189,7 +194,8 @@ KEEP_API = textwrap.dedent("""
 
 
 def test_kill_9_of_the_command_takes_the_temporary_api_down(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    # TMPDIR: the API's log, which a killed command leaves, stays in the test's folder
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"} | {"TMPDIR": str(tmp_path)}
     p = subprocess.Popen([sys.executable, "-c", KEEP_API], cwd=REPO, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     try:
@@ -234,12 +240,15 @@ def test_a_temporary_api_that_does_not_start_is_one_line_from_the_command(tmp_pa
     tag = f"nostart-{os.getpid()}-{time.time_ns()}"
     monkeypatch.setenv("METAPILOT_TEST_TAG", tag)
     monkeypatch.setenv("METAPILOT_PREFECT_START_TIMEOUT_S", "0.2")  # no real server starts that fast
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the log a failed start keeps stays here
     r = CliRunner().invoke(app, ["ingest", str(POZIDRIV), "--flow", "--db", str(tmp_path / "m.duckdb")])
     assert r.exit_code == 2, r.output
     lines = [ln for ln in r.stderr.splitlines() if ln.strip() and not ln.startswith("created the site key")]
     assert lines[0].startswith("the temporary Prefect API did not answer within 1 s") and "trying once more" in lines[0]
     assert lines[1].startswith("error: the temporary Prefect API did not start within 1 s (2 tries")
     assert len(lines) == 2 and "Traceback" not in r.output
+    kept = list(tmp_path.glob("metapilot-prefect-api-*.log"))
+    assert len(kept) == 1 and kept[0].name in lines[1]  # the log the error names is there to read
     assert wait_until(lambda: not tagged(tag), 10), "a server of a failed start was left behind"
 
 
