@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from metapilot.ground.interrupt import at_hard_exit
+
 START_TIMEOUT_S = 180.0
 START_ATTEMPTS = 2
 
@@ -144,6 +146,7 @@ class TemporaryPrefectServer:
         self.port: int | None = None
         self._log = tempfile.NamedTemporaryFile(prefix="metapilot-prefect-api-", suffix=".log", delete=False)
         self._answered = False  # the API answered: its log is not needed after a clean stop
+        self._forget_log: Callable[[], None] = lambda: None
 
     @property
     def api_url(self) -> str:
@@ -178,6 +181,7 @@ class TemporaryPrefectServer:
                 meanwhile = None
             if self._wait_healthy(time.monotonic() + self.timeout_s):
                 self._answered = True
+                self._forget_log = at_hard_exit(self._drop_log)  # Ctrl-C's hard exit skips `stop`
                 return self.api_url
             code = self.process.poll() if self.process else None
             self.stop()
@@ -190,21 +194,24 @@ class TemporaryPrefectServer:
             "server (`prefect server start`) and set PREFECT_API_URL=http://127.0.0.1:4200/api")
 
     def stop(self) -> None:
-        """Stop the API. Its log goes with it when it answered and was still running (an hourly command
-        would otherwise leave a file in the temporary folder each run); a start that failed, or an API that
-        died on its own, keeps the log the error names."""
+        """Stop the API. Its log goes with it once it has answered (an hourly command would otherwise
+        leave a file in the temporary folder each run, and only a failed start names it); a start that
+        failed keeps the log its error names."""
         p, self.process = self.process, None
-        if p is None or p.poll() is not None:
-            return
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+        if p is not None and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
         if self._answered:
-            self._log.close()
-            Path(self._log.name).unlink(missing_ok=True)
+            self._drop_log()
+            self._forget_log()
+
+    def _drop_log(self) -> None:
+        self._log.close()
+        Path(self._log.name).unlink(missing_ok=True)
 
 
 def _drain_prefect_workers() -> None:
