@@ -876,7 +876,6 @@ def sensitivity(path: Path) -> list[dict]:
     (complete_s 0, 0.05, 0.1: the completion handled 0.02-0.04 s after the sleep)."""
     import polars as pl
 
-    from metapilot.models.controller.asrun import kendall_tau_b
     from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
 
     doc = json.loads(path.read_text())
@@ -897,20 +896,34 @@ def sensitivity(path: Path) -> list[dict]:
             c = compare(real, {str(i): float(t) for i, t in zip(out["job_id"], out["start"])})
             rows.append({"run": label, "inputs": "sacct's seconds" + (f", submissions seen {late:g} s late" if late
                                                                       else ""), "complete_s": lat, **c})
-        timed = [j for j in jobs if all(k in ev.get(j["slurm_id"], {}) for k in ("submit", "start", "done"))]
-        if len(timed) < len(jobs):
-            continue
-        e = [ev[j["slurm_id"]] for j in timed]
-        base = min(x["submit"] for x in e)
-        frame = fidelity_frame(timed, 0.0).with_columns(pl.Series("submit", [x["submit"] - base for x in e]),
-                                                         pl.Series("run", [x["done"] - x["start"] for x in e]))
-        rs = np.array([x["start"] - base for x in e])
-        sub = np.array([x["submit"] - base for x in e])
-        for cs in (0.0, 0.05, 0.1):
-            ps = replay_slurm(frame, conf.with_sched(complete_s=cs), rule=run["rule"], origin_s=base)["start"].to_numpy()
-            rw, pw = rs - sub, ps - sub
-            rows.append({"run": label, "inputs": "slurmctld's milliseconds", "complete_s": cs,
-                         "mean_dev": (pw.mean() - rw.mean()) / rw.mean(), "tau": kendall_tau_b(rs, ps)})
+        rows += millisecond_rows(label, run["rule"], jobs, ev, conf, (0.0, 0.05, 0.1), "slurmctld's milliseconds")
+    return rows
+
+
+def millisecond_rows(label: str, rule: str, jobs: list[dict], ev: dict[str, dict], conf, complete_s: tuple[float, ...],
+                     inputs: str) -> list[dict]:
+    """One run replayed from slurmctld's millisecond submissions, starts and completions (`log_events`) instead of
+    sacct's seconds, once per completing time; none when the log misses a job."""
+    import polars as pl
+
+    from metapilot.models.controller.asrun import kendall_tau_b
+    from metapilot.models.simulator.slurm import replay_slurm
+
+    timed = [j for j in jobs if all(k in ev.get(j["slurm_id"], {}) for k in ("submit", "start", "done"))]
+    if len(timed) < len(jobs):
+        return []
+    e = [ev[j["slurm_id"]] for j in timed]
+    base = min(x["submit"] for x in e)
+    frame = fidelity_frame(timed, 0.0).with_columns(pl.Series("submit", [x["submit"] - base for x in e]),
+                                                     pl.Series("run", [x["done"] - x["start"] for x in e]))
+    rs = np.array([x["start"] - base for x in e])
+    sub = np.array([x["submit"] - base for x in e])
+    rows = []
+    for cs in complete_s:
+        ps = replay_slurm(frame, conf.with_sched(complete_s=cs), rule=rule, origin_s=base)["start"].to_numpy()
+        rw, pw = rs - sub, ps - sub
+        rows.append({"run": label, "inputs": inputs, "complete_s": cs, "mean_dev": (pw.mean() - rw.mean()) / rw.mean(),
+                     "tau": kendall_tau_b(rs, ps)})
     return rows
 
 
@@ -923,12 +936,9 @@ def logged_pass_rows(path: Path) -> list[dict]:
 
     import shutil
 
-    import polars as pl
-
     import metapilot.models.simulator.slurm.replay as replay_mod
     import profile_slurm_replay as prof
-    from metapilot.models.controller.asrun import kendall_tau_b
-    from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
+    from metapilot.models.simulator.slurm import read_slurm_conf
 
     doc = json.loads(path.read_text())
     log = slurmctld_log(path)
@@ -947,21 +957,8 @@ def logged_pass_rows(path: Path) -> list[dict]:
     try:
         for label, run in doc["runs"].items():
             jobs = [j for j in run["jobs"] if j.get("start") is not None and j.get("end") is not None]
-            timed = [j for j in jobs if all(k in ev.get(j["slurm_id"], {}) for k in ("submit", "start", "done"))]
-            if len(timed) < len(jobs):
-                continue
-            e = [ev[j["slurm_id"]] for j in timed]
-            base = min(x["submit"] for x in e)
-            frame = fidelity_frame(timed, 0.0).with_columns(pl.Series("submit", [x["submit"] - base for x in e]),
-                                                             pl.Series("run", [x["done"] - x["start"] for x in e]))
-            rs = np.array([x["start"] - base for x in e])
-            sub = np.array([x["submit"] - base for x in e])
-            for cs in (0.0, 0.05):
-                ps = replay_slurm(frame, conf.with_sched(complete_s=cs), rule=run["rule"], origin_s=base)["start"]
-                pw, rw = ps.to_numpy() - sub, rs - sub
-                rows.append({"run": label, "inputs": "slurmctld's milliseconds and its logged backfill passes",
-                             "complete_s": cs, "mean_dev": (pw.mean() - rw.mean()) / rw.mean(),
-                             "tau": kendall_tau_b(rs, ps.to_numpy())})
+            rows += millisecond_rows(label, run["rule"], jobs, ev, conf, (0.0, 0.05),
+                                     "slurmctld's milliseconds and its logged backfill passes")
     finally:
         replay_mod.run_slurm = real_kernel
         sys.path.remove(str(root))

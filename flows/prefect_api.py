@@ -145,7 +145,7 @@ class TemporaryPrefectServer:
         self.process: subprocess.Popen | None = None
         self.port: int | None = None
         self._log = tempfile.NamedTemporaryFile(prefix="metapilot-prefect-api-", suffix=".log", delete=False)
-        self._answered = False  # the API answered: its log is not needed after a clean stop
+        self._answered = False  # the API answered: its log goes when it stops (`stop`, or a hard exit)
         self._forget_log: Callable[[], None] = lambda: None
 
     @property
