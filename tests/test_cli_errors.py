@@ -165,3 +165,29 @@ def test_a_command_that_only_reads_or_releases_refuses_a_mistyped_db(tmp_path, c
     assert errors and "no warehouse at" in errors[-1] and str(typo) in errors[-1], r.output
     assert "bug" not in r.output and "Traceback" not in r.output
     assert not typo.exists() and not (tmp_path / "secret.key").exists() and sorted(tmp_path.iterdir()) == []
+
+
+def test_the_progress_bar_shows_on_a_terminal_only_and_only_for_a_long_loop():
+    """SPEC §10: long steps show progress. A whole log's Slurm replay takes minutes: `simulate` shows a bar
+    on the terminal; a pipe or a log file gets nothing, and a loop done within `after_s` shows nothing."""
+    import io
+
+    from rich.console import Console
+
+    from metapilot.cli.console import progress_bar
+
+    term = io.StringIO()
+    with progress_bar("replaying X: jobs started", after_s=0.0,
+                      err=Console(file=term, force_terminal=True, width=100)) as update:
+        update(5, 10)
+        update(7, 10)
+    assert "replaying X: jobs started" in term.getvalue() and "7/10" in term.getvalue()
+    pipe = io.StringIO()
+    with progress_bar("replaying X", after_s=0.0, err=Console(file=pipe, force_terminal=False)) as update:
+        update(5, 10)
+    assert pipe.getvalue() == ""
+    quick = io.StringIO()
+    with progress_bar("replaying X", after_s=60.0, err=Console(file=quick, force_terminal=True)) as update:
+        update(5, 10)
+        update(10, 10)
+    assert quick.getvalue() == ""

@@ -772,3 +772,42 @@ def test_a_submission_waits_for_the_background_loops_pass_and_a_completion_does_
     assert starts(jobs, conf) == [0, 3, 6, 30, 32, 63]
     assert parse_slurm_conf("SchedulerParameters=batch_sched_delay=0\nNodeName=n1 CPUs=4\n").sched.batch_sched_delay == 0
     assert starts(jobs, conf.with_sched(batch_sched_delay=0)) == [0, 1, 5, 30, 32, 61]
+
+
+def test_a_long_replay_reports_its_progress_and_a_progress_call_that_raises_stops_it():
+    """A whole log's Slurm replay takes minutes (SPEC §10: long steps show progress): `progress` hears the
+    jobs settled so far (started, or never to run) about every 0.2 s, rising, and once more at the end with
+    every job; what it
+    raises (the caller giving up) stops the loop as Ctrl-C does. The 1,500-job overloaded queue of the
+    test above takes over half a minute whole."""
+    import threading
+
+    rng = np.random.default_rng(1)
+    n = 1500
+    jobs = frame([(float(i), float(r), float(r), int(c))
+                  for i, r, c in zip(range(n), rng.integers(100, 2000, n), rng.integers(1, 33, n))])
+    conf = SlurmConf.single(1, 64)
+    heard: list[tuple[int, int]] = []
+
+    class GiveUp(Exception):
+        pass
+
+    def progress(done: int, total: int) -> None:
+        heard.append((done, total))
+        if len(heard) == 4:
+            raise GiveUp
+
+    with pytest.raises(GiveUp):
+        slurm_schedule(jobs, conf, progress=progress)
+    assert len(heard) == 4 and all(total == n for _, total in heard)
+    done = [d for d, _ in heard]
+    assert done == sorted(done) and 0 < done[-1] < n  # the loop's count, read while it runs
+    for _ in range(50):  # the loop left (its thread ends a moment after it says so)
+        if not any(t.name == "stoppable" for t in threading.enumerate()):
+            break
+        time.sleep(0.01)
+    assert not any(t.name == "stoppable" for t in threading.enumerate())
+
+    small: list[tuple[int, int]] = []
+    out = slurm_schedule(jobs.head(40), conf, progress=lambda d, t: small.append((d, t)))
+    assert small[-1] == (40, 40) and out.jobs.height == 40

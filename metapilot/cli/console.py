@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import polars as pl
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -57,3 +61,32 @@ def print_frame(df: pl.DataFrame, limit: int = 50, title: str | None = None,
     console.print(table)
     if df.height > limit:
         console.print(f"[dim]... {df.height - limit} more rows (use --limit or --format csv)[/dim]")
+
+
+@contextmanager
+def progress_bar(what: str, after_s: float = 1.0, err: Console | None = None) -> Iterator[Callable[[int, int], None]]:
+    """`update(done, total)` for a long loop (SPEC §10: long steps show progress): a bar on stderr (`err`),
+    only where it is a terminal (logs and pipes stay clean), shown once the loop has run `after_s` (a
+    quick one shows nothing) and gone when it ends."""
+    err = err or Console(stderr=True)
+    t0 = time.perf_counter()
+    bar: list[tuple[Progress, object]] = []
+
+    def update(done: int, total: int) -> None:
+        if not err.is_terminal:
+            return
+        if not bar:
+            if time.perf_counter() - t0 < after_s or done >= total:
+                return
+            p = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                         TimeRemainingColumn(), console=err, transient=True)
+            p.start()
+            bar.append((p, p.add_task(what, total=total)))
+        p, task = bar[0]
+        p.update(task, completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if bar:
+            bar[0][0].stop()

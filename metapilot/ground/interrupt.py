@@ -136,13 +136,14 @@ def stop_on_interrupt(grace_s: float = GRACE_S) -> Iterator[None]:
             INTERRUPTED.clear()
 
 
-def stoppable(call: Callable[[object], T], stop) -> T:
+def stoppable(call: Callable[[object], T], stop, tick: Callable[[], None] | None = None) -> T:
     """`call(stop)` in a thread of its own, this thread waiting: a compiled loop that releases the GIL and
-    returns soon after `stop[0]` is set (a one-element array) cannot see Ctrl-C, and while it runs in
-    the main thread no signal handler runs either. Here the main thread takes the KeyboardInterrupt
-    at once, sets `stop[0]`, waits for the loop to leave, and raises it. (It waits on an event, not on
+    returns soon after `stop[0]` is set (an array) cannot see Ctrl-C, and while it runs in the main
+    thread no signal handler runs either. Here the main thread takes the KeyboardInterrupt at once,
+    sets `stop[0]`, waits for the loop to leave, and raises it. (It waits on an event, not on
     `Thread.join`: a join that Ctrl-C interrupts marks a thread still running as ended, CPython's
-    bpo-45274 fix, and the next join returns at once.)"""
+    bpo-45274 fix, and the next join returns at once.) `tick`, if given, is called every 0.2 s while
+    the loop runs: where a command shows the loop's progress."""
     out: dict[str, object] = {}
     done = threading.Event()
 
@@ -157,7 +158,8 @@ def stoppable(call: Callable[[object], T], stop) -> T:
     threading.Thread(target=work, name="stoppable", daemon=True).start()
     try:
         while not done.wait(0.2):
-            pass
+            if tick is not None:
+                tick()
     except BaseException:
         stop[0] = 1
         done.wait()

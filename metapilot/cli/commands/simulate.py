@@ -45,7 +45,7 @@ def simulate_cmd(
     """Replay the real workload under a scheduling policy; print and store the metrics."""
     import polars as pl
 
-    from metapilot.cli.console import console, print_frame
+    from metapilot.cli.console import console, print_frame, progress_bar
     from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate
     from metapilot.transforms.workload import normalise
     from metapilot.warehouse.db import connect, require_warehouse
@@ -119,7 +119,8 @@ def simulate_cmd(
                 pol = policy if policy.strip().lower().startswith("multifactor") else pol
                 from metapilot.models.simulator.slurm import simulate_slurm
 
-                result = simulate_slurm(workload, conf, pol)
+                with progress_bar(f"replaying {cluster} on Slurm ({pol}): jobs started") as shown:
+                    result = simulate_slurm(workload, conf, pol, progress=shown)
                 for note in result.notes:
                     console.print(f"[yellow]note:[/yellow] {note}", markup=True, highlight=False)
             else:

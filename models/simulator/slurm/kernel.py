@@ -160,7 +160,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     before their children: `priority`).
     The queue's order rule goes by segments of time: from `seg_t[k]` on, `seg_rule[k]` (MULTIFACTOR or
     a rule's code) with the tail guard `seg_guard[k]` seconds (0: none). Returns 0, or 1 when it
-    stopped early because `stop[0]` was set (by another thread: Ctrl-C)."""
+    stopped early because `stop[0]` was set (by another thread: Ctrl-C); `stop[1]` is kept at the
+    jobs settled so far (started, or never to run: `excluded`), for the thread that shows progress."""
     n = submit.shape[0]
     n_nodes = node_cpus.shape[0]
     n_parts = part_nodes.shape[0]
@@ -195,12 +196,14 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     recalc = multifactor and calc_period > 0 and (w_age > 0 or w_fs > 0)
 
     status = np.zeros(n, np.int8)
+    settled = 0  # jobs started, or never to run
     for j in range(n):
         out_start[j] = np.nan
         out_end[j] = np.nan
         out_prio[j] = np.nan
         if excluded[j]:
             status[j] = EXCLUDED
+            settled += 1
     free = node_cpus.copy()
     part_free = np.zeros(n_parts, np.int64)
     for p in range(n_parts):
@@ -275,8 +278,10 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     steps = 0
     while True:
         steps += 1
-        if steps & 63 == 0 and stop[0] != 0:
-            return 1
+        if steps & 63 == 0:
+            if stop[0] != 0:
+                return 1
+            stop[1] = settled
         while i_sub < n and status[i_sub] == EXCLUDED:
             i_sub += 1
         t_sub = submit[i_sub] if i_sub < n else np.inf
@@ -411,6 +416,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                              free, live, part_free, part_nodes, status, out_start, out_end, run, limit, planned_end,
                              charged)
                 n_running = _run_insert(running, n_running, planned_end, j)
+                settled += 1
                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
                 forget(kept_meta)
                 bf_dirty = True
@@ -488,6 +494,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                              alloc_cpus, top, free, live, part_free, part_nodes, status, out_start,
                                              out_end, run, limit, planned_end, charged)
                                 n_running = _run_insert(running, n_running, planned_end, j)
+                                settled += 1
                                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
                                 forget(kept_meta)
                                 # a start is a job update: Slurm's next pass runs (`_more_work`)

@@ -11,7 +11,7 @@ its run time cut at its limit. A job that could never fit its partition's nodes 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,7 +141,7 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, share
 
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
                    segments: Sequence[tuple[float, str, float | None]] | None = None,
-                   origin_s: float = 0.0) -> SlurmSchedule:
+                   origin_s: float = 0.0, progress: Callable[[int, int], None] | None = None) -> SlurmSchedule:
     """Replay `jobs` on `conf`'s nodes and partitions with its scheduler settings, ordering the queue by
     multifactor priority (`rule='multifactor'`) or by a fixed rule's score (FCFS, SJF, ...: what a
     Slurm steered by `steer` follows), with the tail guard `guard_h` (hours) for a rule. `segments`
@@ -149,7 +149,9 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     `origin_s`: the epoch second at time 0 of the jobs' clock (0: their times are epoch seconds). Slurm
     rounds its reservations to bf_resolution, and its will-run test aligns its windows, on epoch
     seconds; the replay does so on `submit + origin_s`, so that its grid falls where Slurm's did. A job's
-    cores come free `conf.sched.complete_s` after its end."""
+    cores come free `conf.sched.complete_s` after its end. `progress(jobs settled, jobs)` (started, or never
+    to run) is called about every 0.2 s while the replay runs, and once at its end: a whole log's replay
+    takes minutes."""
     custom = [multifactor_rule(r, conf) for _, r, _ in (segments or [(0.0, rule, None)])]
     custom = [c for c in custom if c is not None and c is not conf]
     if len(custom) > 1:
@@ -253,8 +255,12 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
             never, node_cpus, part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t,
             np.array(codes, np.int64), seg_guard, iparams, fparams, start, end, init_prio)
     t_call = time.perf_counter()
-    stoppable(lambda stop: run_slurm(*args, stop), np.zeros(1, np.uint8))  # Ctrl-C stops a replay of hours
+    stop = np.zeros(2, np.int64)  # [0]: set on Ctrl-C; [1]: the jobs settled so far, kept by the loop
+    tick = None if progress is None else (lambda: progress(int(stop[1]), n))
+    stoppable(lambda s: run_slurm(*args, s), stop, tick)  # Ctrl-C stops a replay of hours
     engine_s = time.perf_counter() - t_call
+    if progress is not None:
+        progress(n, n)
     start -= float(origin_s)
     end -= float(origin_s)
     if never.any():
@@ -298,12 +304,13 @@ def conf_capacity(conf: SlurmConf) -> Capacity:
 
 
 def simulate_slurm(w: Workload, conf: SlurmConf, rule: str = "multifactor", *, guard_h: float | None = None,
-                   segments: Sequence[tuple[float, str, float | None]] | None = None) -> SimResult:
+                   segments: Sequence[tuple[float, str, float | None]] | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> SimResult:
     """`simulate`'s result for the `slurm` backfilling mode: the workload replayed by `slurm_schedule`, on
     Slurm's clock (its time 0 is `w.window_start`)."""
     t0 = time.perf_counter()
     sched = slurm_schedule(workload_frame(w), conf, rule=rule, guard_h=guard_h, segments=segments,
-                           origin_s=(w.window_start - EPOCH).total_seconds())
+                           origin_s=(w.window_start - EPOCH).total_seconds(), progress=progress)
     ids = sched.jobs["job_id"].to_list()
     if ids != list(w.job_ids.astype(str)):  # the same order by construction; a mismatch is a bug, not data
         raise AssertionError("slurm replay reordered the workload")
