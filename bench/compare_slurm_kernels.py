@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -137,6 +138,7 @@ def main() -> None:
                       f"{np.array_equal(starts[label], ref)}", flush=True)
     finally:
         replay.run_slurm = real
+        shutil.rmtree(root, ignore_errors=True)  # the kernels' copies, not needed after the run
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import argparse
 import importlib
 import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -146,7 +147,6 @@ def main() -> None:
     from bench_slurm_replay import LOGS, swf_clusters, uniform
 
     import metapilot.models.simulator.slurm.replay as replay
-    from metapilot.models.simulator.slurm import slurm_schedule
     from metapilot.models.simulator.slurm.replay import workload_frame
     from metapilot.transforms.parsers import ParseOptions, parse_jobs
     from metapilot.transforms.workload import normalise
@@ -168,7 +168,20 @@ def main() -> None:
     sys.path.insert(0, str(root))
     kinds = ("copy", "count", "x2 will_run", "x2 space_allowed", "x2 queue sort", "x2 main-pass pick",
              "x2 space_reserve")
-    mods = {k: build(k, root, Path(args.src)) for k in kinds}
+    try:
+        _profile(cases, {k: build(k, root, Path(args.src)) for k in kinds}, kinds, real, args.repeat, saved)
+    finally:
+        replay.run_slurm = real
+        shutil.rmtree(root, ignore_errors=True)  # the variants' copies, not needed after the run
+    if args.save:
+        Path(args.save).write_text(json.dumps(saved, indent=1))
+
+
+def _profile(cases, mods, kinds, real, repeat, saved) -> None:
+    """Each case replayed by every variant: the counts, and the extra time of each part done twice."""
+    import metapilot.models.simulator.slurm.replay as replay
+    from metapilot.models.simulator.slurm import slurm_schedule
+
     for name, frame, conf in cases:
         replay.run_slurm = real
         ref = slurm_schedule(frame, conf)
@@ -187,7 +200,7 @@ def main() -> None:
             slurm_schedule(frame, conf)  # compile
             cnt[:] = 0
             best = float("inf")
-            for _ in range(args.repeat if kind != "count" else 1):
+            for _ in range(repeat if kind != "count" else 1):
                 cnt[:] = 0
                 t0 = time.perf_counter()
                 s = slurm_schedule(frame, conf)
@@ -208,9 +221,6 @@ def main() -> None:
                 for label, v in zip(COUNTERS, cnt):
                     print(f"    {label}: {v:,}")
                     case["counters"][label] = int(v)
-    replay.run_slurm = real
-    if args.save:
-        Path(args.save).write_text(json.dumps(saved, indent=1))
 
 
 if __name__ == "__main__":
