@@ -52,10 +52,10 @@ def cache_variant(kind: str, src: Path = SRC) -> str:
     """will_run_cache.py's text for one variant: the will-run tests it computes counted, or done twice."""
     text = (src / "will_run_cache.py").read_text()
     if kind == "count":
-        text = _sub(text, r"^(def will_run_kept\((?:.*\n)*?.*live_then)\):", r"\1, cnt):", 1)
+        text = _sub(text, r"^(def will_run_kept\((?:.*\n)*?.*rel)\):", r"\1, cnt):", 1)
         text = _sub(text, r"^(\s+)start, k = will_run\(", f"\\1cnt[{len(COUNTERS) - 1}] += 1\n\\1start, k = will_run(", 1)
     elif kind == "x2 will_run":
-        text = _sub(text, r"^(\s+)start, k = will_run\(((?:.*\n).*live_then\))\n",
+        text = _sub(text, r"^(\s+)start, k = will_run\(((?:.*\n).*rel, gen\))\n",
                     r"\1start, k = will_run(\2\n\1start, k = will_run(\2\n", 1)
     return text
 
@@ -78,7 +78,7 @@ def variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(\s+)if last >= 0:\n", r"\1if last < 0:\n\1    cnt[4] += 1\n\1if last >= 0:\n\1    cnt[3] += 1\n", 1)
         text = _sub(text, r"^(\s+)j = order\[pos\]\n(\s+)if status\[j\] != PENDING:",
                     r"\1j = order[pos]\n\1cnt[5] += 1\n\2if status[j] != PENDING:", 1)
-        text = _sub(text, r"^(\s+)ts, k = will_run_kept\(((?:.*\n)*?.*live_then)\)\n",
+        text = _sub(text, r"^(\s+)ts, k = will_run_kept\(((?:.*\n)*?.*pick_cpus, rel)\)\n",
                     r"\1cnt[6] += 1\n\1cnt[8] += n_running\n\1ts, k = will_run_kept(\2, cnt)\n", 1)
         text = _sub(text, r"^(\s+)later, cursor = space_allowed\(",
                     r"\1cnt[7] += 1\n\1cnt[9] += n_slots\n\1later, cursor = space_allowed(", 1)

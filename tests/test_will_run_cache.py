@@ -1,5 +1,7 @@
 """The will-run answers the backfill keeps while nothing starts or ends (issue 51 item 5): every answer,
-kept or not, is the one `will_run` gives in the same state, at any later instant."""
+kept or not, is the one `will_run` gives in the same state, at any later instant; and the running jobs'
+CPUs `will_run` keeps given back from one test to the next of a state (`released_state`) give the answer a
+test from scratch gives, through starts and ends in between."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metapilot.models.simulator.slurm.bits import node_bits
-from metapilot.models.simulator.slurm.nodes import will_run
+from metapilot.models.simulator.slurm.nodes import released_change, released_state, will_run
 from metapilot.models.simulator.slurm.will_run_cache import GEN, cache_arrays, forget, will_run_kept
 
 
@@ -35,7 +37,7 @@ def _cluster(rng: np.random.Generator, n_nodes: int, cpn: int, n_running: int):
             np.array(alloc_cpus + [0] * (pool - len(alloc_cpus)), np.int64))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_nodes=st.sampled_from([3, 64, 70, 130]), cpn=st.sampled_from([1, 4, 16]))
 def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: int) -> None:
     rng = np.random.default_rng(seed)
@@ -43,7 +45,7 @@ def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: i
     n_words = (n_nodes + 63) // 64
     live = np.zeros(n_words, np.uint64)
     node_bits(free > 0, live)
-    scratch = np.zeros(n_words, np.uint64)
+    kept_rel = released_state(free, live)  # kept from test to test, as the kernel keeps it
     meta, keys, starts, bits, pool = cache_arrays(n_words, n_nodes)
     shapes = [(int(rng.integers(1, 2 * cpn * 3 + 2)), int(rng.integers(0, 3)), bool(rng.random() < 0.3))
               for _ in range(4)]
@@ -53,16 +55,23 @@ def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: i
         now += float(rng.integers(0, 20))
         if rng.random() < 0.1:
             forget(meta)
+        if rng.random() < 0.1:  # a job starts or ends on a node: the kernel tells the kept state and forgets
+            i = int(rng.integers(n_nodes))
+            c = -int(rng.integers(1, free[i] + 1)) if free[i] > 0 and rng.random() < 0.5 else int(rng.integers(1, 3))
+            free[i] += c
+            node_bits(free > 0, live)
+            released_change(kept_rel, i, c)
+            forget(meta)
         cpus, min_nodes, excl = shapes[rng.integers(len(shapes))]
         allowed = np.zeros(n_words, np.uint64)
         node_bits(sets[rng.integers(len(sets))], allowed)
         want_node, want_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
         want = will_run(cpus, min_nodes, excl, allowed, free, live, node_cpus, running, running.shape[0], ends, ptr,
-                        cnt, anode, acpus, now, want_node, want_cpus, scratch)
+                        cnt, anode, acpus, now, want_node, want_cpus, released_state(free, live), 0)  # from scratch
         free_before = free.copy()
         got_node, got_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
         got = will_run_kept(meta, keys, starts, bits, pool, cpus, min_nodes, excl, allowed, free, live, node_cpus,
-                            running, running.shape[0], ends, ptr, cnt, anode, acpus, now, got_node, got_cpus, scratch)
+                            running, running.shape[0], ends, ptr, cnt, anode, acpus, now, got_node, got_cpus, kept_rel)
         assert got == want
         k = max(want[1], 0)
         assert list(got_node[:k]) == list(want_node[:k]) and list(got_cpus[:k]) == list(want_cpus[:k])
@@ -79,14 +88,17 @@ def test_forget_drops_what_was_kept() -> None:
     meta, keys, starts, bits, pool = cache_arrays(1, 1)
     out_n, out_c = np.zeros(1, np.int64), np.zeros(1, np.int64)
     empty = np.zeros(1, np.int64)
+    rel = released_state(free, live)
 
     def ask(now: float):
         return will_run_kept(meta, keys, starts, bits, pool, 3, 0, False, allowed, free, live, node_cpus, empty, 0,
-                             np.zeros(1), empty, empty, empty, empty, now, out_n, out_c, np.zeros(1, np.uint64))
+                             np.zeros(1), empty, empty, empty, empty, now, out_n, out_c, rel)
 
     assert ask(5.0) == (5.0, 1)
     assert ask(9.0) == (9.0, 1)  # kept: a start now is now at any later instant
     free[0] = 1  # a job took 3 CPUs ...
+    node_bits(free > 0, live)
+    released_change(rel, 0, -3)
     forget(meta)  # ... and the kernel says so
     assert meta[GEN] == 1
     assert ask(9.0) == (np.inf, -1)  # nothing running ends: it never fits

@@ -36,7 +36,7 @@ from metapilot.models.simulator.jit import jit_nrt
 from metapilot.models.simulator.policies import score
 from metapilot.models.simulator.slurm.bits import ALL, count, node_bits, put
 from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
-from metapilot.models.simulator.slurm.nodes import pick
+from metapilot.models.simulator.slurm.nodes import pick, released_change, released_state
 from metapilot.models.simulator.slurm.priority import (
     FAIR_TREE,
     charge_usage,
@@ -256,9 +256,9 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
         node_bits(part_nodes[p], part_bits[p])
     live = np.zeros(n_words, np.uint64)  # the nodes with free CPUs
     node_bits(free > 0, live)
-    live_then = np.zeros(n_words, np.uint64)  # will_run's scratch
     tried = np.zeros(n_words, np.uint64)  # the allowed nodes of a job's last will-run test
     kept_meta, kept_keys, kept_starts, kept_bits, kept_pool = cache_arrays(n_words, n_nodes)  # will-run answers
+    rel = released_state(free, live)  # the running jobs given back between will-run tests of one state
     avail_main = np.zeros(n_words, np.uint64)
     users_tested = np.zeros(max(n_users, 1), np.int64)
 
@@ -341,6 +341,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
             for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
                 free[alloc_node[a]] += alloc_cpus[a]
                 put(live, alloc_node[a], free[alloc_node[a]] > 0)
+                released_change(rel, alloc_node[a], alloc_cpus[a])
                 for p in range(n_parts):
                     if part_nodes[p, alloc_node[a]]:
                         part_free[p] += alloc_cpus[a]
@@ -414,7 +415,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                     top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top,
                              free, live, part_free, part_nodes, status, out_start, out_end, run, limit, planned_end,
-                             charged)
+                             charged, rel)
                 n_running = _run_insert(running, n_running, planned_end, j)
                 settled += 1
                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
@@ -476,7 +477,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                 ts, k = will_run_kept(kept_meta, kept_keys, kept_starts, kept_bits, kept_pool, cpus[j],
                                                       min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
                                                       running, n_running, planned_end, alloc_ptr, alloc_cnt,
-                                                      alloc_node, alloc_cpus, t, pick_node, pick_cpus, live_then)
+                                                      alloc_node, alloc_cpus, t, pick_node, pick_cpus, rel)
                                 tried[:] = allowed
                                 have_tried = True
                                 ts_tried, k_tried = ts, k
@@ -492,7 +493,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                     top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
                                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node,
                                              alloc_cpus, top, free, live, part_free, part_nodes, status, out_start,
-                                             out_end, run, limit, planned_end, charged)
+                                             out_end, run, limit, planned_end, charged, rel)
                                 n_running = _run_insert(running, n_running, planned_end, j)
                                 settled += 1
                                 n_heap = _heap_push(heap_t, heap_j, n_heap, out_end[j] + complete_s, j)
@@ -523,7 +524,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
 
 @jit_nrt
 def _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top, free, live, part_free,
-           part_nodes, status, out_start, out_end, run, limit, planned_end, charged):
+           part_nodes, status, out_start, out_end, run, limit, planned_end, charged, rel):
     alloc_ptr[j] = top
     alloc_cnt[j] = k
     for a in range(k):
@@ -533,6 +534,7 @@ def _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, allo
         alloc_cpus[top + a] = c
         free[i] -= c
         put(live, i, free[i] > 0)
+        released_change(rel, i, -c)
         for p in range(part_nodes.shape[0]):
             if part_nodes[p, i]:
                 part_free[p] -= c

@@ -180,16 +180,68 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
 
 
 @jit_nrt
+def released_state(free, live):
+    """The running jobs given back, kept between will-run tests of one state (`will_run`): (free CPUs with
+    the first `cur[0]` running jobs' CPUs given back, the nodes with free CPUs then, cur = [jobs given back,
+    the state's number, nodes changed], the nodes changed, whether each is)."""
+    return (free.copy(), live.copy(), np.zeros(3, np.int64), np.zeros(free.shape[0], np.int64),
+            np.zeros(free.shape[0], np.bool_))
+
+
+@jit_nrt
+def released_change(rel, i, c):
+    """A start (c < 0) or an end (c > 0) changed node i's free CPUs: the same change to the released state."""
+    rfree, rlive = rel[0], rel[1]
+    rfree[i] += c
+    put(rlive, i, rfree[i] > 0)
+
+
+@jit_nrt
+def _give_back_to(rel, r, gen, free, running, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus):
+    """The released state with exactly the first r running jobs' CPUs given back (of state `gen`)."""
+    rfree, rlive, cur, dirty, mark = rel
+    if cur[1] != gen:  # another state: back to the free CPUs as they are
+        for k in range(cur[2]):
+            i = dirty[k]
+            rfree[i] = free[i]
+            put(rlive, i, free[i] > 0)
+            mark[i] = False
+        cur[0] = 0
+        cur[1] = gen
+        cur[2] = 0
+    q = cur[0]
+    while q < r:
+        j = running[q]
+        q += 1
+        for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
+            i = alloc_node[a]
+            rfree[i] += alloc_cpus[a]
+            put(rlive, i, rfree[i] > 0)
+            if not mark[i]:
+                mark[i] = True
+                dirty[cur[2]] = i
+                cur[2] += 1
+    while q > r:
+        q -= 1
+        j = running[q]
+        for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
+            i = alloc_node[a]
+            rfree[i] -= alloc_cpus[a]
+            put(rlive, i, rfree[i] > 0)
+    cur[0] = q
+
+
+@jit_nrt
 def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running, n_running, planned_end, alloc_ptr,
-             alloc_cnt, alloc_node, alloc_cpus, now, out_node, out_cpus, live_then):
+             alloc_cnt, alloc_node, alloc_cpus, now, out_node, out_cpus, rel, gen):
     """(start, nodes chosen) for the job on the allowed nodes (bit words; `live`: the nodes with free
     CPUs): now if it fits the free CPUs; else, as select/cons_tres's will-run test does
     (`_will_run_test` in Slurm 22.05), the running jobs on the allowed nodes are taken away in groups by
     planned end: the first group reaches `WILL_RUN_WINDOW` s past the first planned end's next
     `WILL_RUN_WINDOW`-s barrier (on the replay's clock; Slurm's is epoch seconds), each later group a
     window twice as long; the job is planned at the end of the last job of the first group after which
-    it fits. (inf, -1) if it never fits them. The running jobs' CPUs are given back to `free` while it
-    looks, and taken again before it returns (`live_then`: scratch words, the nodes with free CPUs then)."""
+    it fits. (inf, -1) if it never fits them. The CPUs given back are kept in `rel` (`released_state`)
+    for the next test of the same state `gen`, which gives back or takes again only the difference."""
     total = 0  # free CPUs on the allowed nodes: below the job's CPUs, no choice of nodes can fit it
     for w in range(allowed.shape[0]):
         x = allowed[w] & live[w]
@@ -200,7 +252,6 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
         k = pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
         if k >= 0:
             return now, k
-    live_then[:] = live
     start = np.inf
     chosen = -1
     window = WILL_RUN_WINDOW
@@ -213,11 +264,7 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
             r += 1
             touched = False
             for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
-                i = alloc_node[a]
-                free[i] += alloc_cpus[a]
-                if free[i] > 0:
-                    put(live_then, i, True)
-                if has(allowed, i):
+                if has(allowed, alloc_node[a]):
                     touched = True
                     total += alloc_cpus[a]
             if not touched:  # Slurm skips a job on none of the allowed nodes
@@ -230,7 +277,8 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
         if last < 0:
             break
         if total >= cpus:
-            k = pick(cpus, min_nodes, exclusive, allowed, live_then, free, node_cpus, out_node, out_cpus)
+            _give_back_to(rel, r, gen, free, running, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus)
+            k = pick(cpus, min_nodes, exclusive, allowed, rel[1], rel[0], node_cpus, out_node, out_cpus)
             if k >= 0:
                 start = max(last, now)
                 chosen = k
@@ -238,8 +286,4 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
         window *= 2
         while r < n_running and planned_end[running[r]] > barrier + window:
             window *= 2
-    for q in range(r):  # the running jobs hold their CPUs again
-        j = running[q]
-        for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
-            free[alloc_node[a]] -= alloc_cpus[a]
     return start, chosen
