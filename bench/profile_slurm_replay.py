@@ -76,8 +76,8 @@ def variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(\s+)tested \+= 1\n(\s+)for w in range\(n_words\):\n(\s+)allowed\[w\] = part_bits",
                     r"\1tested += 1\n\1cnt[2] += 1\n\2for w in range(n_words):\n\3allowed[w] = part_bits", 1)
         text = _sub(text, r"^(\s+)if last >= 0:\n", r"\1if last < 0:\n\1    cnt[4] += 1\n\1if last >= 0:\n\1    cnt[3] += 1\n", 1)
-        text = _sub(text, r"^(\s+)j = order\[pos\]\n(\s+)if status\[j\] != PENDING:",
-                    r"\1j = order[pos]\n\1cnt[5] += 1\n\2if status[j] != PENDING:", 1)
+        text = _sub(text, r"^(\s+)j = order\[pos\]\n(\s+)pos \+= 1\n",
+                    r"\1j = order[pos]\n\1cnt[5] += 1\n\2pos += 1\n", 1)
         text = _sub(text, r"^(\s+)ts, k = will_run_kept\(((?:.*\n)*?.*pick_cpus, rel)\)\n",
                     r"\1cnt[6] += 1\n\1cnt[8] += n_running\n\1ts, k = will_run_kept(\2, cnt)\n", 1)
         text = _sub(text, r"^(\s+)later, cursor = space_allowed\(",

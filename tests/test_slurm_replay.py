@@ -62,6 +62,17 @@ def test_reservations_are_rounded_down_to_bf_resolution():
     assert list(simulate(w, Capacity.single(8), "FCFS", "easy").start) == [0, 100, 2, 3]
 
 
+
+def test_a_reservation_put_aside_is_made_before_a_later_job_that_might_start():
+    """The backfill puts aside the reservation of a job that cannot start now (the kernel's `aside`: made only
+    if a later job of the pass might start); when one might, the reservations before it are made first, in
+    queue order. Job 2 (all 8 CPUs) cannot start before job 1 ends at 100 and is reserved from 60 (rounded);
+    job 3 (1 CPU for 200 s) fits the free CPUs now but would run into job 2's reservation, so it waits until
+    job 2 ends; job 4 (2 CPUs, 50 s) ends before it and starts at once. Had job 2's reservation not been made
+    before job 3 was tested, job 3 would have started at once."""
+    jobs = frame([(0, 100, 100, 4), (1, 100, 100, 8), (2, 200, 200, 1), (3, 50, 50, 2)])
+    assert starts(jobs, ONE_NODE_8) == [0, 100, 200, 3]
+
 def test_a_reservation_holds_whole_nodes():
     """At 1 s resolution: job 2 (4 CPUs) is reserved the node from 100 to 200; job 3 (2 CPUs, 200 s)
     fits the 2 free CPUs now but would run into that reservation, so Slurm holds it until the main

@@ -36,7 +36,7 @@ from metapilot.models.simulator.jit import jit_nrt
 from metapilot.models.simulator.policies import score
 from metapilot.models.simulator.slurm.bits import ALL, count, node_bits, put
 from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
-from metapilot.models.simulator.slurm.nodes import pick, released_change, released_state
+from metapilot.models.simulator.slurm.nodes import free_on, pick, released_change, released_state
 from metapilot.models.simulator.slurm.priority import (
     FAIR_TREE,
     charge_usage,
@@ -261,6 +261,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     rel = released_state(free, live)  # the running jobs given back between will-run tests of one state
     avail_main = np.zeros(n_words, np.uint64)
     users_tested = np.zeros(max(n_users, 1), np.int64)
+    aside = np.zeros(max(bf_max_test, 1), np.int64)  # a backfill pass's jobs whose reservations wait
 
     t0 = submit[0] if n > 0 else 0.0
     i_sub = 0
@@ -438,18 +439,54 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                          math.floor((t + window) / res) * res)
                     users_tested[:] = 0
                     tested = 0
-                    for pos in range(last + 1):
-                        j = order[pos]
-                        if status[j] != PENDING:
-                            continue
-                        if bf_max_user > 0:
-                            if users_tested[user[j]] >= bf_max_user:
+                    # A reservation matters only to a later job of the pass that could start now: where the pass
+                    # cannot reach bf_max_test (nor the map's size), a job that cannot start now even on the nodes
+                    # the reservations so far leave it is put aside, and its reservation made only when a later
+                    # job might start (in queue order, before it: what it would have been), else never. (Not while
+                    # a job is past its planned end, still completing: the will-run test starts a job now on its
+                    # CPUs, which are not free.)
+                    lazy = last + 1 <= bf_max_test and (n_running == 0 or planned_end[running[0]] > t)
+                    n_aside = 0  # aside[:n_aside]: put aside; aside[i_aside:n_made] being made now
+                    i_aside = 0
+                    n_made = 0
+                    then = -1  # the job that might start, tested once the reservations before it are made
+                    pos = 0
+                    while True:
+                        if i_aside < n_made:
+                            j = aside[i_aside]
+                            i_aside += 1
+                        elif then >= 0:
+                            j = then
+                            then = -1
+                            n_aside = 0
+                            i_aside = 0
+                            n_made = 0
+                        else:
+                            if pos > last:
+                                break
+                            j = order[pos]
+                            pos += 1
+                            if status[j] != PENDING:
                                 continue
-                            users_tested[user[j]] += 1
-                        if tested >= bf_max_test:
-                            break
-                        if n_slots + 4 > max_slots:
-                            break  # Slurm: "table size limit reached"
+                            if bf_max_user > 0:
+                                if users_tested[user[j]] >= bf_max_user:
+                                    continue
+                                users_tested[user[j]] += 1
+                            if tested >= bf_max_test:
+                                break
+                            if n_slots + 4 > max_slots:
+                                break  # Slurm: "table size limit reached"
+                            if lazy:
+                                space_allowed(s_begin, s_end, s_next, s_avail, part_bits[part[j]], t, t + limit[j],
+                                              allowed, 0)
+                                if count(allowed) < max(min_nodes[j], 1) or free_on(allowed, live, free) < cpus[j]:
+                                    aside[n_aside] = j  # no start now: its reservation waits
+                                    n_aside += 1
+                                    continue
+                                if n_aside > 0:  # it might start: the reservations before it first
+                                    n_made = n_aside
+                                    then = j
+                                    continue
                         p = part[j]
                         lim = limit[j]
                         start_res = t

@@ -180,6 +180,18 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
 
 
 @jit_nrt
+def free_on(allowed, live, free):
+    """The free CPUs on the allowed nodes (bit words; `live`: the nodes with free CPUs)."""
+    total = 0
+    for w in range(allowed.shape[0]):
+        x = allowed[w] & live[w]
+        while x != 0:
+            total += free[(w << 6) + lowest(x)]
+            x &= x - _ONE
+    return total
+
+
+@jit_nrt
 def released_state(free, live):
     """The running jobs given back, kept between will-run tests of one state (`will_run`): (free CPUs with
     the first `cur[0]` running jobs' CPUs given back, the nodes with free CPUs then, cur = [jobs given back,
@@ -242,12 +254,7 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
     window twice as long; the job is planned at the end of the last job of the first group after which
     it fits. (inf, -1) if it never fits them. The CPUs given back are kept in `rel` (`released_state`)
     for the next test of the same state `gen`, which gives back or takes again only the difference."""
-    total = 0  # free CPUs on the allowed nodes: below the job's CPUs, no choice of nodes can fit it
-    for w in range(allowed.shape[0]):
-        x = allowed[w] & live[w]
-        while x != 0:
-            total += free[(w << 6) + lowest(x)]
-            x &= x - _ONE
+    total = free_on(allowed, live, free)  # below the job's CPUs, no choice of nodes can fit it
     if total >= cpus:
         k = pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
         if k >= 0:
