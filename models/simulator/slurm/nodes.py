@@ -192,6 +192,21 @@ def free_on(allowed, live, free):
 
 
 @jit_nrt
+def free_reaches(allowed, live, free, cpus):
+    """Whether the free CPUs on the allowed nodes reach `cpus` (`free_on(...) >= cpus`, counting only
+    until they do)."""
+    total = 0
+    for w in range(allowed.shape[0]):
+        x = allowed[w] & live[w]
+        while x != 0:
+            total += free[(w << 6) + lowest(x)]
+            if total >= cpus:
+                return True
+            x &= x - _ONE
+    return total >= cpus
+
+
+@jit_nrt
 def released_state(free, live):
     """The running jobs given back, kept between will-run tests of one state (`will_run`): (free CPUs with
     the first `cur[0]` running jobs' CPUs given back, the nodes with free CPUs then, cur = [jobs given back,
