@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from metapilot.models.simulator.slurm.bits import node_bits
-from metapilot.models.simulator.slurm.nodes import released_change, released_state, will_run
+from metapilot.models.simulator.slurm.nodes import note_words, released_change, released_state, will_run
 from metapilot.models.simulator.slurm.will_run_cache import GEN, cache_arrays, forget, will_run_kept
 
 
@@ -32,16 +32,30 @@ def _cluster(rng: np.random.Generator, n_nodes: int, cpn: int, n_running: int):
                 alloc_cpus.append(c)
         alloc_cnt[j] = len(alloc_node) - alloc_ptr[j]
     pool = max(len(alloc_node), 1)
-    return (node_cpus, free, np.arange(n_running, dtype=np.int64), ends, alloc_ptr, alloc_cnt,
-            np.array(alloc_node + [0] * (pool - len(alloc_node)), np.int64),
-            np.array(alloc_cpus + [0] * (pool - len(alloc_cpus)), np.int64))
+    anode = np.array(alloc_node + [0] * (pool - len(alloc_node)), np.int64)
+    acpus = np.array(alloc_cpus + [0] * (pool - len(alloc_cpus)), np.int64)
+    return (node_cpus, free, np.arange(n_running, dtype=np.int64), ends, alloc_ptr, alloc_cnt, anode, acpus,
+            _words(alloc_ptr, alloc_cnt, anode, acpus))
+
+
+def _words(alloc_ptr, alloc_cnt, anode, acpus):
+    """The running jobs' nodes as bit words and the CPUs each holds, as the kernel notes them at a start."""
+    n = alloc_ptr.shape[0]
+    ptr, cnt, held = np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n, np.int64)
+    idx, bits = np.zeros(max(anode.shape[0], 1), np.int64), np.zeros(max(anode.shape[0], 1), np.uint64)
+    top = 0
+    for j in range(n):
+        s = slice(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j])
+        top = note_words(j, int(alloc_cnt[j]), anode[s].copy(), acpus[s].copy(), ptr, cnt, idx, bits, held, top)
+    return ptr, cnt, idx, bits, held
 
 
 @settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_nodes=st.sampled_from([3, 64, 70, 130]), cpn=st.sampled_from([1, 4, 16]))
 def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: int) -> None:
     rng = np.random.default_rng(seed)
-    node_cpus, free, running, ends, ptr, cnt, anode, acpus = _cluster(rng, n_nodes, cpn, int(rng.integers(0, 12)))
+    node_cpus, free, running, ends, ptr, cnt, anode, acpus, words = _cluster(rng, n_nodes, cpn,
+                                                                             int(rng.integers(0, 12)))
     n_words = (n_nodes + 63) // 64
     live = np.zeros(n_words, np.uint64)
     node_bits(free > 0, live)
@@ -67,11 +81,12 @@ def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: i
         node_bits(sets[rng.integers(len(sets))], allowed)
         want_node, want_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
         want = will_run(cpus, min_nodes, excl, allowed, free, live, node_cpus, running, running.shape[0], ends, ptr,
-                        cnt, anode, acpus, now, want_node, want_cpus, released_state(free, live), 0)  # from scratch
+                        cnt, anode, acpus, *words, now, want_node, want_cpus, released_state(free, live), 0)  # anew
         free_before = free.copy()
         got_node, got_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
         got = will_run_kept(meta, keys, starts, bits, pool, cpus, min_nodes, excl, allowed, free, live, node_cpus,
-                            running, running.shape[0], ends, ptr, cnt, anode, acpus, now, got_node, got_cpus, kept_rel)
+                            running, running.shape[0], ends, ptr, cnt, anode, acpus, *words, now, got_node, got_cpus,
+                            kept_rel)
         assert got == want
         k = max(want[1], 0)
         assert list(got_node[:k]) == list(want_node[:k]) and list(got_cpus[:k]) == list(want_cpus[:k])
@@ -92,7 +107,8 @@ def test_forget_drops_what_was_kept() -> None:
 
     def ask(now: float):
         return will_run_kept(meta, keys, starts, bits, pool, 3, 0, False, allowed, free, live, node_cpus, empty, 0,
-                             np.zeros(1), empty, empty, empty, empty, now, out_n, out_c, rel)
+                             np.zeros(1), empty, empty, empty, empty, empty, empty, empty, np.zeros(1, np.uint64),
+                             empty, now, out_n, out_c, rel)
 
     assert ask(5.0) == (5.0, 1)
     assert ask(9.0) == (9.0, 1)  # kept: a start now is now at any later instant

@@ -36,7 +36,7 @@ from metapilot.models.simulator.jit import jit_nrt
 from metapilot.models.simulator.policies import score
 from metapilot.models.simulator.slurm.bits import ALL, count, node_bits, put
 from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
-from metapilot.models.simulator.slurm.nodes import free_reaches, pick, released_change, released_state
+from metapilot.models.simulator.slurm.nodes import free_reaches, note_words, pick, released_change, released_state
 from metapilot.models.simulator.slurm.priority import (
     FAIR_TREE,
     charge_usage,
@@ -234,6 +234,13 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
     alloc_ptr = np.zeros(n, np.int64)
     alloc_cnt = np.zeros(n, np.int64)
     top = 0
+    # the same jobs' nodes as bit words (`nodes.note_words`: no more entries than allocations) and the CPUs held
+    word_idx = np.zeros(pool_size, np.int64)
+    word_bits = np.zeros(pool_size, np.uint64)
+    word_ptr = np.zeros(n, np.int64)
+    word_cnt = np.zeros(n, np.int64)
+    held = np.zeros(n, np.int64)
+    top_w = 0
     pick_node = np.zeros(n_nodes, np.int64)
     pick_cpus = np.zeros(n_nodes, np.int64)
     running = np.zeros(n, np.int64)
@@ -414,6 +421,9 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                 # start j
                 if top + k > pool_size:
                     top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
+                if top_w + k > pool_size:
+                    top_w = _compact(word_ptr, word_cnt, word_idx, word_bits, running, n_running)
+                top_w = note_words(j, k, pick_node, pick_cpus, word_ptr, word_cnt, word_idx, word_bits, held, top_w)
                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, top,
                              free, live, part_free, part_nodes, status, out_start, out_end, run, limit, planned_end,
                              charged, rel)
@@ -515,7 +525,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                 ts, k = will_run_kept(kept_meta, kept_keys, kept_starts, kept_bits, kept_pool, cpus[j],
                                                       min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
                                                       running, n_running, planned_end, alloc_ptr, alloc_cnt,
-                                                      alloc_node, alloc_cpus, t, pick_node, pick_cpus, rel)
+                                                      alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx,
+                                                      word_bits, held, t, pick_node, pick_cpus, rel)
                                 tried[:] = allowed
                                 have_tried = True
                                 ts_tried, k_tried = ts, k
@@ -529,6 +540,10 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                             if ts <= t:
                                 if top + k > pool_size:
                                     top = _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running)
+                                if top_w + k > pool_size:
+                                    top_w = _compact(word_ptr, word_cnt, word_idx, word_bits, running, n_running)
+                                top_w = note_words(j, k, pick_node, pick_cpus, word_ptr, word_cnt, word_idx, word_bits,
+                                                   held, top_w)
                                 top = _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node,
                                              alloc_cpus, top, free, live, part_free, part_nodes, status, out_start,
                                              out_end, run, limit, planned_end, charged, rel)
@@ -586,7 +601,7 @@ def _start(j, t, k, pick_node, pick_cpus, alloc_ptr, alloc_cnt, alloc_node, allo
 
 @jit_nrt
 def _compact(alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, running, n_running):
-    """Move the running jobs' allocations to the front of the pool; returns the new top."""
+    """Move the running jobs' allocations (or their nodes' words) to the front of the pool; returns the new top."""
     order = np.argsort(alloc_ptr[running[:n_running]])
     top = 0
     for o in order:

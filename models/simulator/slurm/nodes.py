@@ -259,8 +259,36 @@ def _give_back_to(rel, r, gen, free, running, alloc_ptr, alloc_cnt, alloc_node, 
 
 
 @jit_nrt
+def note_words(j, k, nodes, cpus, word_ptr, word_cnt, word_idx, word_bits, held, top):
+    """Keep job j's nodes (`nodes[:k]`, with `cpus[:k]` CPUs) as the bit words that hold them (index, bits)
+    from `top` in the pool, and the CPUs it holds: the will-run test asks of each running job whether it
+    holds any allowed node, or only allowed nodes, a word at a time. Returns the pool's new top."""
+    word_ptr[j] = top
+    n = 0
+    c = 0
+    for a in range(k):
+        w = nodes[a] >> 6
+        bit = _ONE << np.uint64(nodes[a] & 63)
+        c += cpus[a]
+        found = False
+        for e in range(top, top + n):
+            if word_idx[e] == w:
+                word_bits[e] |= bit
+                found = True
+                break
+        if not found:
+            word_idx[top + n] = w
+            word_bits[top + n] = bit
+            n += 1
+    word_cnt[j] = n
+    held[j] = c
+    return top + n
+
+
+@jit_nrt
 def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running, n_running, planned_end, alloc_ptr,
-             alloc_cnt, alloc_node, alloc_cpus, now, out_node, out_cpus, rel, gen):
+             alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx, word_bits, held, now, out_node, out_cpus,
+             rel, gen):
     """(start, nodes chosen) for the job on the allowed nodes (bit words; `live`: the nodes with free
     CPUs): now if it fits the free CPUs; else, as select/cons_tres's will-run test does
     (`_will_run_test` in Slurm 22.05), the running jobs on the allowed nodes are taken away in groups by
@@ -284,13 +312,22 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
         while r < n_running:
             j = running[r]
             r += 1
-            touched = False
-            for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
-                if has(allowed, alloc_node[a]):
+            touched = False  # on an allowed node
+            inside = True  # on allowed nodes only
+            for e in range(word_ptr[j], word_ptr[j] + word_cnt[j]):
+                a = allowed[word_idx[e]]
+                if word_bits[e] & a != 0:
                     touched = True
-                    total += alloc_cpus[a]
+                if word_bits[e] & ~a != 0:
+                    inside = False
             if not touched:  # Slurm skips a job on none of the allowed nodes
                 continue
+            if inside:
+                total += held[j]
+            else:
+                for a in range(alloc_ptr[j], alloc_ptr[j] + alloc_cnt[j]):
+                    if has(allowed, alloc_node[a]):
+                        total += alloc_cpus[a]
             if barrier < 0:
                 barrier = planned_end[j] + (WILL_RUN_WINDOW - planned_end[j] % WILL_RUN_WINDOW)
             last = planned_end[j]
