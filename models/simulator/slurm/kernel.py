@@ -412,7 +412,9 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                 tested += 1
                 for w in range(n_words):
                     allowed[w] = part_bits[p, w] & avail_main[w]
-                k = pick(cpus[j], min_nodes[j], part_excl[p], allowed, live, free, node_cpus, pick_node, pick_cpus)
+                k = -1  # fewer free CPUs in its partition than it asks: no need to look at the nodes
+                if cpus[j] <= part_free[p]:
+                    k = pick(cpus[j], min_nodes[j], part_excl[p], allowed, live, free, node_cpus, pick_node, pick_cpus)
                 if k < 0:
                     failed[p] = True
                     for w in range(n_words):
