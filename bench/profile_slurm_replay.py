@@ -55,7 +55,7 @@ def cache_variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(def will_run_kept\((?:.*\n)*?.*rel)\):", r"\1, cnt):", 1)
         text = _sub(text, r"^(\s+)start, k = will_run\(", f"\\1cnt[{len(COUNTERS) - 1}] += 1\n\\1start, k = will_run(", 1)
     elif kind == "x2 will_run":
-        text = _sub(text, r"^(\s+)start, k = will_run\(((?:.*\n).*rel, gen\))\n",
+        text = _sub(text, r"^(\s+)start, k = will_run\(((?:.*\n)*?.*rel, gen\))\n",
                     r"\1start, k = will_run(\2\n\1start, k = will_run(\2\n", 1)
     return text
 
