@@ -23,7 +23,9 @@ time, then job id (= the job's index).
 
 A pass can change the schedule only by starting jobs, so a backfill pass stops after the last queued
 job that could fit the free CPUs of its partition (what follows it only makes reservations the pass
-then drops), and a pass is skipped when no queued job could fit: the same schedule, without the work.
+then drops), a pass is skipped when no queued job could fit, and a job that cannot start now even on
+the nodes the reservations so far leave it has its reservation made only when a later job might start
+(before that job, in queue order): the same schedule, without the work.
 """
 
 from __future__ import annotations
