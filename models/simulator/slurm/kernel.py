@@ -38,7 +38,7 @@ from metapilot.models.simulator.jit import jit_nrt
 from metapilot.models.simulator.policies import score
 from metapilot.models.simulator.slurm.bits import ALL, count, node_bits, put
 from metapilot.models.simulator.slurm.node_space import space_allowed, space_init, space_overlaps, space_reserve
-from metapilot.models.simulator.slurm.nodes import free_reaches, note_words, pick, released_change, released_state
+from metapilot.models.simulator.slurm.nodes import free_on, note_words, pick, released_change, released_state
 from metapilot.models.simulator.slurm.priority import (
     FAIR_TREE,
     charge_usage,
@@ -494,7 +494,7 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                                 space_allowed(s_begin, s_end, s_next, s_avail, part_bits[part[j]], t, t + limit[j],
                                               allowed, 0)
                                 if (count(allowed) < max(min_nodes[j], 1)
-                                        or not free_reaches(allowed, live, free, cpus[j])):
+                                        or free_on(allowed, live, free, cpus[j]) < cpus[j]):
                                     aside[n_aside] = j  # no start now: its reservation waits
                                     n_aside += 1
                                     continue

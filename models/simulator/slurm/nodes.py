@@ -179,31 +179,22 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
     return -1
 
 
+ALL_CPUS = 1 << 62  # `free_on`'s `enough` for a count of every free CPU
+
+
 @jit_nrt
-def free_on(allowed, live, free):
-    """The free CPUs on the allowed nodes (bit words; `live`: the nodes with free CPUs)."""
+def free_on(allowed, live, free, enough):
+    """The free CPUs on the allowed nodes (bit words; `live`: the nodes with free CPUs), counted only until
+    they reach `enough` (whether a job's CPUs fit needs no more)."""
     total = 0
     for w in range(allowed.shape[0]):
         x = allowed[w] & live[w]
         while x != 0:
             total += free[(w << 6) + lowest(x)]
+            if total >= enough:
+                return total
             x &= x - _ONE
     return total
-
-
-@jit_nrt
-def free_reaches(allowed, live, free, cpus):
-    """Whether the free CPUs on the allowed nodes reach `cpus` (`free_on(...) >= cpus`, counting only
-    until they do)."""
-    total = 0
-    for w in range(allowed.shape[0]):
-        x = allowed[w] & live[w]
-        while x != 0:
-            total += free[(w << 6) + lowest(x)]
-            if total >= cpus:
-                return True
-            x &= x - _ONE
-    return total >= cpus
 
 
 @jit_nrt
@@ -297,7 +288,7 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
     window twice as long; the job is planned at the end of the last job of the first group after which
     it fits. (inf, -1) if it never fits them. The CPUs given back are kept in `rel` (`released_state`)
     for the next test of the same state `gen`, which gives back or takes again only the difference."""
-    total = free_on(allowed, live, free)  # below the job's CPUs, no choice of nodes can fit it
+    total = free_on(allowed, live, free, ALL_CPUS)  # below the job's CPUs, no choice of nodes can fit it
     if total >= cpus:
         k = pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
         if k >= 0:
