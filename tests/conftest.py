@@ -20,8 +20,8 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 # database there, and two workers' APIs must not share one database (nor see each other's
 # deployments). The settings (profiles.toml) stay those of the default home.
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+_TEMPORARY: list[str] = []  # folders this session made in /tmp, removed when it ends (`pytest_unconfigure`)
 if XDIST_WORKER and not os.environ.get("PREFECT_HOME"):
-    import atexit
     import shutil
     import tempfile
 
@@ -30,12 +30,21 @@ if XDIST_WORKER and not os.environ.get("PREFECT_HOME"):
     if _profiles.is_file():
         shutil.copy2(_profiles, Path(_home) / "profiles.toml")
     os.environ["PREFECT_HOME"] = _home
-    atexit.register(shutil.rmtree, _home, ignore_errors=True)
+    _TEMPORARY.append(_home)
 
 
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "whole_machine: the test loads every core on purpose; under xdist no other test runs beside it")
+
+
+def pytest_unconfigure(config):
+    """Remove the session's temporary Prefect folders: every run left its results folder in /tmp,
+    and full runs their workers' Prefect homes too (an atexit hook, which did not always run)."""
+    import shutil
+
+    while _TEMPORARY:
+        shutil.rmtree(_TEMPORARY.pop(), ignore_errors=True)
 
 
 # The scheduling of `-n 2 --dist loadfile` (scripts/test.sh): loadfile's, a module per unit of work,
@@ -138,6 +147,7 @@ def prefect_harness():
     import tempfile
 
     os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"] = tempfile.mkdtemp(prefix="metapilot-prefect-results-")
+    _TEMPORARY.append(os.environ["PREFECT_RESULTS_LOCAL_STORAGE_PATH"])
     import metapilot.flows  # noqa: F401  (quiet, offline Prefect defaults)
     from prefect.testing.utilities import prefect_test_harness
 
