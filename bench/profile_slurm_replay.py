@@ -6,12 +6,12 @@ compiles variants:
 - `count`: the same loop with counters (events, main and backfill passes, jobs each tests, will_run and
   space_allowed calls with the running jobs / map slots they walk, queue sorts and their lengths; the will-run
   tests asked and those computed, not kept from before: `will_run_cache`);
-- `x2 <part>`: one part of the work done twice (the second call overwrites the first's outputs, so the
+- `x2 <part>` (`--kinds`: which; all by default): one part of the work done twice (the second call overwrites the first's outputs, so the
   schedule stays the same, checked job for job): the extra time is what that part costs.
 Each variant is checked to give the same start times as the real replay. The copies are patched at anchor
 lines of the kernel's text; an anchor that is no longer there stops the script (it then needs updating).
 
-    .venv/bin/python bench/profile_slurm_replay.py [--curie 20000] [--repeat 2]
+    .venv/bin/python bench/profile_slurm_replay.py [--curie 20000] [--repeat 2] [--kinds "x2 lazy check" ...]
 """
 
 from __future__ import annotations
@@ -39,6 +39,10 @@ COUNTERS = ("events", "main passes", "jobs tested in main passes", "backfill pas
             "running jobs at will_run calls (sum)", "map slots at space_allowed calls (sum)", "queue sorts",
             "queued jobs sorted (sum)", "reservations made", "jobs started by backfill", "jobs started by main",
             "will-run tests computed (not kept)")
+
+
+KINDS = ("x2 will_run", "x2 space_allowed", "x2 lazy check", "x2 queue sort", "x2 main-pass pick",
+         "x2 space_reserve")
 
 
 def _sub(text: str, pattern: str, repl: str, count: int = 0) -> str:
@@ -102,6 +106,10 @@ def variant(kind: str, src: Path = SRC) -> str:
                     r"\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
                     r"\n\1n_slots = space_reserve(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, e_r,\n\2res)"
                     "\n", 1)
+    elif kind == "x2 lazy check":  # the backfill's "can it start now at all" before a job's reservation
+        text = _sub(text, r"^(\s+)if lazy:\n(\s+)space_allowed\(((?:.*\n)*?.*allowed, 0\))\n",
+                    r"\1if lazy:\n\2space_allowed(\3\n\2_n = count(allowed) + free_on(allowed, live, free, cpus[j])\n"
+                    r"\2space_allowed(\3\n", 1)
     elif kind.startswith("logged passes:"):
         text = logged_passes(text, kind.removeprefix("logged passes:"))
     elif kind not in ("copy", "x2 will_run"):  # will_run is doubled in will_run_cache.py
@@ -155,6 +163,7 @@ def main() -> None:
     ap.add_argument("--curie", type=int, default=20_000, help="CEA-Curie's first N jobs (0: skip)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--src", default=str(SRC), help="the folder of the kernel's files (default: the repository's)")
+    ap.add_argument("--kinds", nargs="+", choices=KINDS, help="the parts to double (default: all)")
     ap.add_argument("--save", help="keep the counts and extra times (JSON) here, for bench_slurm_replay.py --counts")
     args = ap.parse_args()
     saved = []
@@ -166,8 +175,7 @@ def main() -> None:
     real = replay.run_slurm
     root = Path(tempfile.mkdtemp(prefix="slurmprof-"))
     sys.path.insert(0, str(root))
-    kinds = ("copy", "count", "x2 will_run", "x2 space_allowed", "x2 queue sort", "x2 main-pass pick",
-             "x2 space_reserve")
+    kinds = ("copy", "count", *(args.kinds or KINDS))
     try:
         _profile(cases, {k: build(k, root, Path(args.src)) for k in kinds}, kinds, real, args.repeat, saved)
     finally:
