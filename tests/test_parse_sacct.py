@@ -432,6 +432,16 @@ def test_quarantine_reasons_are_precise():
     assert (res.skipped, res.lines_loaded) == (3, 1)
 
 
+def test_a_line_with_more_fields_than_named_is_quarantined_when_the_last_is_not_the_job_name():
+    # The job name, last in XDMoD's fields, may hold the delimiter; any other last field may not.
+    fields = [*XDMOD_FIELDS[:-2], XDMOD_FIELDS[-1], XDMOD_FIELDS[-2]]  # the job name second to last
+    cells = dict(zip(XDMOD_FIELDS, FIELDS, strict=True))
+    line = "|".join(cells[f] for f in fields)
+    res = parse_lines([line, line + "|extra"], SacctConfig(fields=fields))
+    assert res.quarantine.select("line_no", "reason").rows() == [(2, "expected 26 fields, found 27")]
+    assert res.lines_loaded == 1
+
+
 def test_same_key_newer_record_replaces_older_and_requeue_is_a_new_row():
     lines = [
         line_with(state="RUNNING", end="Unknown"),

@@ -256,6 +256,23 @@ def _col(name: str, present: set[str]) -> pl.Expr:
     return pl.col(name) if name in present else pl.lit(None, dtype=pl.Utf8)
 
 
+def _quarantined(names: list[str], cfg: SacctConfig, bad_ranges: bool) -> pl.Expr:
+    """Whether a line has a `_quarantine_reason`: plain comparisons over every line, so that the
+    reasons (text formatted for each branch of every row, and the submit time read again) are
+    made for the few lines that have one."""
+    n = len(names)
+    least = min(cfg.min_fields or n, n)
+    nf = pl.col("_nf")
+    bad = nf < least
+    if names[-1] != "jobname":
+        bad = bad | (nf > n)
+    no_step = pl.col("_id").struct.field("step").is_null()
+    unusable = pl.col("_submit").is_null()
+    if bad_ranges:
+        unusable = unusable | pl.col("_range_reason").is_not_null()
+    return (bad | pl.col("_id").struct.field("base").is_null() | (no_step & unusable)).fill_null(True)
+
+
 def _quarantine_reason(names: list[str], cfg: SacctConfig, bad_ranges: bool) -> pl.Expr:
     """Why a line cannot be a job or a step, in order of precedence; null when it is fine."""
     n = len(names)
@@ -609,11 +626,11 @@ def parse_sacct_chunk(chunk: pl.DataFrame, cfg: SacctConfig) -> ParseResult:
             bad_ranges = True
             split = split.join(bad.rename({"reason": "_range_reason"}), on="line_no", how="left", maintain_order="left")
 
-    split = split.with_columns(_quarantine_reason(names, cfg, bad_ranges).alias("_reason"))
-    quarantine = split.filter(pl.col("_reason").is_not_null()).select(
-        pl.col("line_no"), pl.col("line").alias("raw"), pl.col("_reason").alias("reason")
+    bad = split.select(_quarantined(names, cfg, bad_ranges)).to_series()
+    quarantine = split.filter(bad).select(
+        pl.col("line_no"), pl.col("line").alias("raw"), _quarantine_reason(names, cfg, bad_ranges).alias("reason")
     )
-    ok = split.filter(pl.col("_reason").is_null())
+    ok = split.filter(~bad)
     is_step = pl.col("_id").struct.field("step").is_not_null()
     steps = ok.filter(is_step).height
     jobs = ok.filter(~is_step)
