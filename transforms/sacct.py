@@ -626,11 +626,11 @@ def parse_sacct_chunk(chunk: pl.DataFrame, cfg: SacctConfig) -> ParseResult:
             bad_ranges = True
             split = split.join(bad.rename({"reason": "_range_reason"}), on="line_no", how="left", maintain_order="left")
 
-    bad = split.select(_quarantined(names, cfg, bad_ranges)).to_series()
-    quarantine = split.filter(bad).select(
+    quarantined = split.select(_quarantined(names, cfg, bad_ranges)).to_series()
+    quarantine = split.filter(quarantined).select(
         pl.col("line_no"), pl.col("line").alias("raw"), _quarantine_reason(names, cfg, bad_ranges).alias("reason")
     )
-    ok = split.filter(~bad)
+    ok = split.filter(~quarantined)
     is_step = pl.col("_id").struct.field("step").is_not_null()
     steps = ok.filter(is_step).height
     jobs = ok.filter(~is_step)
