@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,10 @@ def start_dask_cluster(workers: int = 2) -> DaskCluster:
 
 
 def stop_dask_cluster(cluster: DaskCluster) -> None:
-    subprocess.run(["bash", str(SCRIPT), "stop", str(cluster.folder)], capture_output=True, text=True, timeout=120)
+    """Stop the cluster and, once it has stopped, remove its folder (the script keeps it, and its logs)."""
+    res = subprocess.run(["bash", str(SCRIPT), "stop", str(cluster.folder)], capture_output=True, text=True, timeout=120)
+    if res.returncode == 0:
+        shutil.rmtree(cluster.folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -111,8 +111,13 @@ def start_cluster(settings: dict[str, str] | None = None) -> tuple[SlurmCluster,
 
 
 def stop_cluster(cluster: SlurmCluster) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(SCRIPT), "stop", str(cluster.folder)], capture_output=True, text=True,
-                          timeout=300, env=cluster.env)
+    """Stop a cluster the tests started, and remove its folder once everything in it has stopped
+    (`scripts/slurm.sh stop` keeps the folder, and its logs, for an operator)."""
+    res = subprocess.run(["bash", str(SCRIPT), "stop", str(cluster.folder)], capture_output=True, text=True,
+                         timeout=300, env=cluster.env)
+    if res.returncode == 0:
+        shutil.rmtree(cluster.folder, ignore_errors=True)
+    return res
 
 
 _SHARED: list[SlurmCluster] = []

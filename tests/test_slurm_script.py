@@ -60,6 +60,7 @@ def test_start_prints_only_exports_and_stop_leaves_no_process(slurm_session):
     assert not [p for p in forked if alive(p)]
     # the session's cluster is untouched by the other one's stop
     assert set(slurm_session.run("sinfo", "-h", "-N", "-o", "%T").stdout.split()) == {"idle"}
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_stop_refuses_a_folder_it_did_not_make(tmp_path):
