@@ -121,12 +121,13 @@ def stop_cluster(cluster: SlurmCluster) -> subprocess.CompletedProcess:
 
 
 _SHARED: list[SlurmCluster] = []
+_STARTED: list[SlurmCluster] = []  # the session's cluster, when started here: stopped once, by `stop_shared`
 
 
 def shared_cluster() -> SlurmCluster:
-    """The session's one cluster: started on first use, stopped when the test process exits (each
-    test module imports the fixtures, so pytest may make one fixture instance per module; they all
-    share this cluster)."""
+    """The session's one cluster: started on first use, stopped when the session ends (each test module
+    imports the fixtures, so pytest may make one fixture instance per module; they all share this
+    cluster), or, failing that, when the test process exits."""
     if not _SHARED:
         cluster, started = start_cluster()
         os.environ["SLURM_CONF"] = str(cluster.conf)
@@ -134,15 +135,25 @@ def shared_cluster() -> SlurmCluster:
         if started:
             import atexit
 
-            atexit.register(stop_cluster, cluster)
+            _STARTED.append(cluster)
+            atexit.register(stop_shared)
         _SHARED.append(cluster)
     return _SHARED[0]
+
+
+def stop_shared() -> None:
+    """Stop the session's cluster if it was started here, once. At the session's end, not only at
+    exit: an xdist worker may be ended while its exit hooks run, and the stop, which runs on in a
+    session of its own, then finished without its folder being removed."""
+    while _STARTED:
+        stop_cluster(_STARTED.pop())
 
 
 @pytest.fixture(scope="session")
 def slurm_session():
     """One real Slurm for the whole session (its SLURM_CONF exported while it runs)."""
-    return shared_cluster()
+    yield shared_cluster()
+    stop_shared()
 
 
 @pytest.fixture
