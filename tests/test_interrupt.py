@@ -96,6 +96,8 @@ def test_walk_forward_interrupted_while_its_folds_tune_exits_130_and_leaves_noth
     env = {k: v for k, v in os.environ.items() if not k.startswith("METAPILOT_") and k != "PREFECT_API_URL"}
     env["METAPILOT_WORKERS"] = "2"  # two folds side by side on Dask, and the past replays' pool
     env["PREFECT_LOGGING_LEVEL"] = "INFO"  # the stages said as they begin
+    env["TMPDIR"] = str(tmp_path / "tmp")  # what the command leaves in the temporary folder, seen apart
+    (tmp_path / "tmp").mkdir()
     metapilot = [sys.executable, "-m", "metapilot.cli"]
     subprocess.run([*metapilot, "ingest", str(KTH), "--db", "w.duckdb"], cwd=tmp_path, env=env, check=True,
                    capture_output=True, timeout=300)
@@ -123,3 +125,5 @@ def test_walk_forward_interrupted_while_its_folds_tune_exits_130_and_leaves_noth
         out.close()
     assert rc == 130 and took < 20, (rc, took, (tmp_path / "backtest.log").read_text()[-2000:])
     assert left == [], [" ".join(psutil.Process(p).cmdline())[:120] for p in left if psutil.pid_exists(p)]
+    # nor a temporary folder (a forkserver's socket was left); Dask keeps its scratch space there by design
+    assert [p.name for p in (tmp_path / "tmp").iterdir() if p.name != "dask-scratch-space"] == []

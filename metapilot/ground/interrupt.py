@@ -95,7 +95,20 @@ def _exit_now(why: str, keep: set[int]) -> None:
             except Exception:  # noqa: BLE001 - the exit goes on whatever a last word says
                 pass
         end_children(keep=keep)
+        _remove_process_folder()
         os._exit(EXIT_CODE)
+
+
+def _remove_process_folder() -> None:
+    """multiprocessing's temporary folder of this process (a forkserver's socket, `ground.pool`): its
+    exit hook removes it, and `os._exit` skips that hook."""
+    import multiprocessing
+    import shutil
+
+    # where multiprocessing.util.get_temp_dir keeps it (no public accessor)
+    folder = multiprocessing.current_process()._config.get("tempdir")  # noqa: SLF001
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _deadline(grace_s: float, left: threading.Event, keep: set[int]) -> None:
