@@ -93,6 +93,7 @@ def test_a_hard_exit_after_ctrl_c_cancels_the_jobs(monkeypatch):
     monkeypatch.setattr(batch_workers.subprocess, "run", lambda args, **kw: ran.append(args))
     forget = batch_workers._cancel_on_hard_exit(Cluster())
     monkeypatch.setattr(interrupt, "end_children", lambda **kw: None)
+    monkeypatch.setattr(interrupt, "_remove_process_folder", lambda: None)  # this process's pools go on
     monkeypatch.setattr(interrupt.os, "_exit", lambda code: ran.append(code))
     interrupt._exit_now("test", set())
     assert ran == [["scancel", "4242"], 130]
