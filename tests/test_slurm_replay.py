@@ -575,6 +575,60 @@ def test_hostlists_and_time_strings():
     assert parse_time_s("2-0:30:00") == 2 * 86400 + 1800 and parse_time_s("UNLIMITED") == float("inf")
 
 
+# host lists as Slurm 22.05's `scontrol show hostnames` expands them (recorded; checked live below)
+SLURM_HOSTNAMES = {
+    "rack[1-2]-n[01-03]": "rack1-n01 rack1-n02 rack1-n03 rack2-n01 rack2-n02 rack2-n03",
+    "n[1-2]ib[3-4]": "n1ib3 n1ib4 n2ib3 n2ib4",
+    "a[1-2]b[3-4]c[5-6]": "a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 a1b4c6 a2b4c5 a2b4c6",
+    "y[1-3]z[7]": "y1z7 y2z7 y3z7",
+    "a[1-2],b[5,7-8]": "a1 a2 b5 b7 b8",
+    "x[8-011]": "x8 x9 x10 x11",
+    "x[098-101]": "x098 x099 x100 x101",
+    "x[00-2]": "x00 x01 x02",
+}
+
+
+def test_hostlists_of_several_bracket_groups_expand_as_slurms():
+    """`r[1-2]n[01-36]` is a common node naming; read with one bracket group per name it gave 38 nodes
+    named `r1n`, `r2n`, `01`, ... instead of 72, and the replay's cluster was the wrong size."""
+    for text, names in SLURM_HOSTNAMES.items():
+        assert expand_hostlist(text) == names.split(), text
+
+
+def test_hostlists_match_the_installed_slurms_scontrol(tmp_path):
+    import shutil
+    import subprocess
+
+    if shutil.which("scontrol") is None:
+        pytest.skip("scontrol not installed (apt-get install slurm-wlm)")
+    conf = tmp_path / "slurm.conf"  # scontrol expands host lists without a controller, but wants a conf
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1\nPartitionName=p Nodes=ALL\n")
+    for text in [*SLURM_HOSTNAMES, "cn[01-03,7],gpu1", "r[1-4]n[01-36]"]:
+        res = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, timeout=30,
+                             env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": str(conf)})
+        assert res.returncode == 0, res.stderr
+        assert expand_hostlist(text) == res.stdout.split(), text
+
+
+def test_nodesets_features_and_partition_node_lists():
+    """NodeSet= (by Nodes= and by Feature=) in a partition's Nodes=, names given twice, quoted values,
+    and names slurm.conf does not define (left out, and said)."""
+    c = parse_slurm_conf(
+        "NodeName=cpu[1-4] CPUs=8 Features=cpu\n"
+        'NodeName=gpu[1-2] CPUs=16 Feature="gpu,a100" Gres=gpu:4\n'
+        "NodeName=r[1-2]n[1-2] CPUs=4\n"
+        "NodeSet=gpus Feature=gpu\n"
+        "NodeSet=cpus Nodes=cpu[1-4]\n"
+        "PartitionName=batch Nodes=cpus Default=YES\n"
+        "PartitionName=gpu Nodes=gpus,cpu1,cpu[1-2]\n"
+        "PartitionName=rack Nodes=r[1-2]n[1-2],ghost[1-7]\n")
+    parts = {p.name: p.nodes for p in c.partitions}
+    assert parts == {"batch": ("cpu1", "cpu2", "cpu3", "cpu4"), "gpu": ("cpu1", "cpu2", "gpu1", "gpu2"),
+                     "rack": ("r1n1", "r1n2", "r2n1", "r2n2")}
+    assert [(n.name, n.cpus, n.gpus) for n in c.nodes][4:7] == [("gpu1", 16, 4), ("gpu2", 16, 4), ("r1n1", 4, 0)]
+    assert len(c.notes) == 1 and "partition rack" in c.notes[0] and "ghost1" in c.notes[0]
+
+
 def test_a_conf_without_nodes_is_refused():
     with pytest.raises(ValueError, match="names no nodes"):
         parse_slurm_conf("ClusterName=x\n")

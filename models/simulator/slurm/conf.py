@@ -2,9 +2,10 @@
 multifactor plugin's parameters, each with Slurm 22.05's default where the file is silent.
 
 Read from the file, as `slurmctld` reads it: `Key=Value` pairs, keys case-insensitive, `#` comments,
-the last setting wins, `NodeName=`/`PartitionName=` lines with their own pairs (a `DEFAULT` line sets
-the defaults of the lines after it), host lists such as `cn[001-128,200]`, `Include` files. What the
-replay does not model (licences, features, reservations, preemption, QOS limits) is read past.
+the last setting wins, `NodeName=`/`PartitionName=`/`NodeSet=` lines with their own pairs (a `DEFAULT`
+line sets the defaults of the lines after it), host lists such as `cn[001-128,200]` or `r[1-4]n[01-36]`,
+`Include` files. What the replay does not model (licences, a job's features, reservations, preemption,
+QOS limits) is read past.
 """
 
 from __future__ import annotations
@@ -165,26 +166,46 @@ class SlurmConf:
 
 # --- parsing ---------------------------------------------------------------------------------------------
 
-def expand_hostlist(text: str) -> list[str]:
-    """'cn[01-03,7],gpu1' -> ['cn01', 'cn02', 'cn03', 'cn7', 'gpu1'] (Slurm's host list syntax, one bracket
-    group per name, zero padding kept)."""
+_LAST_GROUP = re.compile(r"(.*)\[([^\[\]]*)\](.*)")  # greedy: the last bracket group
+_ITEMS = re.compile(r"(?:[^,\[\s]|\[[^\]]*\])+")  # a host list's items: split by commas (or spaces) outside brackets
+
+
+def _range_values(ranges: str) -> list[str]:
+    """'01-03,7' -> ['01', '02', '03', '7']: each range padded to the width of its first number."""
     out: list[str] = []
-    for item in re.findall(r"[^,\[]*(?:\[[^\]]*\])?[^,\[]*", text):
-        item = item.strip()
-        if not item:
+    for r in ranges.split(","):
+        a, _, b = r.strip().partition("-")
+        if not b:
+            out.append(a)
             continue
-        m = re.fullmatch(r"(.*)\[([^\]]*)\](.*)", item)
+        out.extend(f"{i:0{len(a)}d}" for i in range(int(a), int(b) + 1))
+    return out
+
+
+def _expand_prefix(prefix: str, last: list[str], tail: str) -> list[str]:
+    """The names of one host list item whose last bracket group gave `last`: the groups before it are
+    walked as slurmctld's hostlist.c walks them (its `_push_range_list`), the one nearest the last group
+    outermost and the last group innermost, so that nodes come in Slurm's own order."""
+    m = _LAST_GROUP.fullmatch(prefix)
+    if not m:
+        return [f"{prefix}{v}{tail}" for v in last]
+    head, ranges, between = m.groups()
+    return [name for v in _range_values(ranges) for name in _expand_prefix(f"{head}{v}{between}", last, tail)]
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """'cn[01-03,7],gpu1' -> ['cn01', 'cn02', 'cn03', 'cn7', 'gpu1'], and 'r[1-2]n[1-2]' -> ['r1n1', 'r1n2',
+    'r2n1', 'r2n2'] (Slurm's host list syntax: items split by commas outside brackets, any number of
+    bracket groups per name, zero padding kept; `scontrol show hostnames` gives the same names in the
+    same order)."""
+    out: list[str] = []
+    for item in _ITEMS.findall(text):
+        m = _LAST_GROUP.fullmatch(item)
         if not m:
             out.append(item)
             continue
         head, ranges, tail = m.groups()
-        for r in ranges.split(","):
-            a, _, b = r.partition("-")
-            if not b:
-                out.append(f"{head}{a}{tail}")
-                continue
-            width = len(a) if a.startswith("0") else 0
-            out.extend(f"{head}{i:0{width}d}{tail}" for i in range(int(a), int(b) + 1))
+        out.extend(_expand_prefix(head, _range_values(ranges), tail))
     return out
 
 
@@ -210,7 +231,8 @@ def parse_time_s(text: str) -> float:
 
 
 def _pairs(line: str) -> list[tuple[str, str]]:
-    return [(k.lower(), v) for k, v in re.findall(r"(\w+)\s*=\s*(\S+)", line)]
+    """`Key=Value` pairs as slurmctld's parser takes them: a value is one word or a double-quoted string."""
+    return [(k.lower(), q if v == "" else v) for k, q, v in re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|(\S+))', line)]
 
 
 def _lines(path: Path, seen: set[Path]) -> list[str]:
@@ -257,6 +279,30 @@ def parse_slurm_conf(text: str) -> SlurmConf:
     return parse_slurm_conf_lines([ln.split("#", 1)[0].strip() for ln in text.splitlines()])
 
 
+def _nodeset(spec: Mapping[str, str], nodes: Mapping[str, Node], features: Mapping[str, set[str]]) -> set[str]:
+    """A NodeSet's nodes: those its Nodes= lists and those with its Feature= (the union where both are given)."""
+    named = set(expand_hostlist(spec["nodes"])) if "nodes" in spec else set()
+    feature = spec.get("feature", spec.get("features"))
+    return named | ({n for n in nodes if feature in features.get(n, set())} if feature else set())
+
+
+def _partition_nodes(text: str, all_nodes: tuple[str, ...], sets: Mapping[str, set[str]]) -> tuple[tuple[str, ...],
+                                                                                                       list[str]]:
+    """A partition's Nodes= (host lists, NodeSet names, ALL) as the defined nodes in the node table's order,
+    each once (slurmctld keeps a partition's nodes as a bitmap over that table), and the names it does not
+    define."""
+    if text.strip().upper() == "ALL":
+        return all_nodes, []
+    members: set[str] = set()
+    for item in _ITEMS.findall(text):
+        if item.upper() == "ALL":
+            members.update(all_nodes)
+        else:
+            members.update(sets[item] if item in sets else expand_hostlist(item))
+    defined = set(all_nodes)
+    return tuple(n for n in all_nodes if n in members), sorted(members - defined)
+
+
 _SCHED_INT = {"bf_interval", "bf_max_job_test", "bf_max_job_user", "bf_resolution", "default_queue_depth",
               "sched_interval", "batch_sched_delay"}
 
@@ -266,6 +312,8 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
     nodes: dict[str, Node] = {}
     parts: list[dict] = []
     node_default: dict[str, str] = {}
+    features: dict[str, set[str]] = {}
+    nodesets: dict[str, dict[str, str]] = {}
     part_default: dict[str, str] = {}
     notes: list[str] = []
     for line in lines:
@@ -287,8 +335,12 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             mem = float(spec["realmemory"]) if "realmemory" in spec else INFINITE
             gpus = sum(int(g.rsplit(":", 1)[-1]) for g in spec.get("gres", "").split(",")
                        if g.startswith("gpu") and g.rsplit(":", 1)[-1].isdigit())
+            have = {f.strip() for f in spec.get("features", spec.get("feature", "")).split(",") if f.strip()}
             for name in expand_hostlist(value):
                 nodes[name] = Node(name, int(cpus), mem, gpus)
+                features[name] = have
+        elif key == "nodeset":
+            nodesets[value] = dict(pairs[1:])
         elif key == "partitionname":
             spec = {**part_default, **dict(pairs[1:])}
             if value.upper() == "DEFAULT":
@@ -298,10 +350,13 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         else:
             settings[key] = line.split("=", 1)[1].strip()
     all_nodes = tuple(nodes)
+    sets = {name: _nodeset(spec, nodes, features) for name, spec in nodesets.items()}
     partitions = []
     for p in parts:
-        names = all_nodes if p.get("nodes", "ALL").upper() == "ALL" else tuple(
-            n for n in expand_hostlist(p["nodes"]) if n in nodes)
+        names, unknown = _partition_nodes(p.get("nodes", "ALL"), all_nodes, sets)
+        if unknown:
+            notes.append(f"partition {p['name']} names nodes slurm.conf does not define, left out: "
+                         f"{', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}")
         over = p.get("oversubscribe", p.get("shared", "NO")).upper()
         partitions.append(Partition(
             name=p["name"], nodes=names, default=p.get("default", "NO").upper() == "YES",
