@@ -627,6 +627,29 @@ def test_nodesets_features_and_partition_node_lists():
                      "rack": ("r1n1", "r1n2", "r2n1", "r2n2")}
     assert [(n.name, n.cpus, n.gpus) for n in c.nodes][4:7] == [("gpu1", 16, 4), ("gpu2", 16, 4), ("r1n1", 4, 0)]
     assert len(c.notes) == 1 and "partition rack" in c.notes[0] and "ghost1" in c.notes[0]
+    boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"
+                              "NodeName=s1 Sockets=2 CoresPerSocket=8\n")
+    assert [n.cpus for n in boards.nodes] == [64, 16]
+
+
+def test_include_files_as_slurmctld_reads_them(tmp_path):
+    """`Include` (slurm.conf(5), INCLUDE MODIFIERS): a relative name from slurm.conf's folder, also in a
+    nested include; `%c` is ClusterName; a file that is not there stops the read, as it stops slurmctld
+    ("Include" failed ... fatal), where it was skipped and the replay ran without its nodes."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "nodes-big.conf").write_text("NodeName=r[1-2]n[1-2] CPUs=4\nInclude parts.conf\n")
+    (tmp_path / "parts.conf").write_text("PartitionName=wrong Nodes=ALL\n")  # beside the include: not read
+    (tmp_path / "etc" / "parts.conf").write_text("PartitionName=batch Nodes=ALL Default=YES\n")
+    conf = tmp_path / "etc" / "slurm.conf"
+    conf.write_text("ClusterName=big\nInclude nodes-%c.conf\n")
+    c = read_slurm_conf(conf)
+    assert c.cluster == "big" and len(c.nodes) == 4 and [p.name for p in c.partitions] == ["batch"]
+    conf.write_text("ClusterName=small\nInclude nodes-%c.conf\n")
+    with pytest.raises(ValueError, match=r"Include nodes-%c.conf: .*nodes-small.conf is not there"):
+        read_slurm_conf(conf)
+    conf.write_text("Include nodes-%c.conf\nClusterName=big\n")
+    with pytest.raises(ValueError, match="no ClusterName= comes before it"):
+        read_slurm_conf(conf)
 
 
 def test_a_conf_without_nodes_is_refused():

@@ -235,8 +235,10 @@ def _pairs(line: str) -> list[tuple[str, str]]:
     return [(k.lower(), q if v == "" else v) for k, q, v in re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|(\S+))', line)]
 
 
-def _lines(path: Path, seen: set[Path]) -> list[str]:
-    """The file's setting lines, `Include` files in place (relative to the including file's folder)."""
+def _lines(path: Path, seen: set[Path], home: Path, cluster: list[str]) -> list[str]:
+    """The file's setting lines, `Include` files in place, as slurmctld reads them (slurm.conf(5), INCLUDE
+    MODIFIERS): a relative name is looked for in slurm.conf's own folder (`home`), `%c` is the ClusterName
+    given so far (`cluster`), and a file that is not there is an error, not a silent gap in the nodes."""
     path = path.resolve()
     if path in seen:
         return []
@@ -246,11 +248,19 @@ def _lines(path: Path, seen: set[Path]) -> list[str]:
         line = raw.split("#", 1)[0].strip()
         m = re.match(r"include\s+(\S+)", line, re.IGNORECASE)
         if m:
-            inc = Path(m.group(1))
-            inc = inc if inc.is_absolute() else path.parent / inc
-            if inc.exists():
-                out.extend(_lines(inc, seen))
+            name = m.group(1)
+            if "%c" in name and not cluster:
+                raise ValueError(f"Include {name}: %c is the cluster's name, and no ClusterName= comes before it")
+            inc = Path(name.replace("%c", cluster[-1] if cluster else ""))
+            inc = inc if inc.is_absolute() else home / inc
+            if not inc.is_file():
+                raise ValueError(f"Include {name}: {inc} is not there; copy the files slurm.conf includes beside it "
+                                 "(a relative name is read from slurm.conf's folder), as slurmctld would need them")
+            out.extend(_lines(inc, seen, home, cluster))
             continue
+        named = re.match(r"clustername\s*=\s*(\S+)", line, re.IGNORECASE)
+        if named:
+            cluster.append(named.group(1))
         if line:
             out.append(line)
     return out
@@ -259,7 +269,7 @@ def _lines(path: Path, seen: set[Path]) -> list[str]:
 def read_slurm_conf(path: str | Path, qos: Mapping[str, int] | None = None) -> SlurmConf:
     """Read a slurm.conf (and the files it includes); `qos`: the site's QOS priorities, which slurmdbd
     keeps, not slurm.conf (`read_qos_priorities`)."""
-    conf = parse_slurm_conf_lines(_lines(Path(path), set()))
+    conf = parse_slurm_conf_lines(_lines(Path(path), set(), Path(path).resolve().parent, []))
     return conf.with_qos(qos) if qos else conf
 
 
@@ -329,9 +339,10 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
                 node_default = spec
                 continue
             cpus = spec.get("cpus") or spec.get("procs")
-            if cpus is None:
-                cpus = int(spec.get("sockets", spec.get("socketsperboard", 1))) * int(spec.get("corespersocket", 1)) \
-                    * int(spec.get("threadspercore", 1))
+            if cpus is None:  # slurm.conf(5): Boards x sockets x CoresPerSocket x ThreadsPerCore
+                sockets = int(spec["sockets"]) if "sockets" in spec else \
+                    int(spec.get("boards", 1)) * int(spec.get("socketsperboard", 1))
+                cpus = sockets * int(spec.get("corespersocket", 1)) * int(spec.get("threadspercore", 1))
             mem = float(spec["realmemory"]) if "realmemory" in spec else INFINITE
             gpus = sum(int(g.rsplit(":", 1)[-1]) for g in spec.get("gres", "").split(",")
                        if g.startswith("gpu") and g.rsplit(":", 1)[-1].isdigit())
