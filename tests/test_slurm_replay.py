@@ -630,6 +630,9 @@ def test_nodesets_features_and_partition_node_lists():
     boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"
                               "NodeName=s1 Sockets=2 CoresPerSocket=8\n")
     assert [n.cpus for n in boards.nodes] == [64, 16]
+    assert not any("Weight" in n for n in boards.notes)
+    weighed = parse_slurm_conf("NodeName=DEFAULT Weight=10\nNodeName=c[1-2] CPUs=4\nNodeName=g1 CPUs=4 Weight=50\n")
+    assert [n for n in weighed.notes if "2 Weight= values" in n]
 
 
 def test_include_files_as_slurmctld_reads_them(tmp_path):

@@ -323,6 +323,7 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
     parts: list[dict] = []
     node_default: dict[str, str] = {}
     features: dict[str, set[str]] = {}
+    weights: dict[str, str] = {}
     nodesets: dict[str, dict[str, str]] = {}
     part_default: dict[str, str] = {}
     notes: list[str] = []
@@ -350,6 +351,7 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             for name in expand_hostlist(value):
                 nodes[name] = Node(name, int(cpus), mem, gpus)
                 features[name] = have
+                weights[name] = spec.get("weight", "1")
         elif key == "nodeset":
             nodesets[value] = dict(pairs[1:])
         elif key == "partitionname":
@@ -361,6 +363,9 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         else:
             settings[key] = line.split("=", 1)[1].strip()
     all_nodes = tuple(nodes)
+    if len(set(weights.values())) > 1:
+        notes.append(f"nodes of {len(set(weights.values()))} Weight= values: Slurm allocates the lowest weight "
+                     "first; the replay chooses among the allowed nodes as if their weights were equal")
     sets = {name: _nodeset(spec, nodes, features) for name, spec in nodesets.items()}
     partitions = []
     for p in parts:
