@@ -48,7 +48,7 @@ def sources(rev: str | None, out: Path) -> Path:
 def build(src: Path, root: Path, name: str):
     """Compile one version as package `name` under `root` (on sys.path); returns its kernel's entry point
     as the replay calls it (a kernel from before the `stop` flag called without it, one from before
-    associations without `assoc` and `assoc_account`)."""
+    associations without `assoc` and `assoc_account`, one from before node weights without `node_weight`)."""
     pkg = root / name
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -66,6 +66,8 @@ def build(src: Path, root: Path, name: str):
         """The replay's arguments (..., user, assoc, assoc_account, assoc_share, acct_share, acct_parent,
         size_f, ..., out_start, out_end, out_prio, stop) as an older kernel takes them."""
         args = list(args)
+        if "node_weight" not in params:  # before slurm.conf's node weights
+            del args[17]
         if "out_prio" not in params:
             del args[-2]
         if "acct_parent" not in params:  # before the site's association tree

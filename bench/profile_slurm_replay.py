@@ -99,7 +99,7 @@ def variant(kind: str, src: Path = SRC) -> str:
         text = _sub(text, r"^(\s+)order = _queue_order\((.*)\)\n",
                     r"\1order = _queue_order(\2)\n\1order = _queue_order(\2)\n")
     elif kind == "x2 main-pass pick":
-        text = _sub(text, r"^(\s+)k = pick\(cpus\[j\], (.*)\)\n", r"\1k = pick(cpus[j], \2)\n\1k = pick(cpus[j], \2)\n", 1)
+        text = _sub(text, r"^(\s+)k = pick\(cpus\[j\], ([^)]*)\)\n", r"\1k = pick(cpus[j], \2)\n\1k = pick(cpus[j], \2)\n", 1)
     elif kind == "x2 space_reserve":
         text = _sub(text, r"^(\s+)n_slots = space_reserve\(s_begin, s_end, s_next, s_avail, n_slots, pick_node, k, s_r, "
                     r"e_r,\n(\s+)res\)\n",

@@ -79,3 +79,22 @@ def test_slurm_places_a_job_where_the_replay_does(cluster, used, cpus, one_node)
 def test_slurm_gives_a_whole_node_job_the_tightest_run_of_idle_nodes(cluster):
     got = _place(cluster, [0, 1, 0, 0], "-p", "whole", "-N", "2", "-n", "2")
     assert [n for n, _ in got] == [3, 4] == sorted(n for n, _ in choose([8, 7, 8, 8], 2, 2, CPUS, exclusive=True))
+
+
+@pytest.mark.parametrize("used, cpus, one_node, weight", [
+    ([0, 0, 0, 0], 4, True, [10, 10, 1, 1]),   # the lightest nodes first: node 3, not node 1
+    ([0, 0, 6, 6], 4, False, [5, 5, 1, 1]),    # {3, 4} weighs less though no node of it holds the job alone
+    ([0, 0, 6, 6], 4, False, [1, 1, 1, 1]),    # the same free CPUs at equal weights: node 1, the tightest
+    ([0, 4, 0, 4], 8, True, [2, 1, 2, 2]),     # node 2 weighs least but cannot hold 8: node 1 of the rest
+])
+def test_slurm_allocates_the_lowest_node_weight_first_as_the_replay_does(cluster, used, cpus, one_node, weight):
+    """Node weights (slurm.conf's Weight, set here with `scontrol update`): the replay's node choice
+    takes them as `_eval_nodes` does."""
+    try:
+        for i, w in enumerate(weight):
+            cluster.run("scontrol", "update", f"NodeName=n{i + 1}", f"Weight={w}")
+        free = [CPUS - k for k in used]
+        got = _place(cluster, used, "-p", "debug", "-n", str(cpus), *(["-N", "1"] if one_node else []))
+        assert got == sorted(choose(free, cpus, 1 if one_node else 0, CPUS, weight=weight))
+    finally:
+        cluster.run("scontrol", "update", f"NodeName=n[1-{NODES}]", "Weight=1")

@@ -423,19 +423,25 @@ def test_exclusive_partition_gives_whole_nodes():
 
 
 def choose(free: list[int], cpus: int, min_nodes: int = 0, node_cpus: int = 8, exclusive: bool = False,
-           allowed: list[int] | None = None) -> list[tuple[int, int]]:
-    """`pick` on nodes 1..n with these free CPUs: [(node, CPUs)], 1-based, or [] when the job does not fit."""
+           allowed: list[int] | None = None, weight: list[int] | None = None) -> list[tuple[int, int]]:
+    """`pick` on nodes 1..n with these free CPUs (and node weights, 1 each unless given): [(node, CPUs)],
+    1-based, or [] when the job does not fit."""
+    from metapilot.models.simulator.slurm.conf import Node
     from metapilot.models.simulator.slurm.nodes import pick
+    from metapilot.models.simulator.slurm.replay import node_table
 
     n = len(free)
-    words = max(1, (n + 63) // 64)
-    free_a, caps = np.array(free, np.int64), np.full(n, node_cpus, np.int64)
+    names, caps, weights = node_table(tuple(Node(f"n{i + 1}", node_cpus, weight=w)
+                                            for i, w in enumerate(weight or [1] * n)))
+    number = [int(x[1:]) if x else 0 for x in names]  # the table's gaps between weights have none
+    free_a = np.array([free[i - 1] if i else 0 for i in number], np.int64)
+    words = max(1, (len(names) + 63) // 64)
     allow, live = np.zeros(words, np.uint64), np.zeros(words, np.uint64)
-    node_bits(np.isin(np.arange(1, n + 1), allowed) if allowed else np.ones(n, np.bool_), allow)
+    node_bits(np.array([i > 0 and (not allowed or i in allowed) for i in number], np.bool_), allow)
     node_bits(free_a > 0, live)
-    out_n, out_c = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    k = pick(cpus, min_nodes, exclusive, allow, live, free_a, caps, out_n, out_c)
-    return [(int(out_n[q]) + 1, int(out_c[q])) for q in range(k)] if k >= 0 else []
+    out_n, out_c = np.zeros(len(names), np.int64), np.zeros(len(names), np.int64)
+    k = pick(cpus, min_nodes, exclusive, allow, live, free_a, caps, weights, out_n, out_c)
+    return [(number[out_n[q]], int(out_c[q])) for q in range(k)] if k >= 0 else []
 
 
 def test_a_one_node_job_goes_to_the_tightest_set_of_consecutive_nodes():
@@ -473,6 +479,34 @@ def test_nodes_a_job_may_not_use_break_the_sets():
     assert choose([4, 8, 4], 6) == [(2, 6)]  # one set: node 2 holds it alone
 
 
+def test_the_lowest_node_weight_is_allocated_first():
+    """slurm.conf's Weight (`_eval_nodes`): a change of weight ends a set of consecutive nodes, and the
+    set of the lowest weight is chosen before any other, even one that fits more tightly, or one that
+    holds the whole job while it does not; then the next lowest."""
+    assert choose([8, 8, 4, 4], 4) == [(3, 4)]  # equal weights: the tightest set, {3, 4}... its node 3
+    assert choose([8, 8, 4, 4], 4, weight=[1, 1, 5, 5]) == [(1, 4)]  # {1, 2} weighs less
+    assert choose([8, 8, 4, 4], 20, weight=[5, 5, 1, 1]) == [(3, 4), (4, 4), (1, 8), (2, 4)]
+    assert choose([8, 8, 8], 8, weight=[2, 1, 2]) == [(2, 8)]  # the light node between two sets of its own
+    assert choose([8, 8, 8], 16, weight=[2, 1, 2]) == [(2, 8), (1, 8)]
+
+
+def test_a_replay_follows_the_node_weights_of_slurm_conf():
+    """n1 (4 CPUs) weighs 10, n2 (8 CPUs) 1: a 4-CPU job goes to n2, the lighter node, so a one-node job of
+    8 CPUs waits for it; at equal weights the first job takes n1, the tightest, and the second starts at
+    once. The node table has a gap between the two weights, and the job-size factor counts 2 nodes."""
+    from metapilot.models.simulator.slurm.replay import node_table
+
+    text = "NodeName=n1 CPUs=4 Weight=10\nNodeName=n2 CPUs=8 Weight=1\nPartitionName=a Nodes=ALL Default=YES\n"
+    jobs = frame([(0, 100, 100, 4), (1, 10, 10, 8)], nodes=[0, 1])
+    weighed = parse_slurm_conf(text).with_sched(bf_interval=1)
+    alike = parse_slurm_conf(text.replace("Weight=10", "Weight=1")).with_sched(bf_interval=1)
+    assert starts(jobs, weighed) == [0, 100] and starts(jobs, alike) == [0, 1]
+    names, cpus, weight = node_table(weighed.nodes)
+    assert names == ["n1", None, "n2"] and cpus.tolist() == [4, 0, 8] and weight.tolist() == [10, 1, 1]
+    names, cpus, weight = node_table(alike.nodes)
+    assert names == ["n1", "n2"] and weight.shape == (0,)
+
+
 def test_the_first_set_shortcut_chooses_what_the_full_table_of_sets_does():
     """`pick` tries the first set chosen without building the table of sets (`_pick_first_set`), and falls back to
     the whole table (`_pick_sets`) when that set does not hold the job: the same nodes and CPUs either way."""
@@ -486,14 +520,19 @@ def test_the_first_set_shortcut_chooses_what_the_full_table_of_sets_does():
         free = np.minimum(free, caps).astype(np.int64)
         words = (n + 63) // 64
         allow, live = np.zeros(words, np.uint64), np.zeros(words, np.uint64)
-        node_bits(rng.random(n) < 0.85, allow)
+        usable = rng.random(n) < 0.85
+        weight = np.zeros(0, np.int64)  # every node alike
+        if rng.random() < 0.3:  # weights, with a node no job may use where they change (`replay.node_table`)
+            weight = rng.integers(1, 4, n).astype(np.int64)
+            usable[1:] &= weight[1:] == weight[:-1]
+        node_bits(usable, allow)
         node_bits(free > 0, live)
         cpus = int(rng.integers(1, max(2, int(caps.sum()) // 2)))
         min_nodes = int(rng.choice([0, 0, 1, 2, 3]))
         excl = bool(rng.random() < 0.25)
         a_n, a_c, b_n, b_c = (np.full(n, -1, np.int64) for _ in range(4))
-        ka = pick(cpus, min_nodes, excl, allow, live, free, caps.astype(np.int64), a_n, a_c)
-        kb = _pick_sets(cpus, min_nodes, excl, allow, live, free, caps.astype(np.int64), b_n, b_c)
+        ka = pick(cpus, min_nodes, excl, allow, live, free, caps.astype(np.int64), weight, a_n, a_c)
+        kb = _pick_sets(cpus, min_nodes, excl, allow, live, free, caps.astype(np.int64), weight, b_n, b_c)
         assert ka == kb
         if ka > 0:
             assert list(a_n[:ka]) == list(b_n[:kb]) and list(a_c[:ka]) == list(b_c[:kb])
@@ -630,9 +669,8 @@ def test_nodesets_features_and_partition_node_lists():
     boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"
                               "NodeName=s1 Sockets=2 CoresPerSocket=8\n")
     assert [n.cpus for n in boards.nodes] == [64, 16]
-    assert not any("Weight" in n for n in boards.notes)
     weighed = parse_slurm_conf("NodeName=DEFAULT Weight=10\nNodeName=c[1-2] CPUs=4\nNodeName=g1 CPUs=4 Weight=50\n")
-    assert [n for n in weighed.notes if "2 Weight= values" in n]
+    assert [n.weight for n in weighed.nodes] == [10, 10, 50] and [n.weight for n in boards.nodes] == [1, 1]
 
 
 def test_include_files_as_slurmctld_reads_them(tmp_path):

@@ -57,6 +57,7 @@ def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: i
     node_cpus, free, running, ends, ptr, cnt, anode, acpus, words = _cluster(rng, n_nodes, cpn,
                                                                              int(rng.integers(0, 12)))
     n_words = (n_nodes + 63) // 64
+    weight = rng.integers(1, 3, n_nodes).astype(np.int64)  # slurm.conf's node Weight
     live = np.zeros(n_words, np.uint64)
     node_bits(free > 0, live)
     kept_rel = released_state(free, live)  # kept from test to test, as the kernel keeps it
@@ -80,13 +81,13 @@ def test_a_kept_answer_is_the_one_will_run_gives(seed: int, n_nodes: int, cpn: i
         allowed = np.zeros(n_words, np.uint64)
         node_bits(sets[rng.integers(len(sets))], allowed)
         want_node, want_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
-        want = will_run(cpus, min_nodes, excl, allowed, free, live, node_cpus, running, running.shape[0], ends, ptr,
-                        cnt, anode, acpus, *words, now, want_node, want_cpus, released_state(free, live), 0)  # anew
+        want = will_run(cpus, min_nodes, excl, allowed, free, live, node_cpus, weight, running, running.shape[0], ends,
+                        ptr, cnt, anode, acpus, *words, now, want_node, want_cpus, released_state(free, live), 0)  # anew
         free_before = free.copy()
         got_node, got_cpus = np.zeros(n_nodes, np.int64), np.zeros(n_nodes, np.int64)
         got = will_run_kept(meta, keys, starts, bits, pool, cpus, min_nodes, excl, allowed, free, live, node_cpus,
-                            running, running.shape[0], ends, ptr, cnt, anode, acpus, *words, now, got_node, got_cpus,
-                            kept_rel)
+                            weight, running, running.shape[0], ends, ptr, cnt, anode, acpus, *words, now, got_node,
+                            got_cpus, kept_rel)
         assert got == want
         k = max(want[1], 0)
         assert list(got_node[:k]) == list(want_node[:k]) and list(got_cpus[:k]) == list(want_cpus[:k])
@@ -106,7 +107,8 @@ def test_forget_drops_what_was_kept() -> None:
     rel = released_state(free, live)
 
     def ask(now: float):
-        return will_run_kept(meta, keys, starts, bits, pool, 3, 0, False, allowed, free, live, node_cpus, empty, 0,
+        return will_run_kept(meta, keys, starts, bits, pool, 3, 0, False, allowed, free, live, node_cpus, empty + 1,
+                             empty, 0,
                              np.zeros(1), empty, empty, empty, empty, empty, empty, empty, np.zeros(1, np.uint64),
                              empty, now, out_n, out_c, rel)
 

@@ -24,6 +24,7 @@ class Node:
     cpus: int
     mem_mib: float = INFINITE
     gpus: int = 0
+    weight: int = 1  # slurm.conf's Weight: the lowest weight is allocated first
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,6 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
     parts: list[dict] = []
     node_default: dict[str, str] = {}
     features: dict[str, set[str]] = {}
-    weights: dict[str, str] = {}
     nodesets: dict[str, dict[str, str]] = {}
     part_default: dict[str, str] = {}
     notes: list[str] = []
@@ -349,9 +349,8 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
                        if g.startswith("gpu") and g.rsplit(":", 1)[-1].isdigit())
             have = {f.strip() for f in spec.get("features", spec.get("feature", "")).split(",") if f.strip()}
             for name in expand_hostlist(value):
-                nodes[name] = Node(name, int(cpus), mem, gpus)
+                nodes[name] = Node(name, int(cpus), mem, gpus, int(spec.get("weight", 1)))
                 features[name] = have
-                weights[name] = spec.get("weight", "1")
         elif key == "nodeset":
             nodesets[value] = dict(pairs[1:])
         elif key == "partitionname":
@@ -363,9 +362,6 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         else:
             settings[key] = line.split("=", 1)[1].strip()
     all_nodes = tuple(nodes)
-    if len(set(weights.values())) > 1:
-        notes.append(f"nodes of {len(set(weights.values()))} Weight= values: Slurm allocates the lowest weight "
-                     "first; the replay chooses among the allowed nodes as if their weights were equal")
     sets = {name: _nodeset(spec, nodes, features) for name, spec in nodesets.items()}
     partitions = []
     for p in parts:

@@ -152,8 +152,8 @@ def _queue_order(pend, n_pend, now, prio, rule, submit, limit, cpus, part, part_
 
 @jit_nrt
 def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_account, assoc_share, acct_share,
-              acct_parent, size_f, part_f, qos_f, excluded, node_cpus, part_nodes, part_tier, part_excl, seg_t, seg_rule,
-              seg_guard, iparams, fparams, out_start, out_end, out_prio, stop):
+              acct_parent, size_f, part_f, qos_f, excluded, node_cpus, node_weight, part_nodes, part_tier, part_excl,
+              seg_t, seg_rule, seg_guard, iparams, fparams, out_start, out_end, out_prio, stop):
     """Replay the jobs (in submit order, ties by job id); writes each job's start and end (NaN: not run) and
     its multifactor priority at submission (`out_prio`, slurmctld's InitPrio; NaN under a fixed rule).
     `user[j]` is the job's user (bf_max_job_user), `assoc[j]` its association (its user in its account:
@@ -416,7 +416,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                     allowed[w] = part_bits[p, w] & avail_main[w]
                 k = -1  # fewer free CPUs in its partition than it asks: no need to look at the nodes
                 if cpus[j] <= part_free[p]:
-                    k = pick(cpus[j], min_nodes[j], part_excl[p], allowed, live, free, node_cpus, pick_node, pick_cpus)
+                    k = pick(cpus[j], min_nodes[j], part_excl[p], allowed, live, free, node_cpus, node_weight,
+                             pick_node, pick_cpus)
                 if k < 0:
                     failed[p] = True
                     for w in range(n_words):
@@ -528,8 +529,8 @@ def run_slurm(submit, run, limit, cpus, min_nodes, part, user, assoc, assoc_acco
                             else:  # the answer to this shape on these nodes since the last start or end, or a test
                                 ts, k = will_run_kept(kept_meta, kept_keys, kept_starts, kept_bits, kept_pool, cpus[j],
                                                       min_nodes[j], part_excl[p], allowed, free, live, node_cpus,
-                                                      running, n_running, planned_end, alloc_ptr, alloc_cnt,
-                                                      alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx,
+                                                      node_weight, running, n_running, planned_end, alloc_ptr,
+                                                      alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx,
                                                       word_bits, held, t, pick_node, pick_cpus, rel)
                                 tried[:] = allowed
                                 have_tried = True

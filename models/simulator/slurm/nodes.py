@@ -1,11 +1,12 @@
 """Where a job's CPUs go (select/cons_tres with CR_Core, as the replay models it; issue 51).
 
 A job asks for `cpus` CPUs on `min_nodes` nodes (1: exactly one, `-N 1`; 0: any number). `pick` chooses
-them as cons_tres's `_eval_nodes` does: from sets of consecutive usable nodes, the tightest set that
-holds the job (or the largest while none does), in it the tightest single node for a job that wants
-one, else the set's nodes in index order; on a partition with `OverSubscribe=EXCLUSIVE` only idle
-nodes, each taken whole. It writes the choice (node, CPUs) into `out_node`/`out_cpus` and returns how
-many nodes, or -1 when the job does not fit the free CPUs of the allowed nodes.
+them as cons_tres's `_eval_nodes` does: from sets of consecutive usable nodes of one node weight, one of
+the lowest weight, the tightest of those that holds the job (or the largest while none does), in it the
+tightest single node for a job that wants one, else the set's nodes in index order; on a partition with
+`OverSubscribe=EXCLUSIVE` only idle nodes, each taken whole. It writes the choice (node, CPUs) into
+`out_node`/`out_cpus` and returns how many nodes, or -1 when the job does not fit the free CPUs of the
+allowed nodes.
 
 `will_run` is Slurm's will-run test: when the job could start on the allowed nodes if the running jobs
 ended at their planned ends (start + time limit), taken away in that order (`running` is kept so) in
@@ -26,28 +27,34 @@ WILL_RUN_WINDOW = 30.0  # s: cons_tres's first will-run window (`time_window = 3
 
 
 @jit_nrt
-def pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
-    """select/cons_tres's `_eval_nodes` (Slurm 22.05, nodes of equal weight, no topology): the usable
-    nodes (allowed, with free CPUs; idle ones for a whole-node job) form sets of consecutive indices; the
-    set chosen is the tightest that holds the rest of the job (fewest CPUs, the first on ties), or, while
-    none does, the one with the most CPUs; in it, a job still wanting one node takes the node that fits
-    it most tightly, otherwise its nodes in index order, each giving what the job still needs (leaving a
+def pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, weight, out_node, out_cpus):
+    """select/cons_tres's `_eval_nodes` (Slurm 22.05, no topology): the usable nodes (allowed, with free
+    CPUs; idle ones for a whole-node job) form sets of consecutive indices, each of one `weight`
+    (slurm.conf's node Weight; an empty array where every node weighs the same): the node table holds a
+    node in no partition between two neighbours of different weight (`replay.node_table`), so the walks
+    need no look-up per node (12% of CEA-Curie's replay); the set chosen has the lowest weight, and of
+    those of that weight it is the tightest that holds the rest of the job (fewest CPUs, the first on
+    ties), or, while none does, the one with the most CPUs; in it, a job still wanting one node takes the
+    node that fits it most tightly, otherwise its nodes in index order, each giving what the job still needs (leaving a
     CPU for each node it still needs; a whole-node job takes every CPU); then the next set. `min_nodes`
     1 is exactly one node (`-N 1`), 0 any number. `allowed`: the nodes the job may use; `live`: the
     nodes with free CPUs, both as bit words: only nodes in both can hold a job, so only those are
     walked, in index order."""
-    k = _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
+    k = _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, weight, out_node, out_cpus)
     if k != -2:
         return k
-    return _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
+    return _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, weight, out_node, out_cpus)
 
 
 @jit_nrt
-def _chosen_over(enough, set_cpus, best, best_enough, best_cpus):
+def _chosen_over(enough, set_cpus, set_weight, best, best_enough, best_cpus, best_weight):
     """Whether a set is chosen over the best so far (`best` < 0: none yet), as `_eval_nodes` compares them:
-    the first set that holds the job, then a tighter one that holds it; while none holds it, a larger one."""
-    return (best < 0 or (enough and not best_enough) or (enough and set_cpus < best_cpus)
-            or (not enough and set_cpus > best_cpus))
+    a lower weight; at the same weight, the first set that holds the job, then a tighter one that holds
+    it; while none holds it, a larger one."""
+    if best < 0 or set_weight < best_weight:
+        return True
+    return set_weight == best_weight and ((enough and not best_enough) or (enough and set_cpus < best_cpus)
+                                          or (not enough and set_cpus > best_cpus))
 
 
 @jit_nrt
@@ -85,12 +92,13 @@ def _take_from_set(first, last, rem_cpus, rem_nodes, max_nodes, exclusive, free,
 
 
 @jit_nrt
-def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
+def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, weight, out_node, out_cpus):
     """`pick` where the first set chosen holds the job (nearly every call), without building the table of
     sets: one walk finds that set as `_pick_sets` would; -1: no usable node; -2: the set does not hold
     the job, so `_pick_sets` goes on to the next sets."""
     rem_nodes = max(min_nodes, 1)
-    best_first, best_last, best_cpus, best_enough = -1, -1, 0, False
+    weighed = weight.shape[0] > 0
+    best_first, best_last, best_cpus, best_enough, best_weight = -1, -1, 0, False, 0
     first, last, set_cpus, set_nodes = -1, -2, 0, 0
     for w in range(allowed.shape[0] + 1):  # one word past the end closes the last set
         x = allowed[w] & live[w] if w < allowed.shape[0] else _ONE
@@ -99,11 +107,13 @@ def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, 
             x &= x - _ONE
             if i >= 0 and exclusive and free[i] != node_cpus[i]:
                 continue
-            if i != last + 1:  # the set so far ends: is it the one to choose?
+            if i != last + 1:  # the set so far ends: is it the one?
                 if set_nodes > 0:
                     enough = set_cpus >= cpus and set_nodes >= rem_nodes
-                    if _chosen_over(enough, set_cpus, best_first, best_enough, best_cpus):
+                    set_weight = weight[last] if weighed else 0
+                    if _chosen_over(enough, set_cpus, set_weight, best_first, best_enough, best_cpus, best_weight):
                         best_first, best_last, best_cpus, best_enough = first, last, set_cpus, enough
+                        best_weight = set_weight
                 first, set_cpus, set_nodes = i, 0, 0
             if i < 0:
                 break
@@ -121,7 +131,7 @@ def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, 
 
 
 @jit_nrt
-def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus):
+def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, weight, out_node, out_cpus):
     """`pick` in full: the table of sets (each a run of consecutive node indices), taken one after another
     until the job has its CPUs and nodes."""
     n_words = allowed.shape[0]
@@ -137,6 +147,7 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
     set_last = np.empty(n, np.int64)
     set_cpus = np.zeros(n, np.int64)
     set_nodes = np.zeros(n, np.int64)
+    weighed = weight.shape[0] > 0
     m = -1
     for w in range(n_words):
         x = allowed[w] & live[w]
@@ -160,14 +171,17 @@ def _pick_sets(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_n
         best = -1
         best_cpus = 0
         best_enough = False
+        best_weight = 0
         for s in range(m):
             if set_nodes[s] == 0:
                 continue
             enough = set_cpus[s] >= rem_cpus and set_nodes[s] >= rem_nodes
-            if _chosen_over(enough, set_cpus[s], best, best_enough, best_cpus):
+            set_weight = weight[set_first[s]] if weighed else 0
+            if _chosen_over(enough, set_cpus[s], set_weight, best, best_enough, best_cpus, best_weight):
                 best = s
                 best_cpus = set_cpus[s]
                 best_enough = enough
+                best_weight = set_weight
         if best < 0:
             break
         k, rem_cpus, rem_nodes, max_nodes = _take_from_set(set_first[best], set_last[best], rem_cpus, rem_nodes,
@@ -277,9 +291,9 @@ def note_words(j, k, nodes, cpus, word_ptr, word_cnt, word_idx, word_bits, held,
 
 
 @jit_nrt
-def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running, n_running, planned_end, alloc_ptr,
-             alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx, word_bits, held, now, out_node, out_cpus,
-             rel, gen):
+def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, weight, running, n_running, planned_end,
+             alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx, word_bits, held, now, out_node,
+             out_cpus, rel, gen):
     """(start, nodes chosen) for the job on the allowed nodes (bit words; `live`: the nodes with free
     CPUs): now if it fits the free CPUs; else, as select/cons_tres's will-run test does
     (`_will_run_test` in Slurm 22.05), the running jobs on the allowed nodes are taken away in groups by
@@ -290,7 +304,7 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
     for the next test of the same state `gen`, which gives back or takes again only the difference."""
     total = free_on(allowed, live, free, ALL_CPUS)  # below the job's CPUs, no choice of nodes can fit it
     if total >= cpus:
-        k = pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, out_node, out_cpus)
+        k = pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, weight, out_node, out_cpus)
         if k >= 0:
             return now, k
     start = np.inf
@@ -328,7 +342,7 @@ def will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running
             break
         if total >= cpus:
             _give_back_to(rel, r, gen, free, running, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus)
-            k = pick(cpus, min_nodes, exclusive, allowed, rel[1], rel[0], node_cpus, out_node, out_cpus)
+            k = pick(cpus, min_nodes, exclusive, allowed, rel[1], rel[0], node_cpus, weight, out_node, out_cpus)
             if k >= 0:
                 start = max(last, now)
                 chosen = k

@@ -22,7 +22,7 @@ from metapilot.models.simulator.capacity import Capacity
 from metapilot.models.simulator.policies import policy_code
 from metapilot.models.simulator.result import SimResult
 from metapilot.models.simulator.slurm.bits import node_bits
-from metapilot.models.simulator.slurm.conf import PriorityParams, Shares, SlurmConf, multifactor_rule
+from metapilot.models.simulator.slurm.conf import Node, PriorityParams, Shares, SlurmConf, multifactor_rule
 from metapilot.models.simulator.slurm.kernel import MULTIFACTOR, run_slurm
 from metapilot.models.simulator.slurm.nodes import pick
 from metapilot.models.simulator.slurm.priority import CLASSIC, DEPTH_OBLIVIOUS, FAIR_TREE
@@ -139,6 +139,26 @@ def associations(users: np.ndarray, user: np.ndarray, accounts: pl.Series, share
                         sum(v > 0 for v in root_users))
 
 
+def node_table(nodes: tuple[Node, ...]) -> tuple[list[str | None], np.ndarray, np.ndarray]:
+    """The replay's nodes: (names, CPUs, weights) in slurm.conf's order, with a node of no CPUs and no name,
+    in no partition, between two neighbours of different Weight. `_eval_nodes` ends a set of consecutive
+    nodes where the weight changes; the gap ends it in the replay's walks at no cost (`nodes.pick`). The
+    weights are an empty array where every node weighs the same (then no gap either)."""
+    weighed = len({nd.weight for nd in nodes}) > 1
+    names: list[str | None] = []
+    cpus: list[int] = []
+    weight: list[int] = []
+    for nd in nodes:
+        if weighed and weight and nd.weight != weight[-1]:
+            names.append(None)
+            cpus.append(0)
+            weight.append(nd.weight)
+        names.append(nd.name)
+        cpus.append(nd.cpus)
+        weight.append(nd.weight)
+    return names, np.array(cpus, np.int64), np.array(weight if weighed else [], np.int64)
+
+
 def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifactor", guard_h: float | None = None,
                    segments: Sequence[tuple[float, str, float | None]] | None = None,
                    origin_s: float = 0.0, progress: Callable[[int, int], None] | None = None) -> SlurmSchedule:
@@ -166,9 +186,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
                                  .alias(ACCOUNT)))
     jobs, accounts = ordered.drop(ACCOUNT), ordered[ACCOUNT]
     n = jobs.height
-    node_names = [nd.name for nd in conf.nodes]
-    node_index = {name: i for i, name in enumerate(node_names)}
-    node_cpus = np.array([nd.cpus for nd in conf.nodes], np.int64)
+    node_names, node_cpus, node_weight = node_table(conf.nodes)
+    node_index = {name: i for i, name in enumerate(node_names) if name is not None}
     parts = conf.partitions
     part_nodes = np.zeros((len(parts), len(node_names)), np.bool_)
     for p, part in enumerate(parts):
@@ -199,7 +218,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     total_cpus = float(node_cpus.sum())
     cpn = float(node_cpus.max())
     est_nodes = np.maximum(min_nodes, np.ceil(cpus / cpn))
-    size = (est_nodes / len(node_names) + cpus / total_cpus) / 2.0
+    size = (est_nodes / len(conf.nodes) + cpus / total_cpus) / 2.0
     size_f = 1.0 - size if pr.favor_small else size
     job_factor = np.array([pt.priority_job_factor for pt in parts], np.float64)
     part_f = (job_factor / job_factor.max())[part] if job_factor.max() > 0 else np.zeros(n)
@@ -233,7 +252,7 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
         node_bits(part_nodes[p], part_w[p])
     for key in {(int(c), int(m), int(p)) for c, m, p in zip(cpus, min_nodes, part)}:
         c, m, p = key
-        if pick(c, m, excl[p], part_w[p], every, node_cpus.copy(), node_cpus, buf_n, buf_c) < 0:
+        if pick(c, m, excl[p], part_w[p], every, node_cpus.copy(), node_cpus, node_weight, buf_n, buf_c) < 0:
             never |= (cpus == c) & (min_nodes == m) & (part == p)
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
@@ -252,8 +271,8 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
     init_prio = np.empty(n)
     args = (submit, run, lim, cpus, min_nodes, part, user.astype(np.int64), tree.assoc, tree.account, tree.share,
             tree.acct_share, tree.acct_parent, size_f, part_f, qos_f,
-            never, node_cpus, part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl, seg_t,
-            np.array(codes, np.int64), seg_guard, iparams, fparams, start, end, init_prio)
+            never, node_cpus, node_weight, part_nodes, np.array([pt.priority_tier for pt in parts], np.int64), excl,
+            seg_t, np.array(codes, np.int64), seg_guard, iparams, fparams, start, end, init_prio)
     t_call = time.perf_counter()
     stop = np.zeros(2, np.int64)  # [0]: set on Ctrl-C; [1]: the jobs settled so far, kept by the loop
     tick = None if progress is None else (lambda: progress(int(stop[1]), n))

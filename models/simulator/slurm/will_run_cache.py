@@ -62,9 +62,9 @@ def _slot(cpus, min_nodes, exclusive, allowed):
 
 
 @jit_nrt
-def will_run_kept(meta, keys, starts, bits, pool, cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running,
-                  n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx,
-                  word_bits, held, now, out_node, out_cpus, rel):
+def will_run_kept(meta, keys, starts, bits, pool, cpus, min_nodes, exclusive, allowed, free, live, node_cpus, weight,
+                  running, n_running, planned_end, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt,
+                  word_idx, word_bits, held, now, out_node, out_cpus, rel):
     """`will_run`'s (start, nodes chosen), the nodes in `out_node`/`out_cpus`: kept, or computed and kept."""
     s = _slot(cpus, min_nodes, exclusive, allowed)
     gen = meta[GEN]
@@ -82,9 +82,9 @@ def will_run_kept(meta, keys, starts, bits, pool, cpus, min_nodes, exclusive, al
                 out_node[a] = pool[0, p + a]
                 out_cpus[a] = pool[1, p + a]
             return max(starts[s], now), k
-    start, k = will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, running, n_running, planned_end,
-                        alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx, word_bits, held,
-                        now, out_node, out_cpus, rel, gen)
+    start, k = will_run(cpus, min_nodes, exclusive, allowed, free, live, node_cpus, weight, running, n_running,
+                        planned_end, alloc_ptr, alloc_cnt, alloc_node, alloc_cpus, word_ptr, word_cnt, word_idx,
+                        word_bits, held, now, out_node, out_cpus, rel, gen)
     n = max(k, 0)
     if meta[TOP] + n > pool.shape[1]:
         forget(meta)  # the pool is full: start it again (the answers in it are dropped with it)
