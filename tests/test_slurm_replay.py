@@ -665,12 +665,33 @@ def test_nodesets_features_and_partition_node_lists():
     assert parts == {"batch": ("cpu1", "cpu2", "cpu3", "cpu4"), "gpu": ("cpu1", "cpu2", "gpu1", "gpu2"),
                      "rack": ("r1n1", "r1n2", "r2n1", "r2n2")}
     assert [(n.name, n.cpus, n.gpus) for n in c.nodes][4:7] == [("gpu1", 16, 4), ("gpu2", 16, 4), ("r1n1", 4, 0)]
-    assert len(c.notes) == 1 and "partition rack" in c.notes[0] and "ghost1" in c.notes[0]
+    rack = [n for n in c.notes if "partition rack" in n]
+    assert len(rack) == 1 and "ghost1" in rack[0] and "ghost7" not in rack[0]  # five named, then "..."
     boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"
                               "NodeName=s1 Sockets=2 CoresPerSocket=8\n")
     assert [n.cpus for n in boards.nodes] == [64, 16]
     weighed = parse_slurm_conf("NodeName=DEFAULT Weight=10\nNodeName=c[1-2] CPUs=4\nNodeName=g1 CPUs=4 Weight=50\n")
     assert [n.weight for n in weighed.nodes] == [10, 10, 50] and [n.weight for n in boards.nodes] == [1, 1]
+
+
+def test_select_linear_gives_whole_nodes_and_what_is_read_past_is_said():
+    """select/linear allocates whole nodes (as OverSubscribe=EXCLUSIVE does); Slurm 22.05's default when
+    slurm.conf names no SelectType, which the replay does not assume but says; LLN, topology and
+    oversubscription are read past, and said."""
+    nodes = "NodeName=n[1-2] CPUs=4\nPartitionName=a Nodes=ALL Default=YES\n"
+    linear = parse_slurm_conf("SelectType=select/linear\n" + nodes)
+    assert linear.partitions[0].exclusive and any("select/linear" in n for n in linear.notes)
+    jobs = frame([(0, 100, 100, 1), (1, 100, 100, 1), (2, 100, 100, 1)])
+    assert starts(jobs, linear.with_sched(bf_interval=1)) == [0, 1, 100]  # a node each, whatever the CPUs
+    tres = parse_slurm_conf("SelectType=select/cons_tres\n" + nodes)
+    assert not tres.partitions[0].exclusive and not tres.notes
+    assert starts(jobs, tres.with_sched(bf_interval=1)) == [0, 1, 2]
+    silent = parse_slurm_conf(nodes)
+    assert not silent.partitions[0].exclusive and any("default is select/linear" in n for n in silent.notes)
+    odd = parse_slurm_conf("SelectType=select/cons_tres\nSelectTypeParameters=CR_Core,CR_LLN\n"
+                           "TopologyPlugin=topology/tree\n" + nodes.replace("Default=YES", "OverSubscribe=FORCE:4"))
+    assert [n.split()[0] for n in odd.notes] == ["SelectTypeParameters", "TopologyPlugin=topology/tree",
+                                                 "OverSubscribe=YES/FORCE"]
 
 
 def test_include_files_as_slurmctld_reads_them(tmp_path):

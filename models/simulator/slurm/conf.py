@@ -314,6 +314,37 @@ def _partition_nodes(text: str, all_nodes: tuple[str, ...], sets: Mapping[str, s
     return tuple(n for n in all_nodes if n in members), sorted(members - defined)
 
 
+def _selection_notes(select: str, settings: Mapping[str, str], parts: list[dict]) -> list[str]:
+    """What of slurm.conf's node selection the replay does not follow, in words: it allocates as
+    select/cons_tres does (`nodes.pick`), whole nodes under select/linear or OverSubscribe=EXCLUSIVE."""
+    notes = []
+    if not select:
+        notes.append("no SelectType=: Slurm 22.05's default is select/linear (whole nodes to every job); the replay "
+                     "allocates cores as select/cons_tres does, as nearly every site sets it; add "
+                     "SelectType=select/linear to replay whole nodes")
+    elif select == "select/linear":
+        notes.append("SelectType=select/linear: every job gets whole nodes, chosen as select/cons_tres chooses "
+                     "whole nodes")
+    elif select not in ("select/cons_tres", "select/cons_res"):
+        notes.append(f"SelectType={select}: the replay allocates as select/cons_tres does")
+    lln = [p["name"] for p in parts if p.get("lln", "NO").upper() == "YES"]
+    if "cr_lln" in settings.get("selecttypeparameters", "").lower():
+        notes.append("SelectTypeParameters CR_LLN (least loaded node first) read past: the replay chooses nodes as "
+                     "the default best fit does")
+    elif lln:
+        notes.append(f"LLN=YES (least loaded node first) on {', '.join(lln)} read past: the replay chooses nodes "
+                     "as the default best fit does")
+    topology = settings.get("topologyplugin", "topology/none").lower()
+    if topology != "topology/none":
+        notes.append(f"TopologyPlugin={topology} read past: the replay chooses nodes without the switches")
+    oversubscribed = [p["name"] for p in parts
+                      if p.get("oversubscribe", p.get("shared", "NO")).upper().split(":")[0] in ("YES", "FORCE")]
+    if oversubscribed:
+        notes.append(f"OverSubscribe=YES/FORCE on {', '.join(oversubscribed)} read past: the replay gives each CPU "
+                     "to one job at a time")
+    return notes
+
+
 _SCHED_INT = {"bf_interval", "bf_max_job_test", "bf_max_job_user", "bf_resolution", "default_queue_depth",
               "sched_interval", "batch_sched_delay"}
 
@@ -363,6 +394,9 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             settings[key] = line.split("=", 1)[1].strip()
     all_nodes = tuple(nodes)
     sets = {name: _nodeset(spec, nodes, features) for name, spec in nodesets.items()}
+    select = settings.get("selecttype", "").lower()
+    linear = select == "select/linear"  # whole nodes to every job
+    notes.extend(_selection_notes(select, settings, parts))
     partitions = []
     for p in parts:
         names, unknown = _partition_nodes(p.get("nodes", "ALL"), all_nodes, sets)
@@ -376,7 +410,7 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             default_time_s=parse_time_s(p["defaulttime"]) if "defaulttime" in p else None,
             priority_tier=int(p.get("prioritytier", p.get("priority", 1))),
             priority_job_factor=int(p.get("priorityjobfactor", p.get("priority", 1))),
-            exclusive=over.startswith("EXCLUSIVE")))
+            exclusive=linear or over.startswith("EXCLUSIVE")))
     sched = SchedulerParams(backfill=settings.get("schedulertype", "sched/backfill").lower() == "sched/backfill")
     kw = {}
     for item in settings.get("schedulerparameters", "").split(","):
