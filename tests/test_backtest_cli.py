@@ -201,6 +201,7 @@ def test_current_conf_judges_every_contender_on_the_sites_slurm(walked, tmp_path
     assert f["jobs"] > 1000 and -1.0 <= f["kendall_tau"] <= 1.0
     assert {"wait_mean_replay_s", "wait_mean_asrun_s", "wait_p95_replay_s", "wait_max_asrun_s"} <= set(f)
     assert "The site's Slurm replayed against the as-run history" in r.output
+    assert "note: slurm.conf: no SelectType=: Slurm 22.05's default is select/linear" in " ".join(r.output.split())
     # the decisions, too, are made on the site's Slurm: the past's leader is one of the seven orders, and
     # each origin's fidelity check is the site's replay of the past against what it lived
     for p in site["periods"]:

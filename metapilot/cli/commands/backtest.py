@@ -96,6 +96,8 @@ def backtest_cmd(
         except (ValueError, OSError) as e:
             raise typer.BadParameter(f"{current_conf}: {e}", param_hint="--current-conf") from None
         current_conf = str(Path(current_conf).resolve())
+        for note in site.notes:  # what of the site's Slurm the replay reads past
+            console.print(f"[yellow]note:[/yellow] slurm.conf: {note}", highlight=False)
         unweighed = (site.with_qos(qos) if qos else site).qos_unweighed()
         if unweighed:
             console.print(f"[yellow]note:[/yellow] {unweighed}", highlight=False)
