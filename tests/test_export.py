@@ -50,6 +50,27 @@ def test_scheduler_parameters_merged_with_the_sites_own():
     assert "SchedulerParameters=bf_continue,bf_interval=30,bf_window=120,bf_max_job_test=10000" in f.text
 
 
+def test_the_sites_scheduler_parameters_are_read_through_its_includes(tmp_path):
+    """`export --site-conf`: slurmctld reads a SchedulerParameters line in an included file, so the merge
+    does too; a line written from ours alone and included at the end would drop the site's options. A
+    missing include is an error naming it, not a fragment merged with nothing."""
+    (tmp_path / "sched.conf").write_text("SchedulerParameters=bf_continue,bf_max_job_user=20 # the site's\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=c\n#SchedulerParameters=bf_interval=5\nInclude sched.conf\n")
+    out = tmp_path / "out"
+    r = CliRunner().invoke(app, ["export", "--scheduler", "slurm", "--decision", "SJF+CONSERVATIVE", "--site-conf",
+                                 str(conf), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    text = next(out.glob("*.slurm.conf")).read_text()
+    assert "\nSchedulerParameters=bf_continue,bf_max_job_user=20,bf_max_job_test=10000" in text
+    conf.write_text("ClusterName=c\nInclude gone.conf\n")
+    r = CliRunner().invoke(app, ["export", "--scheduler", "slurm", "--decision", "SJF+CONSERVATIVE", "--site-conf",
+                                 str(conf), "--out", str(tmp_path / "out2")])
+    said = " ".join(r.output.replace("│", " ").split())  # the error box's lines, joined
+    assert r.exit_code == 2 and "gone.conf is not there" in said, said
+    assert not (tmp_path / "out2").exists()
+
+
 def test_pbspro_formulas():
     facts = SiteFacts("c")
     assert "job_sort_formula = '-walltime'" in pbspro_fragment("SJF", "easy", facts, decision="x").text

@@ -39,8 +39,13 @@ def export_cmd(
     if cluster is not None:
         check_cluster_name(cluster)
     site_text = None
-    if site_conf is not None:
-        site_text = Path(site_conf).read_text()
+    if site_conf is not None:  # read as slurmctld reads it: a SchedulerParameters line in an Include counts
+        from metapilot.models.simulator.slurm.conf import slurm_conf_lines
+
+        try:
+            site_text = "\n".join(slurm_conf_lines(site_conf))
+        except (ValueError, OSError) as e:
+            raise typer.BadParameter(f"{site_conf}: {e}", param_hint="--site-conf") from None
     facts = SiteFacts(cluster or "any")
     con = None
     if cluster or db is not None:

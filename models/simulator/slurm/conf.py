@@ -267,10 +267,16 @@ def _lines(path: Path, seen: set[Path], home: Path, cluster: list[str]) -> list[
     return out
 
 
+def slurm_conf_lines(path: str | Path) -> list[str]:
+    """A slurm.conf's setting lines as slurmctld reads them: comments dropped, `Include` files in place
+    (a setting in an included file counts where the Include stands; the last one wins)."""
+    return _lines(Path(path), set(), Path(path).resolve().parent, [])
+
+
 def read_slurm_conf(path: str | Path, qos: Mapping[str, int] | None = None) -> SlurmConf:
     """Read a slurm.conf (and the files it includes); `qos`: the site's QOS priorities, which slurmdbd
     keeps, not slurm.conf (`read_qos_priorities`)."""
-    conf = parse_slurm_conf_lines(_lines(Path(path), set(), Path(path).resolve().parent, []))
+    conf = parse_slurm_conf_lines(slurm_conf_lines(path))
     return conf.with_qos(qos) if qos else conf
 
 
