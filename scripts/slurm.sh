@@ -64,9 +64,13 @@ install_packages() {
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 free_port() {
-    local p i
+    local p i lo=20000 span=30000 eph
+    # below the kernel's range of ports for outgoing connections where it leaves room: there, a client's
+    # connection (Prefect's, Dask's) cannot take the port between this check and the daemon's bind
+    eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 0)
+    if [ "${eph:-0}" -gt 15000 ]; then lo=10000; span=$(( eph - 10000 )); fi
     for i in $(seq 1 200); do
-        p=$(( 20000 + RANDOM % 30000 ))
+        p=$(( lo + RANDOM % span ))
         if port_free "$p" && port_free $((p)) && ! grep -qw "$p" "$DIR/ports" 2>/dev/null; then
             echo "$p" >> "$DIR/ports"; echo "$p"; return 0
         fi
