@@ -665,6 +665,11 @@ def test_nodesets_features_and_partition_node_lists():
     assert parts == {"batch": ("cpu1", "cpu2", "cpu3", "cpu4"), "gpu": ("cpu1", "cpu2", "gpu1", "gpu2"),
                      "rack": ("r1n1", "r1n2", "r2n1", "r2n2")}
     assert [(n.name, n.cpus, n.gpus) for n in c.nodes][4:7] == [("gpu1", 16, 4), ("gpu2", 16, 4), ("r1n1", 4, 0)]
+    # no Nodes=: no nodes, as slurmctld has it (`scontrol show partition`: Nodes=(null)); a DEFAULT line's count
+    bare = parse_slurm_conf("NodeName=n[1-2] CPUs=4\nPartitionName=empty\nPartitionName=DEFAULT Nodes=ALL\n"
+                            "PartitionName=later\n")
+    assert [(p.name, p.nodes) for p in bare.partitions] == [("empty", ()), ("later", ("n1", "n2"))]
+    assert any("partition empty has no nodes" in n for n in bare.notes)
     rack = [n for n in c.notes if "partition rack" in n]
     assert len(rack) == 1 and "ghost1" in rack[0] and "ghost7" not in rack[0]  # five named, then "..."
     boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"

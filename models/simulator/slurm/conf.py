@@ -405,7 +405,9 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
     notes.extend(_selection_notes(select, settings, parts))
     partitions = []
     for p in parts:
-        names, unknown = _partition_nodes(p.get("nodes", "ALL"), all_nodes, sets)
+        names, unknown = _partition_nodes(p.get("nodes", ""), all_nodes, sets)  # no Nodes=: none (Nodes=(null))
+        if not names:
+            notes.append(f"partition {p['name']} has no nodes: its jobs cannot run in the replay")
         if unknown:
             notes.append(f"partition {p['name']} names nodes slurm.conf does not define, left out: "
                          f"{', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}")
