@@ -670,6 +670,8 @@ def test_nodesets_features_and_partition_node_lists():
                             "PartitionName=later\n")
     assert [(p.name, p.nodes) for p in bare.partitions] == [("empty", ()), ("later", ("n1", "n2"))]
     assert any("partition empty has no nodes" in n for n in bare.notes)
+    with pytest.raises(ValueError, match="partition empty is named on two PartitionName= lines"):  # slurmctld: fatal
+        parse_slurm_conf("NodeName=n1 CPUs=4\nPartitionName=empty\nPartitionName=empty Nodes=n1\n")
     rack = [n for n in c.notes if "partition rack" in n]
     assert len(rack) == 1 and "ghost1" in rack[0] and "ghost7" not in rack[0]  # five named, then "..."
     boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"

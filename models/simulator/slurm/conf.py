@@ -395,6 +395,9 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             if value.upper() == "DEFAULT":
                 part_default = spec
                 continue
+            if any(p["name"] == value for p in parts):  # slurmctld 22.05: "fatal: ... duplicate entry for partition"
+                raise ValueError(f"partition {value} is named on two PartitionName= lines; slurmctld refuses such a "
+                                 "slurm.conf (duplicate entry for partition): keep one")
             parts.append({"name": value, **spec})
         else:
             settings[key] = line.split("=", 1)[1].strip()
