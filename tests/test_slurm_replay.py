@@ -695,6 +695,12 @@ def test_select_linear_gives_whole_nodes_and_what_is_read_past_is_said():
     assert starts(jobs, tres.with_sched(bf_interval=1)) == [0, 1, 2]
     silent = parse_slurm_conf(nodes)
     assert not silent.partitions[0].exclusive and any("default is select/linear" in n for n in silent.notes)
+    prio = parse_slurm_conf("SelectType=select/cons_tres\nPriorityType=priority/multifactor\n"
+                            "PriorityFlags=CALCULATE_RUNNING,SMALL_RELATIVE_TO_TIME,NO_FAIR_TREE,MAX_TRES\n"
+                            "PriorityWeightTRES=CPU=1000,Mem=2000\nPriorityUsageResetPeriod=MONTHLY\n" + nodes)
+    assert prio.notes == ("PriorityFlags MAX_TRES,SMALL_RELATIVE_TO_TIME read past: priorities are computed without them",
+                          "PriorityWeightTRES read past: no TRES factor in the replay's priorities",
+                          "PriorityUsageResetPeriod=MONTHLY read past: usage only decays (PriorityDecayHalfLife)")
     odd = parse_slurm_conf("SelectType=select/cons_tres\nSelectTypeParameters=CR_Core,CR_LLN\n"
                            "TopologyPlugin=topology/tree\n" + nodes.replace("Default=YES", "OverSubscribe=FORCE:4"))
     assert [n.split()[0] for n in odd.notes] == ["SelectTypeParameters", "TopologyPlugin=topology/tree",

@@ -351,6 +351,24 @@ def _selection_notes(select: str, settings: Mapping[str, str], parts: list[dict]
     return notes
 
 
+# PriorityFlags the replay follows (FAIR_TREE's two alternatives), or that change no start order in it
+_FLAGS_FOLLOWED = {"NO_FAIR_TREE", "DEPTH_OBLIVIOUS", "CALCULATE_RUNNING", "ACCRUE_ALWAYS"}
+
+
+def _priority_notes(settings: Mapping[str, str], flags: set[str]) -> list[str]:
+    """What of the multifactor plugin's settings the replay does not follow, in words."""
+    notes = []
+    other = sorted(flags - _FLAGS_FOLLOWED)
+    if other:
+        notes.append(f"PriorityFlags {','.join(other)} read past: priorities are computed without them")
+    if settings.get("priorityweighttres", "").strip():
+        notes.append("PriorityWeightTRES read past: no TRES factor in the replay's priorities")
+    reset = settings.get("priorityusageresetperiod", "NONE").strip().upper()
+    if reset != "NONE":
+        notes.append(f"PriorityUsageResetPeriod={reset} read past: usage only decays (PriorityDecayHalfLife)")
+    return notes
+
+
 _SCHED_INT = {"bf_interval", "bf_max_job_test", "bf_max_job_user", "bf_resolution", "default_queue_depth",
               "sched_interval", "batch_sched_delay"}
 
@@ -452,6 +470,8 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         calc_period_s=parse_time_s(settings["prioritycalcperiod"]) if "prioritycalcperiod" in settings else 300.0,
         fair_tree=not ({"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} & flags), depth_oblivious="DEPTH_OBLIVIOUS" in flags,
         fs_dampening=_dampening(settings.get("fairsharedampeningfactor", "1")))
+    if prio.multifactor:
+        notes.extend(_priority_notes(settings, flags))
     if not nodes:
         raise ValueError("slurm.conf names no nodes (no NodeName= line): the replay needs the nodes and their CPUs")
     if not partitions:
