@@ -308,8 +308,6 @@ def _partition_nodes(text: str, all_nodes: tuple[str, ...], sets: Mapping[str, s
     """A partition's Nodes= (host lists, NodeSet names, ALL) as the defined nodes in the node table's order,
     each once (slurmctld keeps a partition's nodes as a bitmap over that table), and the names it does not
     define."""
-    if text.strip().upper() == "ALL":
-        return all_nodes, []
     members: set[str] = set()
     for item in _ITEMS.findall(text):
         if item.upper() == "ALL":

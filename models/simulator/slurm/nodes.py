@@ -35,8 +35,8 @@ def pick(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, weight, out
     need no look-up per node (12% of CEA-Curie's replay); the set chosen has the lowest weight, and of
     those of that weight it is the tightest that holds the rest of the job (fewest CPUs, the first on
     ties), or, while none does, the one with the most CPUs; in it, a job still wanting one node takes the
-    node that fits it most tightly, otherwise its nodes in index order, each giving what the job still needs (leaving a
-    CPU for each node it still needs; a whole-node job takes every CPU); then the next set. `min_nodes`
+    node that fits it most tightly, otherwise its nodes in index order, each giving what the job still
+    needs (leaving a CPU for each node it still needs; a whole-node job takes every CPU); then the next set. `min_nodes`
     1 is exactly one node (`-N 1`), 0 any number. `allowed`: the nodes the job may use; `live`: the
     nodes with free CPUs, both as bit words: only nodes in both can hold a job, so only those are
     walked, in index order."""
@@ -110,7 +110,7 @@ def _pick_first_set(cpus, min_nodes, exclusive, allowed, live, free, node_cpus, 
             if i != last + 1:  # the set so far ends: is it the one?
                 if set_nodes > 0:
                     enough = set_cpus >= cpus and set_nodes >= rem_nodes
-                    set_weight = weight[last] if weighed else 0
+                    set_weight = weight[first] if weighed else 0  # a set's weight: its first node's
                     if _chosen_over(enough, set_cpus, set_weight, best_first, best_enough, best_cpus, best_weight):
                         best_first, best_last, best_cpus, best_enough = first, last, set_cpus, enough
                         best_weight = set_weight
