@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from metapilot.cli.app import app
+from metapilot.models.simulator.slurm.conf import parse_slurm_conf, slurm_conf_settings
 from metapilot.models.steering.export import SiteFacts, merge_scheduler_parameters, pbspro_fragment, slurm_fragment
 
 SITE_WEIGHTS = ("PriorityWeightFairshare", "PriorityWeightQOS", "PriorityWeightPartition", "PriorityWeightAssoc",
@@ -48,6 +49,18 @@ def test_scheduler_parameters_merged_with_the_sites_own():
     f = slurm_fragment("SJF", "conservative", SiteFacts("c", longest_timelimit_s=7200), decision="x",
                        site_conf="SchedulerType=sched/backfill\nSchedulerParameters=bf_continue,bf_interval=30\n")
     assert "SchedulerParameters=bf_continue,bf_interval=30,bf_window=120,bf_max_job_test=10000" in f.text
+
+
+def test_the_sites_settings_are_read_as_the_replay_reads_them():
+    """One reader of slurm.conf's plain settings (`slurm_conf_settings`) for the export and the replay: the
+    last line of a name wins, a commented line is not a setting, node and partition lines are not settings."""
+    site = ("SchedulerParameters=bf_interval=5\n# SchedulerParameters=bf_window=1\n"
+            "PartitionName=p Nodes=n1 SchedulerParameters=x\nNodeName=n1 CPUs=4\n"
+            "SchedulerParameters=bf_continue,default_queue_depth=200  # the site's\n")
+    f = slurm_fragment("SJF", "conservative", SiteFacts("c", longest_timelimit_s=7200), decision="x", site_conf=site)
+    assert "\nSchedulerParameters=bf_continue,default_queue_depth=200,bf_window=120,bf_max_job_test=10000" in f.text
+    assert parse_slurm_conf(site).sched.default_queue_depth == 200
+    assert "nodename" not in slurm_conf_settings(["NodeName=n1 CPUs=4", "Include x.conf"])
 
 
 def test_the_sites_scheduler_parameters_are_read_through_its_includes(tmp_path):

@@ -19,9 +19,10 @@ Execution Priority", "Using Strict Ordering", "Using Backfilling"; check each te
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass
+
+from metapilot.models.simulator.slurm.conf import slurm_conf_settings
 
 SCHEDULERS = ("slurm", "pbspro")
 BF_WINDOW_MAX_MIN = 43200  # Slurm's largest bf_window (30 days)
@@ -130,16 +131,6 @@ def merge_scheduler_parameters(site_line: str | None, ours: dict[str, str]) -> s
     return ",".join(k if v is None else f"{k}={v}" for k, v in items)
 
 
-def site_setting(conf_text: str, name: str) -> str | None:
-    """A setting's value in a slurm.conf text (the last one wins, as in Slurm), or None."""
-    found = None
-    for line in conf_text.splitlines():
-        m = re.match(rf"\s*{re.escape(name)}\s*=\s*(\S+)", line, re.IGNORECASE)
-        if m:
-            found = m.group(1)
-    return found
-
-
 GUARD_AGE_WEIGHT = 1_000_000  # the age factor under a tail guard: above any rule's own weight once saturated
 GUARD_PBS_WEIGHT = 1e9  # eligible_time / guard in the PBS formula: past the guard it outweighs the rule's terms
 
@@ -189,7 +180,8 @@ def slurm_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str,
         if backfill == "conservative":
             ours["bf_max_job_test"] = "10000"
         if ours:
-            site_line = site_setting(site_conf, "SchedulerParameters") if site_conf is not None else None
+            site_line = None if site_conf is None else slurm_conf_settings(
+                [ln.split("#", 1)[0].strip() for ln in site_conf.splitlines()]).get("schedulerparameters")
             merged = merge_scheduler_parameters(site_line, ours)
             if one_line(merged) != merged:
                 raise ExportNameError("the site's SchedulerParameters line holds a control character: fix slurm.conf "

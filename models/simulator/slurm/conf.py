@@ -273,6 +273,20 @@ def slurm_conf_lines(path: str | Path) -> list[str]:
     return _lines(Path(path), set(), Path(path).resolve().parent, [])
 
 
+NODE_KEYS = ("nodename", "nodeset", "partitionname")
+
+
+def slurm_conf_settings(lines: list[str]) -> dict[str, str]:
+    """The plain settings of slurm.conf's lines (`slurm_conf_lines`), keys lower-cased: everything but the
+    node, node-set and partition lines; a later line of a name replaces an earlier one, as in slurmctld."""
+    settings: dict[str, str] = {}
+    for line in lines:
+        pairs = _pairs(line) if line and not line.lower().startswith("include") else []
+        if pairs and pairs[0][0] not in NODE_KEYS:
+            settings[pairs[0][0]] = line.split("=", 1)[1].strip()
+    return settings
+
+
 def read_slurm_conf(path: str | Path, qos: Mapping[str, int] | None = None) -> SlurmConf:
     """Read a slurm.conf (and the files it includes); `qos`: the site's QOS priorities, which slurmdbd
     keeps, not slurm.conf (`read_qos_priorities`)."""
@@ -372,7 +386,7 @@ _SCHED_INT = {"bf_interval", "bf_max_job_test", "bf_max_job_user", "bf_resolutio
 
 
 def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
-    settings: dict[str, str] = {}
+    settings = slurm_conf_settings(lines)
     nodes: dict[str, Node] = {}
     parts: list[dict] = []
     node_default: dict[str, str] = {}
@@ -415,8 +429,6 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
                 raise ValueError(f"partition {value} is named on two PartitionName= lines; slurmctld refuses such a "
                                  "slurm.conf (duplicate entry for partition): keep one")
             parts.append({"name": value, **spec})
-        else:
-            settings[key] = line.split("=", 1)[1].strip()
     all_nodes = tuple(nodes)
     sets = {name: _nodeset(spec, nodes, features) for name, spec in nodesets.items()}
     select = settings.get("selecttype", "").lower()
