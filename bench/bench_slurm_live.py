@@ -652,12 +652,13 @@ def slurmctld_boot(conf_path: Path) -> float:
     return 0.0
 
 
-def replay_frame(jobs: list[dict], conf_path: Path, rule: str, complete_s: float):
+def replay_frame(jobs: list[dict], conf_path: Path, rule: str, complete_s: float, extra_run: np.ndarray | None = None):
     """The run replayed by `replay_slurm` (its frame: `start` in s after the first real submit, `init_prio`),
     on Slurm's own clock (`origin_s` = the first submit's epoch second: backfill rounds reservations to
     bf_resolution on that clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says
     otherwise; the priority recalculations from slurmctld's start, as a site's `scontrol show config` gives
-    it; the association tree's shares from `sshare` where the run saved it."""
+    it; the association tree's shares from `sshare` where the run saved it. `extra_run`: seconds added to each
+    job's run time (a drawn latency, `drawn_latency_rows`)."""
     import polars as pl
 
     from metapilot.models.simulator.slurm import read_shares, read_slurm_conf, replay_slurm
@@ -668,6 +669,8 @@ def replay_frame(jobs: list[dict], conf_path: Path, rule: str, complete_s: float
     conf = read_slurm_conf(conf_path).with_sched(complete_s=complete_s)  # what `--complete-s` gives the commands
     conf = conf.with_priority(calc_origin_s=slurmctld_boot(conf_path))
     frame = fidelity_frame(jobs, first)
+    if extra_run is not None:
+        frame = frame.with_columns(pl.col("run") + pl.Series(extra_run))
     plan = json.loads((conf_path.parent / "fidelity.json").read_text())["plan"]
     if not plan.get("users"):  # every job was root's, in root's own association (the records hold its pseudonym)
         frame = frame.with_columns(pl.lit("root").alias("user"), pl.lit("root").alias("account"))
@@ -873,7 +876,8 @@ def sensitivity(path: Path) -> list[dict]:
     """What moves each run's replay (the experiments behind "what the replay still lacks"): the replay as
     the bar reads it (sacct's seconds, complete_s = the run's start latency), with every submission seen
     0.3 or 0.5 s late, and with slurmctld's millisecond submit and run times instead of sacct's seconds
-    (complete_s 0, 0.05, 0.1: the completion handled 0.02-0.04 s after the sleep)."""
+    (complete_s 0, 0.05, 0.1: the completion handled 0.02-0.04 s after the sleep), and with each completion's
+    latency drawn (`drawn_latency_rows`)."""
     import polars as pl
 
     from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
@@ -897,7 +901,34 @@ def sensitivity(path: Path) -> list[dict]:
             rows.append({"run": label, "inputs": "sacct's seconds" + (f", submissions seen {late:g} s late" if late
                                                                       else ""), "complete_s": lat, **c})
         rows += millisecond_rows(label, run["rule"], jobs, ev, conf, (0.0, 0.05, 0.1), "slurmctld's milliseconds")
+        rows += drawn_latency_rows(path, label, lat)
     return rows
+
+
+LATENCY_DRAWS = 16
+
+
+def drawn_latency_rows(path: Path, label: str, lat: float, draws: int = LATENCY_DRAWS) -> list[dict]:
+    """The run replayed as the bar reads it (`replay_frame`) `draws` times, with each completion's latency drawn
+    (uniform on [0, 2 x the run's mean latency], added to the job's run time; complete_s 0), seeded: the
+    replay's own spread where the record leaves the sub-second instants open, and the mean of the draws'
+    starts (the replay's expectation given the record), to see whether that expectation meets the bar where
+    one replay does not."""
+    doc = json.loads(path.read_text())
+    run = doc["runs"][label]
+    jobs = [j for j in run["jobs"] if j.get("start") is not None and j.get("end") is not None]
+    real = {j["trace_id"]: (j["submit"], j["start"], j["end"]) for j in jobs}
+    rng = np.random.default_rng(0)
+    starts = []
+    for _ in range(draws):
+        out = replay_frame(jobs, path.parent / doc["conf"], run["rule"], 0.0, rng.random(len(jobs)) * 2 * lat)
+        starts.append(dict(zip(map(str, out["job_id"]), out["start"].to_numpy().astype(float))))
+    singles = sorted((compare(real, s) for s in starts), key=lambda c: c["mean_dev"])
+    mean = {i: float(np.mean([s[i] for s in starts])) for i in starts[0]}
+    what = f"sacct's seconds, each completion's latency drawn ({draws} draws, mean {lat:g} s)"
+    return [{"run": label, "inputs": f"{what}: the draws' mean start", "complete_s": lat, **compare(real, mean)},
+            {"run": label, "inputs": f"{what}: the draw of least mean wait", "complete_s": lat, **singles[0]},
+            {"run": label, "inputs": f"{what}: the draw of most mean wait", "complete_s": lat, **singles[-1]}]
 
 
 def millisecond_rows(label: str, rule: str, jobs: list[dict], ev: dict[str, dict], conf, complete_s: tuple[float, ...],
