@@ -649,6 +649,64 @@ def test_hostlists_match_the_installed_slurms_scontrol(tmp_path):
         assert expand_hostlist(text) == res.stdout.split(), text
 
 
+# host lists `scontrol show hostnames` refuses ("Invalid hostlist"; recorded, checked live below)
+SLURM_INVALID_HOSTLISTS = ("n[3-1]", "n[a-c]", "n[]", "n[1,,3]", "n[1-2]]")
+
+
+def test_an_invalid_host_list_is_an_error_naming_it(tmp_path):
+    """A range backwards, not numbers or empty, or a bracket not closed: slurmctld does not start on such a
+    line; the replay read `n[3-1]` as no nodes and `n[1-4` as nodes `n` and `1-4`, and replayed an empty
+    cluster without a word."""
+    import shutil
+    import subprocess
+
+    for text in (*SLURM_INVALID_HOSTLISTS, "n[1-4", "a[1-2],b[3"):
+        with pytest.raises(ValueError, match="invalid host list"):
+            expand_hostlist(text)
+        with pytest.raises(ValueError, match="invalid host list"):
+            parse_slurm_conf(f"NodeName={text} CPUs=4\nPartitionName=p Nodes=ALL\n")
+    if shutil.which("scontrol") is None:
+        return
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1\nPartitionName=p Nodes=ALL\n")
+    for text in SLURM_INVALID_HOSTLISTS:
+        res = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, timeout=30,
+                             env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": str(conf)})
+        assert "Invalid hostlist" in res.stdout + res.stderr, text
+
+
+def test_a_value_that_is_not_a_number_is_an_error_naming_it_and_its_line():
+    """`int()`'s own words ("invalid literal for int() with base 10: 'abc'") said neither the setting nor
+    the line; slurmctld refuses such a line, and so does the read, naming both."""
+    nodes = "NodeName=n[1-4] CPUs=4\nPartitionName=p Nodes=ALL\n"
+    for text, words in (("NodeName=n[1-4] CPUs=abc\n", "cpus=abc is not a whole number (in `NodeName=n[1-4] CPUs=abc`)"),
+                        ("NodeName=n1 CPUs=4 RealMemory=lots\n", "realmemory=lots is not a number"),
+                        ("NodeName=n1 CPUs=4 Weight=x\n", "weight=x is not a whole number"),
+                        ("NodeName=n1 Sockets=two CoresPerSocket=4\n", "sockets=two"),
+                        (nodes + "PartitionName=q Nodes=ALL MaxTime=abc\n", "maxtime=abc is not a Slurm time"),
+                        (nodes + "PartitionName=q Nodes=ALL PriorityTier=hi\n", "prioritytier=hi is not a whole number"),
+                        (nodes + "PriorityWeightAge=abc\n", "priorityweightage=abc is not a whole number"),
+                        (nodes + "PriorityMaxAge=7days\n", "prioritymaxage=7days is not a Slurm time")):
+        with pytest.raises(ValueError) as e:
+            parse_slurm_conf(text)
+        assert words in str(e.value) and "int()" not in str(e.value), (text, str(e.value))
+    # backfill.c takes its default for a SchedulerParameters number it cannot read ("Invalid SchedulerParameters")
+    c = parse_slurm_conf(nodes + "SchedulerParameters=bf_interval=abc,bf_window=x,bf_continue\n")
+    assert c.sched.bf_interval == 30 and c.sched.bf_window_min == 1440
+    assert any("bf_interval=abc is not a whole number: Slurm's default taken" in n for n in c.notes), c.notes
+    assert any("bf_continue read past" in n for n in c.notes)
+
+
+def test_a_conf_on_which_no_job_fits_is_refused_saying_why():
+    """A partition whose Nodes= names nodes slurm.conf does not define has no nodes; a replay on it started
+    nothing and `simulate` exited 0 with every figure empty. It is an error naming the partitions."""
+    conf = parse_slurm_conf("NodeName=n[1-4] CPUs=4\nPartitionName=p Nodes=m[1-4] Default=YES\n")
+    with pytest.raises(ValueError, match=r"none of the 2 jobs fits .* p: 0 CPUs .*m1, m2, m3, m4"):
+        starts(frame([(0, 100, 100, 1), (1, 100, 100, 2)]), conf)
+    fits = parse_slurm_conf("NodeName=n[1-4] CPUs=4\nPartitionName=p Nodes=n1 Default=YES\n")
+    assert starts(frame([(0, 100, 100, 1), (1, 100, 100, 8)]), fits)[0] == 0  # one job fits: replayed, the other said
+
+
 def test_nodesets_features_and_partition_node_lists():
     """NodeSet= (by Nodes= and by Feature=) in a partition's Nodes=, names given twice, quoted values,
     and names slurm.conf does not define (left out, and said)."""

@@ -172,14 +172,14 @@ _ITEMS = re.compile(r"(?:[^,\[\s]|\[[^\]]*\])+")  # a host list's items: split b
 
 
 def _range_values(ranges: str) -> list[str]:
-    """'01-03,7' -> ['01', '02', '03', '7']: each range padded to the width of its first number."""
+    """'01-03,7' -> ['01', '02', '03', '7']: each range padded to the width of its first number. A range
+    that is not `N` or `N-M` with N <= M is an error, as in hostlist.c (`Invalid range`)."""
     out: list[str] = []
     for r in ranges.split(","):
-        a, _, b = r.strip().partition("-")
-        if not b:
-            out.append(a)
-            continue
-        out.extend(f"{i:0{len(a)}d}" for i in range(int(a), int(b) + 1))
+        a, dash, b = r.strip().partition("-")
+        if not a.isdigit() or (dash and not (b.isdigit() and int(a) <= int(b))):
+            raise ValueError(f"invalid range `{r.strip()}`")
+        out.extend([a] if not dash else [f"{i:0{len(a)}d}" for i in range(int(a), int(b) + 1)])
     return out
 
 
@@ -200,13 +200,19 @@ def expand_hostlist(text: str) -> list[str]:
     bracket groups per name, zero padding kept; `scontrol show hostnames` gives the same names in the
     same order)."""
     out: list[str] = []
+    if re.search(r"[\[\]]", re.sub(r"\[[^\[\]]*\]", "", text)):
+        raise ValueError(f"invalid host list {text!r} in slurm.conf (a bracket not closed, or not opened): fix it")
     for item in _ITEMS.findall(text):
-        m = _LAST_GROUP.fullmatch(item)
-        if not m:
-            out.append(item)
-            continue
-        head, ranges, tail = m.groups()
-        out.extend(_expand_prefix(head, _range_values(ranges), tail))
+        try:
+            m = _LAST_GROUP.fullmatch(item)
+            if not m:
+                out.append(item)
+                continue
+            head, ranges, tail = m.groups()
+            out.extend(_expand_prefix(head, _range_values(ranges), tail))
+        except ValueError as e:  # scontrol: "Invalid hostlist"; slurmctld does not start on such a line
+            raise ValueError(f"invalid host list {item!r} in slurm.conf ({e}): `scontrol show hostnames '{item}'` "
+                             "says the same; fix it") from None
     return out
 
 
@@ -292,6 +298,32 @@ def read_slurm_conf(path: str | Path, qos: Mapping[str, int] | None = None) -> S
     keeps, not slurm.conf (`read_qos_priorities`)."""
     conf = parse_slurm_conf_lines(slurm_conf_lines(path))
     return conf.with_qos(qos) if qos else conf
+
+
+def _number(spec: Mapping[str, str], key: str, default, line: str = "", kind: type = int):
+    """A number of a slurm.conf line (`spec`: its lower-cased keys), or `default` where it is not given; a
+    value that is not a number is an error naming it, as slurmctld refuses such a line."""
+    text = spec.get(key)
+    if text is None:
+        return default
+    try:
+        return kind(text)
+    except ValueError:
+        where = f" (in `{line}`)" if line else ""
+        raise ValueError(f"{key}={text} is not a {'whole ' if kind is int else ''}number{where}: fix it "
+                         "(slurmctld refuses such a line)") from None
+
+
+def _time(spec: Mapping[str, str], key: str, default: float | None, line: str = "") -> float | None:
+    """A time of a slurm.conf line (`parse_time_s`), or `default`; a malformed one is an error naming it."""
+    if key not in spec:
+        return default
+    try:
+        return parse_time_s(spec[key])
+    except ValueError:
+        where = f" (in `{line}`)" if line else ""
+        raise ValueError(f"{key}={spec[key]} is not a Slurm time{where}: give minutes, min:sec, h:m:s, "
+                         "d-h, d-h:m, d-h:m:s or UNLIMITED") from None
 
 
 def _dampening(text: str) -> float:
@@ -406,17 +438,18 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             if value.upper() == "DEFAULT":
                 node_default = spec
                 continue
-            cpus = spec.get("cpus") or spec.get("procs")
+            cpus = _number(spec, "cpus" if "cpus" in spec else "procs", None, line)
             if cpus is None:  # slurm.conf(5): Boards x sockets x CoresPerSocket x ThreadsPerCore
-                sockets = int(spec["sockets"]) if "sockets" in spec else \
-                    int(spec.get("boards", 1)) * int(spec.get("socketsperboard", 1))
-                cpus = sockets * int(spec.get("corespersocket", 1)) * int(spec.get("threadspercore", 1))
-            mem = float(spec["realmemory"]) if "realmemory" in spec else INFINITE
+                sockets = _number(spec, "sockets", None, line) if "sockets" in spec else \
+                    _number(spec, "boards", 1, line) * _number(spec, "socketsperboard", 1, line)
+                cpus = sockets * _number(spec, "corespersocket", 1, line) * _number(spec, "threadspercore", 1, line)
+            mem = _number(spec, "realmemory", INFINITE, line, float)
+            node_weight = _number(spec, "weight", 1, line)
             gpus = sum(int(g.rsplit(":", 1)[-1]) for g in spec.get("gres", "").split(",")
                        if g.startswith("gpu") and g.rsplit(":", 1)[-1].isdigit())
             have = {f.strip() for f in spec.get("features", spec.get("feature", "")).split(",") if f.strip()}
             for name in expand_hostlist(value):
-                nodes[name] = Node(name, int(cpus), mem, gpus, int(spec.get("weight", 1)))
+                nodes[name] = Node(name, cpus, mem, gpus, node_weight)
                 features[name] = have
         elif key == "nodeset":
             nodesets[value] = dict(pairs[1:])
@@ -428,7 +461,7 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             if any(p["name"] == value for p in parts):  # slurmctld 22.05: "fatal: ... duplicate entry for partition"
                 raise ValueError(f"partition {value} is named on two PartitionName= lines; slurmctld refuses such a "
                                  "slurm.conf (duplicate entry for partition): keep one")
-            parts.append({"name": value, **spec})
+            parts.append({"name": value, "line": line, **spec})
     all_nodes = tuple(nodes)
     sets = {name: _nodeset(spec, nodes, features) for name, spec in nodesets.items()}
     select = settings.get("selecttype", "").lower()
@@ -445,10 +478,10 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         over = p.get("oversubscribe", p.get("shared", "NO")).upper()
         partitions.append(Partition(
             name=p["name"], nodes=names, default=p.get("default", "NO").upper() == "YES",
-            max_time_s=parse_time_s(p["maxtime"]) if "maxtime" in p else INFINITE,
-            default_time_s=parse_time_s(p["defaulttime"]) if "defaulttime" in p else None,
-            priority_tier=int(p.get("prioritytier", p.get("priority", 1))),
-            priority_job_factor=int(p.get("priorityjobfactor", p.get("priority", 1))),
+            max_time_s=_time(p, "maxtime", INFINITE, p["line"]),
+            default_time_s=_time(p, "defaulttime", None, p["line"]),
+            priority_tier=_number(p, "prioritytier", _number(p, "priority", 1, p["line"]), p["line"]),
+            priority_job_factor=_number(p, "priorityjobfactor", _number(p, "priority", 1, p["line"]), p["line"]),
             exclusive=linear or over.startswith("EXCLUSIVE")))
     sched = SchedulerParams(backfill=settings.get("schedulertype", "sched/backfill").lower() == "sched/backfill")
     kw = {}
@@ -461,23 +494,24 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
             kw["bf_window_min"] = int(v)
         elif k == "sched_min_interval" and v.isdigit():
             kw["sched_min_interval_us"] = int(v)
+        elif k in _SCHED_INT | {"bf_window", "sched_min_interval"}:  # slurmctld: "Invalid SchedulerParameters"
+            notes.append(f"SchedulerParameters {k}={v} is not a whole number: Slurm's default taken, as slurmctld does")
         elif k:
             notes.append(f"SchedulerParameters {k} read past")
     sched = replace(sched, **kw)
     flags = {f.strip().upper() for f in settings.get("priorityflags", "").split(",") if f.strip()}
 
     def weight(name: str) -> int:
-        return int(settings.get(f"priorityweight{name}", "0"))
+        return _number(settings, f"priorityweight{name}", 0)
 
     prio = PriorityParams(
         multifactor=settings.get("prioritytype", "priority/basic").lower() == "priority/multifactor",
         weight_age=weight("age"), weight_fairshare=weight("fairshare"), weight_job_size=weight("jobsize"),
         weight_partition=weight("partition"), weight_qos=weight("qos"), weight_assoc=weight("assoc"),
-        max_age_s=parse_time_s(settings["prioritymaxage"]) if "prioritymaxage" in settings else 7 * 86400.0,
+        max_age_s=_time(settings, "prioritymaxage", 7 * 86400.0),
         favor_small=settings.get("priorityfavorsmall", "NO").upper() == "YES",
-        decay_half_life_s=parse_time_s(settings["prioritydecayhalflife"]) if "prioritydecayhalflife" in settings
-        else 7 * 86400.0,
-        calc_period_s=parse_time_s(settings["prioritycalcperiod"]) if "prioritycalcperiod" in settings else 300.0,
+        decay_half_life_s=_time(settings, "prioritydecayhalflife", 7 * 86400.0),
+        calc_period_s=_time(settings, "prioritycalcperiod", 300.0),
         fair_tree=not ({"NO_FAIR_TREE", "DEPTH_OBLIVIOUS"} & flags), depth_oblivious="DEPTH_OBLIVIOUS" in flags,
         fs_dampening=_dampening(settings.get("fairsharedampeningfactor", "1")))
     if prio.multifactor:

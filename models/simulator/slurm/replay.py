@@ -254,6 +254,13 @@ def slurm_schedule(jobs: pl.DataFrame, conf: SlurmConf, *, rule: str = "multifac
         c, m, p = key
         if pick(c, m, excl[p], part_w[p], every, node_cpus.copy(), node_cpus, node_weight, buf_n, buf_c) < 0:
             never |= (cpus == c) & (min_nodes == m) & (part == p)
+    if n and never.all():  # a replay that starts nothing: every figure would be empty
+        held = ", ".join(f"{pt.name}: {int(node_cpus[part_nodes[i]].sum()):,} CPUs" for i, pt in enumerate(parts))
+        said = [x for x in conf.notes if x.startswith("partition ")]
+        raise ValueError(f"none of the {n:,} jobs fits its partition's nodes in this slurm.conf: they ask for "
+                         f"{int(cpus.min()):,} to {int(cpus.max()):,} CPUs, and its partitions hold {held}"
+                         + (f" ({'; '.join(said)})" if said else "") + ": check its NodeName= and PartitionName= "
+                         "lines (each partition's Nodes=) against the cluster")
     s = conf.sched
     iparams = np.array([s.bf_interval, s.bf_max_job_test, s.bf_max_job_user, s.bf_resolution, s.bf_window_min * 60,
                         s.default_queue_depth, s.sched_interval, int(s.backfill), fairshare_algorithm(pr), len(users),
