@@ -783,6 +783,9 @@ def test_include_files_as_slurmctld_reads_them(tmp_path):
     conf.write_text("Include nodes-%c.conf\nClusterName=big\n")
     with pytest.raises(ValueError, match="no ClusterName= comes before it"):
         read_slurm_conf(conf)
+    conf.write_text("ClusterName=big\nInclude .\n")  # a folder: slurmctld cannot read it as a file either
+    with pytest.raises(ValueError, match=r"Include \.: .* is a folder"):
+        read_slurm_conf(conf)
 
 
 def test_a_conf_without_nodes_is_refused():

@@ -260,6 +260,8 @@ def _lines(path: Path, seen: set[Path], home: Path, cluster: list[str]) -> list[
                 raise ValueError(f"Include {name}: %c is the cluster's name, and no ClusterName= comes before it")
             inc = Path(name.replace("%c", cluster[-1] if cluster else ""))
             inc = inc if inc.is_absolute() else home / inc
+            if inc.is_dir():
+                raise ValueError(f"Include {name}: {inc} is a folder: slurm.conf includes files, one a line")
             if not inc.is_file():
                 raise ValueError(f"Include {name}: {inc} is not there; copy the files slurm.conf includes beside it "
                                  "(a relative name is read from slurm.conf's folder), as slurmctld would need them")
