@@ -652,32 +652,40 @@ def slurmctld_boot(conf_path: Path) -> float:
     return 0.0
 
 
+def bar_conf(conf_path: Path):
+    """The runs' slurm.conf as the bar replays it: the priority recalculations from slurmctld's start, as a
+    site's `scontrol show config` gives it; the association tree's shares from `sshare` where the run saved
+    it, named as `collect` stored the jobs' names (`--shares` to the commands)."""
+    from metapilot.models.simulator.slurm import read_shares, read_slurm_conf
+    from metapilot.transforms.privacy import keyed_hash
+    from metapilot.warehouse.secret import read_key
+
+    conf = read_slurm_conf(conf_path).with_priority(calc_origin_s=slurmctld_boot(conf_path))
+    if (conf_path.parent / "sshare.txt").exists():
+        tree = read_shares(conf_path.parent / "sshare.txt")
+        key = read_key(conf_path.parent / "secret.key")
+        conf = conf.with_shares(tree.renamed(lambda x: keyed_hash(x, key)) if key is not None else tree)
+    return conf
+
+
 def replay_frame(jobs: list[dict], conf_path: Path, rule: str, complete_s: float, extra_run: np.ndarray | None = None):
     """The run replayed by `replay_slurm` (its frame: `start` in s after the first real submit, `init_prio`),
     on Slurm's own clock (`origin_s` = the first submit's epoch second: backfill rounds reservations to
     bf_resolution on that clock, so the replay's grid falls where Slurm's did) unless REPLAY_ORIGIN says
-    otherwise; the priority recalculations from slurmctld's start, as a site's `scontrol show config` gives
-    it; the association tree's shares from `sshare` where the run saved it. `extra_run`: seconds added to each
-    job's run time (a drawn latency, `drawn_latency_rows`)."""
+    otherwise; the conf as `bar_conf` reads it, with `complete_s` (what `--complete-s` gives the commands).
+    `extra_run`: seconds added to each job's run time (a drawn latency, `drawn_latency_rows`)."""
     import polars as pl
 
-    from metapilot.models.simulator.slurm import read_shares, read_slurm_conf, replay_slurm
-    from metapilot.transforms.privacy import keyed_hash
-    from metapilot.warehouse.secret import read_key
+    from metapilot.models.simulator.slurm import replay_slurm
 
     first = min(j["submit"] for j in jobs if j.get("start") is not None and j.get("end") is not None)
-    conf = read_slurm_conf(conf_path).with_sched(complete_s=complete_s)  # what `--complete-s` gives the commands
-    conf = conf.with_priority(calc_origin_s=slurmctld_boot(conf_path))
+    conf = bar_conf(conf_path).with_sched(complete_s=complete_s)
     frame = fidelity_frame(jobs, first)
     if extra_run is not None:
         frame = frame.with_columns(pl.col("run") + pl.Series(extra_run))
     plan = json.loads((conf_path.parent / "fidelity.json").read_text())["plan"]
     if not plan.get("users"):  # every job was root's, in root's own association (the records hold its pseudonym)
         frame = frame.with_columns(pl.lit("root").alias("user"), pl.lit("root").alias("account"))
-    if (conf_path.parent / "sshare.txt").exists():  # the association tree, as `--shares` gives it to the commands,
-        tree = read_shares(conf_path.parent / "sshare.txt")  # named as `collect` stored the jobs' names
-        key = read_key(conf_path.parent / "secret.key")
-        conf = conf.with_shares(tree.renamed(lambda x: keyed_hash(x, key)) if key is not None else tree)
     return replay_slurm(frame, conf, rule=rule, origin_s=first if REPLAY_ORIGIN == "epoch" else 0.0)
 
 
@@ -880,11 +888,10 @@ def sensitivity(path: Path) -> list[dict]:
     latency drawn (`drawn_latency_rows`)."""
     import polars as pl
 
-    from metapilot.models.simulator.slurm import read_slurm_conf, replay_slurm
+    from metapilot.models.simulator.slurm import replay_slurm
 
     doc = json.loads(path.read_text())
-    conf = read_slurm_conf(path.parent / doc["conf"])
-    conf = conf.with_priority(calc_origin_s=slurmctld_boot(path.parent / doc["conf"]))  # as `replay_run`
+    conf = bar_conf(path.parent / doc["conf"])
     log = slurmctld_log(path)
     ev = log_events(log) if log else {}
     rows = []
@@ -969,7 +976,6 @@ def logged_pass_rows(path: Path) -> list[dict]:
 
     import metapilot.models.simulator.slurm.replay as replay_mod
     import profile_slurm_replay as prof
-    from metapilot.models.simulator.slurm import read_slurm_conf
 
     doc = json.loads(path.read_text())
     log = slurmctld_log(path)
@@ -982,8 +988,7 @@ def logged_pass_rows(path: Path) -> list[dict]:
     sys.path.insert(0, str(root))
     real_kernel = replay_mod.run_slurm
     replay_mod.run_slurm = prof.build(f"logged passes:{npy}", root).run_slurm
-    conf = read_slurm_conf(path.parent / doc["conf"])
-    conf = conf.with_priority(calc_origin_s=slurmctld_boot(path.parent / doc["conf"]))  # as `replay_run`
+    conf = bar_conf(path.parent / doc["conf"])
     rows = []
     try:
         for label, run in doc["runs"].items():
