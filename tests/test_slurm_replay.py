@@ -18,6 +18,8 @@ from metapilot.models.simulator.slurm.conf import (
     parse_qos_priorities,
     parse_time_s,
     read_slurm_conf,
+    setting_lines,
+    slurm_conf_settings,
 )
 from metapilot.models.simulator.slurm.priority import (
     CLASSIC,
@@ -763,6 +765,21 @@ def test_select_linear_gives_whole_nodes_and_what_is_read_past_is_said():
                            "TopologyPlugin=topology/tree\n" + nodes.replace("Default=YES", "OverSubscribe=FORCE:4"))
     assert [n.split()[0] for n in odd.notes] == ["SelectTypeParameters", "TopologyPlugin=topology/tree",
                                                  "OverSubscribe=YES/FORCE"]
+
+
+def test_a_line_ending_in_a_backslash_continues_on_the_next(tmp_path):
+    """slurmctld 22.05 (checked live, `scontrol show partition`): `PartitionName=cont Nodes=ALL \\` then
+    `MaxTime=30 PriorityTier=7` is one line (MaxTime 00:30:00, tier 7); a backslash inside a comment continues
+    nothing. The replay read the second line as a setting named MaxTime, and the partition kept no limit."""
+    text = ("NodeName=n[1-2] \\\n  CPUs=4\nPartitionName=cont Nodes=ALL \\\n  MaxTime=30 PriorityTier=7\n"
+            "PartitionName=hash Nodes=ALL MaxTime=20 # a comment \\\nPartitionName=after Nodes=ALL\n"
+            "SchedulerParameters=bf_interval=5,\\\nbf_window=60\n")
+    (tmp_path / "slurm.conf").write_text(text)
+    for c in (parse_slurm_conf(text), read_slurm_conf(tmp_path / "slurm.conf")):
+        parts = {p.name: (p.max_time_s, p.priority_tier) for p in c.partitions}
+        assert parts == {"cont": (1800.0, 7), "hash": (1200.0, 1), "after": (float("inf"), 1)}
+        assert [n.cpus for n in c.nodes] == [4, 4] and (c.sched.bf_interval, c.sched.bf_window_min) == (5, 60)
+        assert "maxtime" not in slurm_conf_settings(setting_lines(text.splitlines()))
 
 
 def test_include_files_as_slurmctld_reads_them(tmp_path):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import unicodedata
 from dataclasses import dataclass
 
-from metapilot.models.simulator.slurm.conf import slurm_conf_settings
+from metapilot.models.simulator.slurm.conf import setting_lines, slurm_conf_settings
 
 SCHEDULERS = ("slurm", "pbspro")
 BF_WINDOW_MAX_MIN = 43200  # Slurm's largest bf_window (30 days)
@@ -181,7 +181,7 @@ def slurm_fragment(rule: str, backfill: str, facts: SiteFacts, *, decision: str,
             ours["bf_max_job_test"] = "10000"
         if ours:
             site_line = None if site_conf is None else slurm_conf_settings(
-                [ln.split("#", 1)[0].strip() for ln in site_conf.splitlines()]).get("schedulerparameters")
+                setting_lines(site_conf.splitlines())).get("schedulerparameters")
             merged = merge_scheduler_parameters(site_line, ours)
             if one_line(merged) != merged:
                 raise ExportNameError("the site's SchedulerParameters line holds a control character: fix slurm.conf "

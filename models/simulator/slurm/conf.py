@@ -11,7 +11,7 @@ QOS limits) is read past.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -242,6 +242,24 @@ def _pairs(line: str) -> list[tuple[str, str]]:
     return [(k.lower(), q if v == "" else v) for k, q, v in re.findall(r'(\w+)\s*=\s*(?:"([^"]*)"|(\S+))', line)]
 
 
+def setting_lines(raw: Iterable[str]) -> list[str]:
+    """slurm.conf's text as slurmctld's parser reads it, one setting line each: comments dropped, and a
+    line that ends in a backslash joined with the next (checked on slurmctld 22.05: a `PartitionName=`
+    line continued so took the MaxTime of the next; a comment ending in one continues nothing)."""
+    out: list[str] = []
+    held = ""
+    for line in raw:
+        line = line.split("#", 1)[0].rstrip()
+        if line.endswith("\\"):
+            held += line[:-1] + " "
+            continue
+        out.append((held + line).strip())
+        held = ""
+    if held.strip():
+        out.append(held.strip())
+    return out
+
+
 def _lines(path: Path, seen: set[Path], home: Path, cluster: list[str]) -> list[str]:
     """The file's setting lines, `Include` files in place, as slurmctld reads them (slurm.conf(5), INCLUDE
     MODIFIERS): a relative name is looked for in slurm.conf's own folder (`home`), `%c` is the ClusterName
@@ -251,8 +269,7 @@ def _lines(path: Path, seen: set[Path], home: Path, cluster: list[str]) -> list[
         return []
     seen.add(path)
     out = []
-    for raw in path.read_text(errors="replace").splitlines():
-        line = raw.split("#", 1)[0].strip()
+    for line in setting_lines(path.read_text(errors="replace").splitlines()):
         m = re.match(r"include\s+(\S+)", line, re.IGNORECASE)
         if m:
             name = m.group(1)
@@ -341,7 +358,7 @@ def _dampening(text: str) -> float:
 
 def parse_slurm_conf(text: str) -> SlurmConf:
     """Parse a slurm.conf's text (`Include` lines are read past: use `read_slurm_conf` for those)."""
-    return parse_slurm_conf_lines([ln.split("#", 1)[0].strip() for ln in text.splitlines()])
+    return parse_slurm_conf_lines(setting_lines(text.splitlines()))
 
 
 def _nodeset(spec: Mapping[str, str], nodes: Mapping[str, Node], features: Mapping[str, set[str]]) -> set[str]:
