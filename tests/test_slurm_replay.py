@@ -782,6 +782,28 @@ def test_a_line_ending_in_a_backslash_continues_on_the_next(tmp_path):
         assert "maxtime" not in slurm_conf_settings(setting_lines(text.splitlines()))
 
 
+def test_a_plain_line_holds_one_setting_as_slurmctld_reads_it(tmp_path):
+    """`PriorityWeightQOS=777 PriorityMaxAge=2-0` on one line: slurmctld, scontrol and sacctmgr 22.05 stop
+    with "Parse error in file ... line N" (checked); the read took "777 PriorityMaxAge=2-0" as the weight's
+    value. Node, partition and down-node lines hold several pairs, and values may hold `=`."""
+    import shutil
+    import subprocess
+
+    nodes = "NodeName=n[1-2] CPUs=4\nPartitionName=p Nodes=ALL Default=YES\nDownNodes=n2 State=DOWN Reason=x\n"
+    c = parse_slurm_conf(nodes + 'SchedulerParameters=bf_interval=5,bf_window=60\nLicenses="a=1 b=2"\n')
+    assert c.sched.bf_interval == 5 and len(c.nodes) == 2
+    bad = nodes + "PriorityWeightQOS=777 PriorityMaxAge=2-0\n"
+    with pytest.raises(ValueError, match="holds 2 settings; slurmctld reads one a line"):
+        parse_slurm_conf(bad)
+    if shutil.which("scontrol") is None:
+        return
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\n" + bad)
+    res = subprocess.run(["scontrol", "show", "hostnames", "a"], capture_output=True, text=True, timeout=30,
+                         env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": str(conf)})
+    assert res.returncode != 0 and "Parse error in file" in res.stderr, res.stderr
+
+
 def test_include_files_as_slurmctld_reads_them(tmp_path):
     """`Include` (slurm.conf(5), INCLUDE MODIFIERS): a relative name from slurm.conf's folder, also in a
     nested include; `%c` is ClusterName; a file that is not there stops the read, as it stops slurmctld

@@ -251,7 +251,7 @@ def setting_lines(raw: Iterable[str]) -> list[str]:
     for line in raw:
         line = line.split("#", 1)[0].rstrip()
         if line.endswith("\\"):
-            held += line[:-1] + " "
+            held += line[:-1]  # joined as it stands: `bf_interval=5,\` + `bf_window=60` is one value (scontrol)
             continue
         out.append((held + line).strip())
         held = ""
@@ -298,17 +298,23 @@ def slurm_conf_lines(path: str | Path) -> list[str]:
     return _lines(Path(path), set(), Path(path).resolve().parent, [])
 
 
-NODE_KEYS = ("nodename", "nodeset", "partitionname")
+TABLE_KEYS = ("nodename", "nodeset", "partitionname", "downnodes", "frontendname")  # lines of several pairs
 
 
 def slurm_conf_settings(lines: list[str]) -> dict[str, str]:
     """The plain settings of slurm.conf's lines (`slurm_conf_lines`), keys lower-cased: everything but the
-    node, node-set and partition lines; a later line of a name replaces an earlier one, as in slurmctld."""
+    node, node-set, partition (and down-node, front-end) lines; a later line of a name replaces an earlier
+    one, as in slurmctld. A plain line holds one setting: slurmctld 22.05 refuses a second (checked:
+    `Parse error in file ... line N`), so the read does too rather than take the rest as the first's value."""
     settings: dict[str, str] = {}
     for line in lines:
         pairs = _pairs(line) if line and not line.lower().startswith("include") else []
-        if pairs and pairs[0][0] not in NODE_KEYS:
-            settings[pairs[0][0]] = line.split("=", 1)[1].strip()
+        if not pairs or pairs[0][0] in TABLE_KEYS:
+            continue
+        if len(pairs) > 1:
+            raise ValueError(f"`{line}` holds {len(pairs)} settings; slurmctld reads one a line (\"Parse error in "
+                             "file\"): put each on its own line")
+        settings[pairs[0][0]] = line.split("=", 1)[1].strip()
     return settings
 
 
