@@ -732,6 +732,8 @@ def test_nodesets_features_and_partition_node_lists():
     assert any("partition empty has no nodes" in n for n in bare.notes)
     with pytest.raises(ValueError, match="partition empty is named on two PartitionName= lines"):  # slurmctld: fatal
         parse_slurm_conf("NodeName=n1 CPUs=4\nPartitionName=empty\nPartitionName=empty Nodes=n1\n")
+    with pytest.raises(ValueError, match="node n2 is defined on two NodeName= lines"):  # slurmctld: fatal (checked)
+        parse_slurm_conf("NodeName=n[1-2] CPUs=4\nNodeName=n2 CPUs=8\nPartitionName=p Nodes=ALL\n")
     rack = [n for n in c.notes if "partition rack" in n]
     assert len(rack) == 1 and "ghost1" in rack[0] and "ghost7" not in rack[0]  # five named, then "..."
     boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"

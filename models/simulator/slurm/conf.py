@@ -474,6 +474,9 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
                        if g.startswith("gpu") and g.rsplit(":", 1)[-1].isdigit())
             have = {f.strip() for f in spec.get("features", spec.get("feature", "")).split(",") if f.strip()}
             for name in expand_hostlist(value):
+                if name in nodes:  # slurmctld 22.05: "fatal: Duplicated NodeName ... in the config file" (checked)
+                    raise ValueError(f"node {name} is defined on two NodeName= lines (the second: `{line}`); "
+                                     "slurmctld refuses such a slurm.conf (Duplicated NodeName): keep one")
                 nodes[name] = Node(name, cpus, mem, gpus, node_weight)
                 features[name] = have
         elif key == "nodeset":
