@@ -700,10 +700,10 @@ def test_a_value_that_is_not_a_number_is_an_error_naming_it_and_its_line():
 
 
 def test_a_conf_on_which_no_job_fits_is_refused_saying_why():
-    """A partition whose Nodes= names nodes slurm.conf does not define has no nodes; a replay on it started
+    """A partition without Nodes= has no nodes (slurmctld: Nodes=(null)); a replay of jobs all in it started
     nothing and `simulate` exited 0 with every figure empty. It is an error naming the partitions."""
-    conf = parse_slurm_conf("NodeName=n[1-4] CPUs=4\nPartitionName=p Nodes=m[1-4] Default=YES\n")
-    with pytest.raises(ValueError, match=r"none of the 2 jobs fits .* p: 0 CPUs .*m1, m2, m3, m4"):
+    conf = parse_slurm_conf("NodeName=n[1-4] CPUs=4\nPartitionName=p Default=YES\nPartitionName=q Nodes=n1\n")
+    with pytest.raises(ValueError, match=r"none of the 2 jobs fits .* p: 0 CPUs, q: 4 CPUs .*partition p has no nodes"):
         starts(frame([(0, 100, 100, 1), (1, 100, 100, 2)]), conf)
     fits = parse_slurm_conf("NodeName=n[1-4] CPUs=4\nPartitionName=p Nodes=n1 Default=YES\n")
     assert starts(frame([(0, 100, 100, 1), (1, 100, 100, 8)]), fits)[0] == 0  # one job fits: replayed, the other said
@@ -711,7 +711,8 @@ def test_a_conf_on_which_no_job_fits_is_refused_saying_why():
 
 def test_nodesets_features_and_partition_node_lists():
     """NodeSet= (by Nodes= and by Feature=) in a partition's Nodes=, names given twice, quoted values,
-    and names slurm.conf does not define (left out, and said)."""
+    and names slurm.conf does not define (refused, as slurmctld refuses them: checked live, "fatal: Invalid
+    node names in partition")."""
     c = parse_slurm_conf(
         "NodeName=cpu[1-4] CPUs=8 Features=cpu\n"
         'NodeName=gpu[1-2] CPUs=16 Feature="gpu,a100" Gres=gpu:4\n'
@@ -720,7 +721,7 @@ def test_nodesets_features_and_partition_node_lists():
         "NodeSet=cpus Nodes=cpu[1-4]\n"
         "PartitionName=batch Nodes=cpus Default=YES\n"
         "PartitionName=gpu Nodes=gpus,cpu1,cpu[1-2]\n"
-        "PartitionName=rack Nodes=r[1-2]n[1-2],ghost[1-7]\n")
+        "PartitionName=rack Nodes=r[1-2]n[1-2]\n")
     parts = {p.name: p.nodes for p in c.partitions}
     assert parts == {"batch": ("cpu1", "cpu2", "cpu3", "cpu4"), "gpu": ("cpu1", "cpu2", "gpu1", "gpu2"),
                      "rack": ("r1n1", "r1n2", "r2n1", "r2n2")}
@@ -734,8 +735,8 @@ def test_nodesets_features_and_partition_node_lists():
         parse_slurm_conf("NodeName=n1 CPUs=4\nPartitionName=empty\nPartitionName=empty Nodes=n1\n")
     with pytest.raises(ValueError, match="node n2 is defined on two NodeName= lines"):  # slurmctld: fatal (checked)
         parse_slurm_conf("NodeName=n[1-2] CPUs=4\nNodeName=n2 CPUs=8\nPartitionName=p Nodes=ALL\n")
-    rack = [n for n in c.notes if "partition rack" in n]
-    assert len(rack) == 1 and "ghost1" in rack[0] and "ghost7" not in rack[0]  # five named, then "..."
+    with pytest.raises(ValueError, match=r"partition rack names nodes .*: ghost1, ghost2, ghost3, ghost4, ghost5 \.\.\.;"):
+        parse_slurm_conf("NodeName=r[1-2]n[1-2] CPUs=4\nPartitionName=rack Nodes=r[1-2]n[1-2],ghost[1-7]\n")
     boards = parse_slurm_conf("NodeName=b1 Boards=2 SocketsPerBoard=2 CoresPerSocket=8 ThreadsPerCore=2\n"
                               "NodeName=s1 Sockets=2 CoresPerSocket=8\n")
     assert [n.cpus for n in boards.nodes] == [64, 16]

@@ -500,9 +500,10 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
         names, unknown = _partition_nodes(p.get("nodes", ""), all_nodes, sets)  # no Nodes=: none (Nodes=(null))
         if not names:
             notes.append(f"partition {p['name']} has no nodes: its jobs cannot run in the replay")
-        if unknown:
-            notes.append(f"partition {p['name']} names nodes slurm.conf does not define, left out: "
-                         f"{', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}")
+        if unknown:  # slurmctld 22.05: "fatal: Invalid node names in partition" (checked)
+            raise ValueError(f"partition {p['name']} names nodes slurm.conf does not define: "
+                             f"{', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}; slurmctld refuses such a "
+                             "slurm.conf (Invalid node names in partition): define them, or leave them out")
         over = p.get("oversubscribe", p.get("shared", "NO")).upper()
         partitions.append(Partition(
             name=p["name"], nodes=names, default=p.get("default", "NO").upper() == "YES",
