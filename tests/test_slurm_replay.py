@@ -636,17 +636,25 @@ def test_hostlists_of_several_bracket_groups_expand_as_slurms():
         assert expand_hostlist(text) == names.split(), text
 
 
-def test_hostlists_match_the_installed_slurms_scontrol(tmp_path):
+def scontrol_hostnames(tmp_path, text: str, conf_body: str = "NodeName=localhost CPUs=1\nPartitionName=p Nodes=ALL\n"):
+    """The installed Slurm's `scontrol show hostnames TEXT` with a throwaway slurm.conf (it expands host lists
+    without a controller, but reads the conf first, as slurmctld does); None where Slurm is not installed."""
     import shutil
     import subprocess
 
     if shutil.which("scontrol") is None:
+        return None
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\n" + conf_body)
+    return subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": str(conf)})
+
+
+def test_hostlists_match_the_installed_slurms_scontrol(tmp_path):
+    if scontrol_hostnames(tmp_path, "a") is None:
         pytest.skip("scontrol not installed (apt-get install slurm-wlm)")
-    conf = tmp_path / "slurm.conf"  # scontrol expands host lists without a controller, but wants a conf
-    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1\nPartitionName=p Nodes=ALL\n")
     for text in [*SLURM_HOSTNAMES, "cn[01-03,7],gpu1", "r[1-4]n[01-36]"]:
-        res = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, timeout=30,
-                             env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": str(conf)})
+        res = scontrol_hostnames(tmp_path, text)
         assert res.returncode == 0, res.stderr
         assert expand_hostlist(text) == res.stdout.split(), text
 
@@ -659,22 +667,14 @@ def test_an_invalid_host_list_is_an_error_naming_it(tmp_path):
     """A range backwards, not numbers or empty, or a bracket not closed: slurmctld does not start on such a
     line; the replay read `n[3-1]` as no nodes and `n[1-4` as nodes `n` and `1-4`, and replayed an empty
     cluster without a word."""
-    import shutil
-    import subprocess
-
     for text in (*SLURM_INVALID_HOSTLISTS, "n[1-4", "a[1-2],b[3"):
         with pytest.raises(ValueError, match="invalid host list"):
             expand_hostlist(text)
         with pytest.raises(ValueError, match="invalid host list"):
             parse_slurm_conf(f"NodeName={text} CPUs=4\nPartitionName=p Nodes=ALL\n")
-    if shutil.which("scontrol") is None:
-        return
-    conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\nNodeName=localhost CPUs=1\nPartitionName=p Nodes=ALL\n")
     for text in SLURM_INVALID_HOSTLISTS:
-        res = subprocess.run(["scontrol", "show", "hostnames", text], capture_output=True, text=True, timeout=30,
-                             env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": str(conf)})
-        assert "Invalid hostlist" in res.stdout + res.stderr, text
+        res = scontrol_hostnames(tmp_path, text)
+        assert res is None or "Invalid hostlist" in res.stdout + res.stderr, text
 
 
 def test_a_value_that_is_not_a_number_is_an_error_naming_it_and_its_line():
@@ -783,28 +783,23 @@ def test_a_line_ending_in_a_backslash_continues_on_the_next(tmp_path):
         assert parts == {"cont": (1800.0, 7), "hash": (1200.0, 1), "after": (float("inf"), 1)}
         assert [n.cpus for n in c.nodes] == [4, 4] and (c.sched.bf_interval, c.sched.bf_window_min) == (5, 60)
         assert "maxtime" not in slurm_conf_settings(setting_lines(text.splitlines()))
+    ok = scontrol_hostnames(tmp_path, "a", text)  # Slurm's own parser: joined as they stand, no space between
+    spaced = scontrol_hostnames(tmp_path, "a", text.replace(",\\\n", ", "))
+    assert ok is None or (ok.returncode == 0 and "Parse error" in spaced.stderr), (ok.stderr, spaced.stderr)
 
 
 def test_a_plain_line_holds_one_setting_as_slurmctld_reads_it(tmp_path):
     """`PriorityWeightQOS=777 PriorityMaxAge=2-0` on one line: slurmctld, scontrol and sacctmgr 22.05 stop
     with "Parse error in file ... line N" (checked); the read took "777 PriorityMaxAge=2-0" as the weight's
     value. Node, partition and down-node lines hold several pairs, and values may hold `=`."""
-    import shutil
-    import subprocess
-
     nodes = "NodeName=n[1-2] CPUs=4\nPartitionName=p Nodes=ALL Default=YES\nDownNodes=n2 State=DOWN Reason=x\n"
     c = parse_slurm_conf(nodes + 'SchedulerParameters=bf_interval=5,bf_window=60\nLicenses="a=1 b=2"\n')
     assert c.sched.bf_interval == 5 and len(c.nodes) == 2
     bad = nodes + "PriorityWeightQOS=777 PriorityMaxAge=2-0\n"
     with pytest.raises(ValueError, match="holds 2 settings; slurmctld reads one a line"):
         parse_slurm_conf(bad)
-    if shutil.which("scontrol") is None:
-        return
-    conf = tmp_path / "slurm.conf"
-    conf.write_text("ClusterName=x\nSlurmctldHost=localhost\n" + bad)
-    res = subprocess.run(["scontrol", "show", "hostnames", "a"], capture_output=True, text=True, timeout=30,
-                         env={"PATH": "/usr/bin:/bin:/usr/sbin", "SLURM_CONF": str(conf)})
-    assert res.returncode != 0 and "Parse error in file" in res.stderr, res.stderr
+    res = scontrol_hostnames(tmp_path, "a", bad)
+    assert res is None or (res.returncode != 0 and "Parse error in file" in res.stderr), res.stderr
 
 
 def test_include_files_as_slurmctld_reads_them(tmp_path):
