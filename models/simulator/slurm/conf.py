@@ -505,12 +505,13 @@ def parse_slurm_conf_lines(lines: list[str]) -> SlurmConf:
                              f"{', '.join(unknown[:5])}{' ...' if len(unknown) > 5 else ''}; slurmctld refuses such a "
                              "slurm.conf (Invalid node names in partition): define them, or leave them out")
         over = p.get("oversubscribe", p.get("shared", "NO")).upper()
+        legacy = _number(p, "priority", 1, p["line"])  # Priority= sets both (slurm.conf(5): for compatibility)
         partitions.append(Partition(
             name=p["name"], nodes=names, default=p.get("default", "NO").upper() == "YES",
             max_time_s=_time(p, "maxtime", INFINITE, p["line"]),
             default_time_s=_time(p, "defaulttime", None, p["line"]),
-            priority_tier=_number(p, "prioritytier", _number(p, "priority", 1, p["line"]), p["line"]),
-            priority_job_factor=_number(p, "priorityjobfactor", _number(p, "priority", 1, p["line"]), p["line"]),
+            priority_tier=_number(p, "prioritytier", legacy, p["line"]),
+            priority_job_factor=_number(p, "priorityjobfactor", legacy, p["line"]),
             exclusive=linear or over.startswith("EXCLUSIVE")))
     sched = SchedulerParams(backfill=settings.get("schedulertype", "sched/backfill").lower() == "sched/backfill")
     kw = {}
