@@ -149,6 +149,9 @@ def test_qos_priorities_order_the_queue_and_a_weight_without_them_is_said(tmp_pa
     assert any(n.startswith("1 job ran in a QOS") and "(debug)" in n for n in odd.notes)
     with pytest.raises(ValueError, match="sacctmgr"):
         parse_qos_priorities("normal|high")
+    assert parse_qos_priorities("normal=0,high=100,normal=0") == qos  # the same twice says nothing new
+    with pytest.raises(ValueError, match="normal is given twice, as 0 and 100: give each QOS once"):
+        parse_qos_priorities("normal=0,high=100,normal=100")
 
 
 def _shares(account, assoc_raw=None, acct_raw=None, root=()):

@@ -62,6 +62,21 @@ def test_a_deeper_tree_as_sshare_and_sacctmgr_print_it():
             parse_shares(bad)
 
 
+def test_a_tree_of_two_clusters_is_refused_where_they_differ():
+    """`sacctmgr show assoc` without `cluster=` lists each association once for every cluster slurmdbd serves:
+    the same tree twice reads as once, but where the clusters' shares or parents differ, one would silently
+    replace the other, so the read refuses, naming the association and the command for one cluster's tree."""
+    one = "phys||10|root\ntheory||5|phys\nphys|bob|2|\n"
+    head = "Account|User|Share|Par Name\n"
+    assert parse_shares(head + one + one) == parse_shares(head + one)
+    for other, words in (("phys||20|root\n", "account phys is given twice, as 10 and 20"),
+                         ("phys|bob|3|\n", "user bob in account phys is given twice, as 2 and 3"),
+                         ("theory||5|root\n", "account theory is given twice, under phys and under root")):
+        with pytest.raises(ValueError, match=words) as err:
+            parse_shares(head + one + other)
+        assert "cluster=NAME" in str(err.value)
+
+
 def test_an_account_below_another_is_weighed_under_it():
     """The replay of a deeper tree: account 'phys' (users bob and carl) holds sub-account 'theory' (user ann).
     By 3,600 on one CPU bob ran 2,400 s, ann 1,200 s; carl and ann then wait. Flat (theory a child of root

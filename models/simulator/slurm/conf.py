@@ -603,6 +603,8 @@ def parse_qos_priorities(text: str) -> tuple[tuple[str, int], ...]:
         if not sep or not name or not re.fullmatch(r"\d+", value):
             raise ValueError(f"QOS priorities: {item!r} is not name|priority or name=priority (a whole number); "
                              "`sacctmgr -nP show qos format=name,priority` prints them")
+        if out.get(name, int(value)) != int(value):
+            raise ValueError(f"QOS priorities: {name} is given twice, as {out[name]} and {value}: give each QOS once")
         out[name] = int(value)
     return tuple(sorted(out.items()))
 
@@ -614,6 +616,16 @@ def read_qos_priorities(arg: str) -> tuple[tuple[str, int], ...]:
 
 
 SHARES_HINT = "`sshare -a -l -P` prints them (or `sacctmgr -P show assoc format=account,user,fairshare`)"
+
+
+def _once(kept: dict, key, value, what: str) -> None:
+    """Keep `value` under `key`, refusing a second, different one: sacctmgr lists an association once for each
+    cluster slurmdbd serves, so a tree read without `cluster=` can hold one cluster's shares over another's."""
+    if kept.get(key, value) != value:
+        raise ValueError(f"{what} is given twice, as {kept[key]:g} and {value:g}: give the tree of one cluster "
+                         "(`sacctmgr -P show assoc cluster=NAME format=account,user,fairshare`, or `sshare` "
+                         "on the cluster)")
+    kept[key] = value
 
 
 def parse_shares(text: str) -> Shares:
@@ -634,7 +646,8 @@ def parse_shares(text: str) -> Shares:
         acct_col, user_col, share_col = 0, 1, 2
     accounts: dict[str, float] = {}
     users: dict[tuple[str, str], float] = {}
-    parents: dict[str, str] = {}
+    parents: dict[str, str] = {}  # below an account other than root
+    under: dict[str, str] = {}  # every account's parent, root too
     above: dict[int, str] = {}  # the last account seen at each indentation
     root_users: list[float] = []
     parent = []
@@ -660,11 +673,17 @@ def parse_shares(text: str) -> Shares:
         if acct == "root":
             root_users.append(share)
         elif user:
-            users[(acct, user)] = share
+            _once(users, (acct, user), share, f"user {user} in account {acct}")
         else:
-            accounts[acct] = share
+            _once(accounts, acct, share, f"account {acct}")
             up = r[parent_col].strip() if parent_col is not None and len(r) > parent_col else above.get(depth - 1, "")
-            if up and up != "root":
+            up = up or "root"
+            if under.get(acct, up) != up:
+                raise ValueError(f"account {acct} is given twice, under {under[acct]} and under {up}: give the tree "
+                                 "of one cluster (`sacctmgr -P show assoc cluster=NAME format=account,user,fairshare,"
+                                 "parentname`, or `sshare` on the cluster)")
+            under[acct] = up
+            if up != "root":
                 parents[acct] = up
             above[depth] = acct
     if not accounts and not users:
