@@ -21,24 +21,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, machine, write_section  # noqa: E402
+from common import CLI, REPO, machine, timed, write_section  # noqa: E402
 
-CLI = str(REPO / ".venv" / "bin" / "metapilot")
 TARGET_S = 1.5
-
-
-def timed(args: list[str], repeat: int) -> list[float]:
-    """Wall seconds of `metapilot ARGS` as new processes (the first, untimed, warms the caches)."""
-    out = []
-    for i in range(repeat + 1):
-        t0 = time.perf_counter()
-        p = subprocess.run([CLI, *args], capture_output=True, text=True, cwd=REPO)
-        wall = time.perf_counter() - t0
-        if p.returncode != 0:
-            raise SystemExit(f"metapilot {' '.join(args)} failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
-        if i:
-            out.append(wall)
-    return out
 
 
 def in_process(db: str, policy: str, at: str) -> dict[str, float]:

@@ -34,7 +34,10 @@ import gzip
 import json
 import math
 import os
+import re
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -56,7 +59,7 @@ from metapilot.transforms.parsers import ParseOptions, parse_jobs  # noqa: E402
 from metapilot.transforms.swf import parse_swf_header  # noqa: E402
 from metapilot.transforms.workload import Workload, normalise  # noqa: E402
 
-from bench.common import machine, write_section  # noqa: E402
+from bench.common import CLI, machine, timed, write_section  # noqa: E402
 
 SWF = REPO.parent / "shared" / "data" / "swf"
 SAMPLES = REPO / "samples" / "logs" / "slurm"
@@ -87,6 +90,8 @@ LOGS = (
     Log("hpccost", "hpc-cost-simulator (sacct sample)", SAMPLES / "hpc-cost-simulator-sacct-output-v2.txt", None),
 )
 DEFAULT_CAPS: dict[str, int] = {}
+# CEA-Curie's header notes: 5040 thin nodes (80640 cores) + 360 fat (11520) + 144 hybrid (1152)
+CURIE_NODES = (("thin", 5040, 16), ("fat", 360, 32), ("hybrid", 144, 8))
 
 
 # --- the cluster each replay sees ----------------------------------------------------------------------------
@@ -121,9 +126,7 @@ def swf_clusters(log: Log, w: Workload) -> tuple[Capacity, str, list[tuple[str, 
     pool = Capacity.single(procs or nodes)
     pool_note = f"MaxProcs {procs:,}" if procs else f"MaxNodes {nodes:,} (no MaxProcs: 1 core a node)"
     if log.key == "curie":
-        # the header's notes: 5040 thin nodes (80640 cores) + 360 fat (11520) + 144 hybrid (1152)
-        parts = (("thin", 5040, 16), ("fat", 360, 32), ("hybrid", 144, 8))
-        node_list = tuple(Node(f"{kind}{i}", cpn) for kind, count, cpn in parts for i in range(count))
+        node_list = tuple(Node(f"{kind}{i}", cpn) for kind, count, cpn in CURIE_NODES for i in range(count))
         conf = SlurmConf(nodes=node_list, partitions=(Partition("all", tuple(n.name for n in node_list),
                                                                 default=True),), priority=DEFAULT_PRIORITY)
         return pool, pool_note, [("nodes", conf, (
@@ -378,11 +381,70 @@ def profile(repeat: int, log_print=print) -> list[dict]:
 
 # --- the document ---------------------------------------------------------------------------------------------
 
+def curie_slurm_conf() -> str:
+    """The slurm.conf a site would give `simulate --slurm-conf` for the nodes `swf_clusters` replays CEA-Curie on
+    (the same nodes in the same order, one partition, multifactor with Slurm's default weights)."""
+    return "\n".join(["ClusterName=curie", "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core",
+                      "PriorityType=priority/multifactor",
+                      *(f"NodeName={kind}[0-{count - 1}] CPUs={cpn}" for kind, count, cpn in CURIE_NODES),
+                      "PartitionName=all Nodes=ALL Default=YES MaxTime=INFINITE"]) + "\n"
+
+
+def window_end(log: Log, cap: int | None) -> str | None:
+    """`--to` for the first `cap` jobs the replay keeps (by submit time; None: the whole log)."""
+    if not cap:
+        return None
+    jobs = parse_jobs(log.path, ParseOptions(fmt=log.fmt) if log.fmt else ParseOptions())
+    w = normalise(jobs)
+    if cap >= len(w):
+        return None
+    first_out = jobs.filter(pl.col("job_id") == w.job_ids[cap])["submit_time"][0]
+    return first_out.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def command_speed(caps: dict[str, int], repeat: int, log_print=print) -> list[dict]:
+    """Item 5 as a user meets it: `metapilot simulate` of the log's jobs in a new process (start-up, imports, the
+    warehouse's read, the replay, the stored run), EASY against the Slurm replay on the same nodes as the engine
+    rows (KTH-SP2: 100 one-CPU nodes, the warehouse's capacity; CEA-Curie: its header's 5,544 nodes, given as a
+    slurm.conf). Median of `repeat` runs after an untimed one."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        db = str(Path(tmp) / "w.duckdb")
+        conf = Path(tmp) / "curie.slurm.conf"
+        conf.write_text(curie_slurm_conf())
+        for key in ("kth", "curie"):
+            log = next(lg for lg in LOGS if lg.key == key)
+            subprocess.run([CLI, "ingest", str(log.path), "--cluster", log.name, "--db", db], check=True,
+                           capture_output=True, cwd=REPO)
+            base = ["simulate", "--cluster", log.name, "--db", db]
+            to = window_end(log, caps.get(key))
+            if to:
+                base += ["--to", to]
+            slurm = base + ["--policy", "multifactor", "--backfill", "slurm"]
+            if key == "curie":
+                slurm += ["--slurm-conf", str(conf)]
+            easy = base + ["--policy", "FCFS", "--backfill", "easy"]
+            out = subprocess.run([CLI, *slurm], capture_output=True, text=True, cwd=REPO, check=True).stdout
+            m = re.search(r"replayed ([\d,]+)", out)
+            t_easy, t_slurm = timed(easy, repeat), timed(slurm, repeat)
+            row = {"log": log.name, "jobs": int(m.group(1).replace(",", "")) if m else None, "to": to,
+                   "command": "metapilot " + " ".join(a if a not in (db, str(conf)) else
+                                                      ("W.duckdb" if a == db else "curie.slurm.conf") for a in slurm),
+                   "easy_s": float(np.median(t_easy)), "slurm_s": float(np.median(t_slurm)),
+                   "easy_runs": t_easy, "slurm_runs": t_slurm}
+            row["ratio"] = row["slurm_s"] / row["easy_s"]
+            log_print(f"  {log.name} as a command: EASY {row['easy_s']:.2f} s, Slurm {row['slurm_s']:.2f} s "
+                      f"({row['ratio']:.1f}x; runs {', '.join(f'{t:.2f}' for t in t_slurm)})")
+            rows.append(row)
+    return rows
+
+
 def fmt(x, digits: int = 0) -> str:
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:,.{digits}f}"
 
 
-def render(results: list[dict], speed: list[dict], prof: list[dict], meta: dict, counts: list[dict] = ()) -> str:
+def render(results: list[dict], speed: list[dict], prof: list[dict], meta: dict, counts: list[dict] = (),
+           commands: list[dict] = ()) -> str:
     lines = [f"## {HEADING}", ""]
     lines += [
         "Every log we have, replayed three ways and set next to what the cluster lived (the logged waits): **before**, "
@@ -433,6 +495,17 @@ def render(results: list[dict], speed: list[dict], prof: list[dict], meta: dict,
             lines.append(f"| {s['log']} | {s['jobs']:,}{' (capped)' if s['capped'] else ''} | {s['replay']} | "
                          f"{s['slurm_engine_s']:.3f} | {s['slurm_wall_s']:.3f} | {s['easy_engine_s']:.4f} | "
                          f"{s['easy_wall_s']:.4f} | {s['ratio']:,.0f}x | {'yes' if s['ratio'] <= 2 else 'no'} |")
+        lines.append("")
+    if commands:
+        lines += ["**The command a user runs** (`--commands`): `metapilot simulate` in a new process (start-up, "
+                  "imports, the warehouse's read, the replay, the stored run), median of "
+                  f"{len(commands[0]['slurm_runs'])} runs after an untimed one, into a warehouse of the two logs "
+                  "(`metapilot ingest`); EASY: the same command with `--policy FCFS --backfill easy`.", "",
+                  "| log | jobs | Slurm replay (command) | Slurm (s) | EASY (s) | ratio | within 2x |",
+                  "|---|---:|---|---:|---:|---:|:-:|"]
+        for c in commands:
+            lines.append(f"| {c['log']} | {fmt(c['jobs'])} | `{c['command']}` | {c['slurm_s']:.2f} | "
+                         f"{c['easy_s']:.2f} | {c['ratio']:.1f}x | {'yes' if c['ratio'] <= 2 else 'no'} |")
         lines.append("")
     if prof:
         lines += ["**Where the time goes** (`--profile`: the Slurm replay with one part of the work changed at a "
@@ -555,6 +628,8 @@ def main() -> None:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--counts", default="", help="profile_slurm_replay.py --save files to render (comma-separated)")
     ap.add_argument("--notes", help="a markdown file of findings to render under the tables")
+    ap.add_argument("--commands", action="store_true",
+                    help="also time `metapilot simulate` as a user runs it (new processes), EASY against Slurm")
     args = ap.parse_args()
     caps = dict(DEFAULT_CAPS)
     for item in filter(None, args.max_jobs.split(",")):
@@ -570,6 +645,7 @@ def main() -> None:
             for res in part["results"]:
                 by_key[res["key"]] = res
             doc["profile"] = part["profile"] or doc["profile"]
+            doc["commands"] = part.get("commands") or doc.get("commands", [])
             doc["meta"] = doc["meta"] or part["meta"]
         doc["results"] = [by_key[lg.key] for lg in LOGS if lg.key in by_key]
         doc["meta"]["command"] += "` (saved with `--save`), rendered with `" + " ".join(
@@ -589,8 +665,9 @@ def main() -> None:
             res = run_log(log, caps.get(log.key), args.repeat if small else 1, tuple(args.rules.split(",")))
             results.append(res)
         prof = profile(args.repeat) if args.profile else []
+        commands = command_speed(caps, max(args.repeat, 3)) if args.commands else []
         load = os.getloadavg()
-        doc = {"results": results, "speed": speed_rows(results), "profile": prof, "meta": {
+        doc = {"results": results, "speed": speed_rows(results), "profile": prof, "commands": commands, "meta": {
             "command": " ".join([".venv/bin/python", "bench/bench_slurm_replay.py", *sys.argv[1:]]),
             "machine": machine(), "repeat": args.repeat,
             "load": f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min) at the end",
@@ -600,7 +677,7 @@ def main() -> None:
     if args.notes:
         doc["meta"]["notes"] = [Path(args.notes).read_text().strip()]
     counts = [c for f in filter(None, args.counts.split(",")) for c in json.loads(Path(f).read_text())]
-    text = render(doc["results"], doc["speed"], doc["profile"], doc["meta"], counts)
+    text = render(doc["results"], doc["speed"], doc["profile"], doc["meta"], counts, doc.get("commands", []))
     print(text)
     if not args.no_write:
         write_section(HEADING, text)

@@ -7,11 +7,13 @@ import os
 import platform
 import re
 import subprocess
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "benchmarks.md"
 SHARED = (REPO / ".." / "shared" / "data").resolve()
+CLI = str(REPO / ".venv" / "bin" / "metapilot")
 
 
 def machine() -> str:
@@ -35,3 +37,18 @@ def write_section(heading: str, text: str, doc: Path = DOC) -> None:
     body = text.rstrip("\n") + "\n\n"
     new = pattern.sub(lambda _: body, old) if pattern.search(old) else old.rstrip("\n") + "\n\n" + body
     doc.write_text(new.rstrip("\n") + "\n")
+
+
+def timed(args: list[str], repeat: int) -> list[float]:
+    """Wall seconds of `metapilot ARGS` as new processes, as a user runs it (the first, untimed, warms the OS
+    and numba caches)."""
+    out = []
+    for i in range(repeat + 1):
+        t0 = time.perf_counter()
+        p = subprocess.run([CLI, *args], capture_output=True, text=True, cwd=REPO)
+        wall = time.perf_counter() - t0
+        if p.returncode != 0:
+            raise SystemExit(f"metapilot {' '.join(args)} failed:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+        if i:
+            out.append(wall)
+    return out
