@@ -31,7 +31,8 @@ import polars as pl
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate, warm_up  # noqa: E402
+from metapilot.models.simulator import RULE_PAIRS, Capacity, simulate  # noqa: E402
+from metapilot.models.simulator.engine import warm_up_engine  # noqa: E402
 from metapilot.transforms.parsers import ParseOptions, parse_jobs  # noqa: E402
 from metapilot.transforms.workload import Workload, normalise  # noqa: E402
 
@@ -83,7 +84,7 @@ def cold_compile_seconds() -> float:
     """Compile every mode from scratch in a fresh interpreter with an empty numba cache."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}
-        code = "from models.simulator import warm_up; print(warm_up())"
+        code = "from metapilot.models.simulator.engine import warm_up_engine; print(warm_up_engine())"
         out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True)
         return float(out.stdout.strip().splitlines()[-1])
 
@@ -100,7 +101,7 @@ def main() -> None:
     args = ap.parse_args()
 
     cold = None if args.quick else cold_compile_seconds()
-    load = warm_up()  # numba cache load in this process (compiles if the cache is cold)
+    load = warm_up_engine()  # numba cache load in this process (compiles if the cache is cold)
     t0 = time.perf_counter()
     traces = {"KTH-SP2": (normalise(read_swf(KTH)), Capacity.single(100))}
     if not args.quick and CURIE.exists():

@@ -16,11 +16,11 @@ from metapilot.models.simulator.capacity import WHOLE_CLUSTER, Capacity
 from metapilot.models.simulator.engine import (
     Engine,
     backfill_code,
-    warm_up,
 )
 from metapilot.models.simulator.policies import POLICIES, policy_code
 from metapilot.models.simulator.result import SimResult
 from metapilot.models.simulator.rules import BACKFILLS, RULE_PAIRS
+from metapilot.models.simulator.warm import warm_up
 from metapilot.transforms.workload import Workload
 
 

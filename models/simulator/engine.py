@@ -62,7 +62,7 @@ from metapilot.transforms.workload import Workload
 __all__ = [
     "BACKFILL_CODES", "CONSERVATIVE", "DONE", "EASY", "EXCLUDED", "FUTURE", "HEAP_N", "INF", "NEXT_SUB", "NONE",
     "NOW", "QUEUED", "RUNNING", "SEQ", "UTIL_T", "Engine", "SeededView", "SettingCodes", "Jobs", "Pools", "State",
-    "backfill_code", "build_state", "rebuild_profile", "release_all_due", "reorder_queues", "run_until", "warm_up",
+    "backfill_code", "build_state", "rebuild_profile", "release_all_due", "reorder_queues", "run_until", "warm_up_engine",
 ]
 
 BACKFILL_CODES: dict[str, int] = {"none": NONE, "easy": EASY, "conservative": CONSERVATIVE}
@@ -80,7 +80,7 @@ def backfill_code(name: str | int) -> int:
         raise ValueError(f"unknown backfill {name!r}; choose from none, easy, conservative") from None
 
 
-def warm_up() -> float:
+def warm_up_engine() -> float:
     """Compile (or load from the cache) every mode on a tiny workload; returns seconds taken."""
     t0 = time.perf_counter()
     n = 4
@@ -98,45 +98,7 @@ def warm_up() -> float:
     from metapilot.models.simulator.horizon import horizon_cost_kernel
 
     horizon_cost_kernel(jobs.submit, jobs.req, np.zeros(0), 0.0, 1.0, 2, 1.0, 0.0)
-    _warm_up_planner()
-    _warm_up_slurm()
     return time.perf_counter() - t0
-
-
-def _tiny_workload():
-    from metapilot.transforms.workload import Workload
-
-    return Workload.from_arrays(np.arange(6, dtype=np.float64), np.full(6, 5.0), cores=[1, 2, 1, 2, 1, 2])
-
-
-def _warm_up_planner() -> None:
-    """The planner's and the epoch replay's compiled calls (the walk forward, `steer`, the controller): a switch
-    of setting, forks of the engine and of its seeded view, a planning view, an epoch step, its state's
-    encoding, and the scores the as-run labelling orders by."""
-    from metapilot.models.simulator.epoch_replay import EpochReplay, StateEncoder
-    from metapilot.models.simulator.objectives import queue_order
-    from metapilot.transforms.state import StateConfig
-
-    w, cap = _tiny_workload(), Capacity.single(2)
-    e = Engine(w, cap, "FCFS", "easy")
-    e.advance(2.5, "SJF", "conservative", True)
-    codes = SettingCodes((("FCFS", "easy", False), ("SJF", "conservative", True), ("WFP3", "none", False)))
-    e.fork_costs(codes, e.now + 10.0, np.zeros(0), 1.0, 2, 0.0, 0.0)
-    e.seeded_view().fork_costs(codes, e.now + 10.0, np.zeros(0), 1.0, 2, 0.0, 0.0)
-    e.planning_view()
-    replay = EpochReplay(w, cap, epoch_s=2)
-    replay.reset()
-    replay.advance(0)
-    StateEncoder(StateConfig(), replay.origin_s)
-    queue_order("FCFS", submit_s=np.zeros(2), req_time_s=np.ones(2), cores=np.ones(2), job_seq=np.arange(2.0), now_s=1.0)
-
-
-def _warm_up_slurm() -> None:
-    """The replay of what Slurm does (`--backfill slurm`, `backtest --current-conf`): 33 s to compile cold."""
-    from metapilot.models.simulator.slurm import SlurmConf, slurm_schedule
-    from metapilot.models.simulator.slurm.replay import workload_frame
-
-    slurm_schedule(workload_frame(_tiny_workload()), SlurmConf.single(2, nodes=2))
 
 
 class SettingCodes:
