@@ -379,8 +379,6 @@ def profile(repeat: int, log_print=print) -> list[dict]:
     return out
 
 
-# --- the document ---------------------------------------------------------------------------------------------
-
 def curie_slurm_conf() -> str:
     """The slurm.conf a site would give `simulate --slurm-conf` for the nodes `swf_clusters` replays CEA-Curie on
     (the same nodes in the same order, one partition, multifactor with Slurm's default weights)."""
@@ -438,6 +436,8 @@ def command_speed(caps: dict[str, int], repeat: int, log_print=print) -> list[di
             rows.append(row)
     return rows
 
+
+# --- the document ---------------------------------------------------------------------------------------------
 
 def fmt(x, digits: int = 0) -> str:
     return "–" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:,.{digits}f}"
