@@ -6,6 +6,7 @@ test process that meets it."""
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timezone
 
 import numpy as np
@@ -26,8 +27,6 @@ START = datetime(1996, 10, 15, tzinfo=timezone.utc)
 
 def _compiled() -> dict[str, int]:
     """Every compiled function of the simulator's modules and how many machine codes it holds."""
-    import sys
-
     out = {}
     for name, module in list(sys.modules.items()):
         if not name.startswith("metapilot.models.simulator"):

@@ -62,7 +62,8 @@ from metapilot.transforms.workload import Workload
 __all__ = [
     "BACKFILL_CODES", "CONSERVATIVE", "DONE", "EASY", "EXCLUDED", "FUTURE", "HEAP_N", "INF", "NEXT_SUB", "NONE",
     "NOW", "QUEUED", "RUNNING", "SEQ", "UTIL_T", "Engine", "SeededView", "SettingCodes", "Jobs", "Pools", "State",
-    "backfill_code", "build_state", "rebuild_profile", "release_all_due", "reorder_queues", "run_until", "warm_up_engine",
+    "backfill_code", "build_state", "rebuild_profile", "release_all_due", "reorder_queues", "run_until",
+    "warm_up_engine",
 ]
 
 BACKFILL_CODES: dict[str, int] = {"none": NONE, "easy": EASY, "conservative": CONSERVATIVE}

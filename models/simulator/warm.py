@@ -48,7 +48,8 @@ def _warm_up_planner() -> None:
     replay.reset()
     replay.advance(0)
     StateEncoder(StateConfig(), replay.origin_s)
-    queue_order("FCFS", submit_s=np.zeros(2), req_time_s=np.ones(2), cores=np.ones(2), job_seq=np.arange(2.0), now_s=1.0)
+    queue_order("FCFS", submit_s=np.zeros(2), req_time_s=np.ones(2), cores=np.ones(2), job_seq=np.arange(2.0),
+                now_s=1.0)
 
 
 def _warm_up_slurm() -> None:

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 INFINITE = float("inf")
 
@@ -618,13 +619,20 @@ def read_qos_priorities(arg: str) -> tuple[tuple[str, int], ...]:
 SHARES_HINT = "`sshare -a -l -P` prints them (or `sacctmgr -P show assoc format=account,user,fairshare`)"
 
 
-def _once(kept: dict, key, value, what: str) -> None:
+ONE_CLUSTER_HINT = ("give the tree of one cluster (`sacctmgr -P show assoc cluster=NAME format=account,user,fairshare,"
+                    "parentname`, or `sshare` on the cluster)")
+
+
+def _shares_said(old: float, new: float) -> str:
+    return f"as {old:g} and {new:g}"
+
+
+def _once(kept: dict, key, value, what: str, said: Callable[[Any, Any], str] = _shares_said) -> None:
     """Keep `value` under `key`, refusing a second, different one: sacctmgr lists an association once for each
-    cluster slurmdbd serves, so a tree read without `cluster=` can hold one cluster's shares over another's."""
+    cluster slurmdbd serves, so a tree read without `cluster=` can hold one cluster's shares (or parents) over
+    another's."""
     if kept.get(key, value) != value:
-        raise ValueError(f"{what} is given twice, as {kept[key]:g} and {value:g}: give the tree of one cluster "
-                         "(`sacctmgr -P show assoc cluster=NAME format=account,user,fairshare`, or `sshare` "
-                         "on the cluster)")
+        raise ValueError(f"{what} is given twice, {said(kept[key], value)}: {ONE_CLUSTER_HINT}")
     kept[key] = value
 
 
@@ -646,7 +654,6 @@ def parse_shares(text: str) -> Shares:
         acct_col, user_col, share_col = 0, 1, 2
     accounts: dict[str, float] = {}
     users: dict[tuple[str, str], float] = {}
-    parents: dict[str, str] = {}  # below an account other than root
     under: dict[str, str] = {}  # every account's parent, root too
     above: dict[int, str] = {}  # the last account seen at each indentation
     root_users: list[float] = []
@@ -677,17 +684,11 @@ def parse_shares(text: str) -> Shares:
         else:
             _once(accounts, acct, share, f"account {acct}")
             up = r[parent_col].strip() if parent_col is not None and len(r) > parent_col else above.get(depth - 1, "")
-            up = up or "root"
-            if under.get(acct, up) != up:
-                raise ValueError(f"account {acct} is given twice, under {under[acct]} and under {up}: give the tree "
-                                 "of one cluster (`sacctmgr -P show assoc cluster=NAME format=account,user,fairshare,"
-                                 "parentname`, or `sshare` on the cluster)")
-            under[acct] = up
-            if up != "root":
-                parents[acct] = up
+            _once(under, acct, up or "root", f"account {acct}", lambda old, new: f"under {old} and under {new}")
             above[depth] = acct
     if not accounts and not users:
         raise ValueError(f"no account or user association in the tree given: {SHARES_HINT}")
+    parents = {acct: up for acct, up in under.items() if up != "root"}
     loop = _first_loop(parents)
     if loop:
         raise ValueError(f"the accounts {' -> '.join(loop)} are each other's parents: {SHARES_HINT}")
